@@ -1,0 +1,173 @@
+"""Model description of a flexible serial (or tree) manipulator, in SI units.
+
+These dataclasses are what a TOML arm preset is parsed into (see ``hil.config``)
+and what ``hil.assembly`` turns into the flat arrays of the numba kernels.
+Frames and signs are stated once, in README.md section "Conventions".
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+BASE = "base"
+
+DRIVE_TORQUE = "torque"
+DRIVE_PRESCRIBED = "prescribed"
+
+PROFILE_SPINUP = "spinup"          # seed 003 / Kane-Ryan-Banerjee smooth spin-up law
+PROFILE_CYCLOIDAL = "cycloidal"    # seed 004 eq. (44): q = k (t - T/pi sin(pi t / T))
+PROFILE_TABLE = "table"            # tabulated angle, cubic spline
+PROFILE_CONSTANT = "constant"      # hold q0
+
+MODE_FAMILIES = ("clamped_free", "clamped_mass", "user")
+MODE_KINDS = ("bending_y", "bending_z", "torsion", "axial")
+
+
+@dataclass
+class Profile:
+    """Prescribed joint angle q(t) [rad] (built-in law or table)."""
+
+    kind: str = PROFILE_CONSTANT
+    omega_rad_s: float = 0.0      # spinup: final spin rate
+    T_s: float = 1.0              # spinup: ramp duration; cycloidal: half period
+    k_rad_s: float = 0.0          # cycloidal: rate constant
+    t_s: np.ndarray | None = None  # table: sample times
+    q_rad: np.ndarray | None = None  # table: angles
+
+
+@dataclass
+class JointElasticity:
+    """Spong joint: motor-side angle (referred to the link side) and a spring to the link."""
+
+    stiffness_N_m_rad: float
+    damping_N_m_s_rad: float = 0.0
+
+
+@dataclass
+class Joint:
+    """Revolute joint from a station on the parent body into the child body's frame.
+
+    The joint frame sits at ``station_m`` along the parent's beam axis (x), moved by
+    ``offset_m`` and turned by ``rpy_rad`` (fixed-axis roll, pitch, yaw, i.e.
+    R = Rz(yaw) Ry(pitch) Rx(roll)), rigidly attached to the parent's deformed
+    cross-section at that station. The child frame is the joint frame turned by q
+    about ``axis``.
+    """
+
+    name: str
+    axis: np.ndarray
+    station_m: float = 0.0
+    offset_m: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    rpy_rad: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    q0_rad: float = 0.0
+    qd0_rad_s: float = 0.0
+    rotor_inertia_kg_m2: float = 0.0   # motor rotor, motor side
+    gear_ratio: float = 1.0            # motor angle / joint angle
+    viscous_N_m_s_rad: float = 0.0
+    coulomb_N_m: float = 0.0
+    coulomb_smoothing_rad_s: float = 1e-3  # tanh(qd / v_s) smoothing of Coulomb friction
+    drive: str = DRIVE_TORQUE
+    profile: Profile | None = None
+    elasticity: JointElasticity | None = None
+
+    @property
+    def armature_kg_m2(self) -> float:
+        """Rotor inertia reflected through the gear to the joint side, n^2 J_r."""
+        return self.gear_ratio ** 2 * self.rotor_inertia_kg_m2
+
+
+@dataclass
+class RigidInertia:
+    mass_kg: float
+    com_m: np.ndarray                 # centre of mass in the body frame
+    inertia_kg_m2: np.ndarray         # 3x3 about the centre of mass, body axes
+
+
+@dataclass
+class Beam:
+    """Euler-Bernoulli beam along the body x axis from x = 0 (clamped at the joint) to L.
+
+    bending_y: deflection along body y (bending in the x-y plane, stiffness E*Iz);
+    bending_z: deflection along body z (bending in the x-z plane, stiffness E*Iy);
+    torsion: twist about x (stiffness G*J); axial: stretch along x (stiffness E*A).
+    """
+
+    length_m: float
+    E_Pa: float
+    G_Pa: float
+    rho_kg_m3: float
+    area_m2: float
+    Iy_m4: float
+    Iz_m4: float
+    torsion_constant_m4: float
+    n_bending_y: int = 2
+    n_bending_z: int = 2
+    n_torsion: int = 0
+    n_axial: int = 0
+    family: str = "clamped_free"
+    damping_ratio: np.ndarray = field(default_factory=lambda: np.zeros(0))  # per mode, in mode order
+    rotary_inertia: bool = True
+    polar_moment_m4: float | None = None   # for torsional rotary inertia; default Iy + Iz
+    quadrature_points: int = 0             # 0: chosen from the mode count
+    user_shapes: dict | None = None        # kind -> (x_m array, values array (n_modes, len(x)))
+
+    @property
+    def n_modes(self) -> int:
+        return self.n_bending_y + self.n_bending_z + self.n_torsion + self.n_axial
+
+
+@dataclass
+class Attachment:
+    """Rigid body carried by a link (motor housing, payload) at a station."""
+
+    name: str
+    station_m: float
+    mass_kg: float
+    offset_m: np.ndarray = field(default_factory=lambda: np.zeros(3))   # CoM from the station point
+    inertia_kg_m2: np.ndarray = field(default_factory=lambda: np.zeros((3, 3)))  # about CoM
+
+
+@dataclass
+class Body:
+    name: str
+    parent: str                  # body name or BASE
+    joint: Joint
+    rigid: RigidInertia | None = None
+    beam: Beam | None = None
+    attachments: list[Attachment] = field(default_factory=list)
+
+    @property
+    def flexible(self) -> bool:
+        return self.beam is not None
+
+
+@dataclass
+class IntegratorSettings:
+    method: str = "auto"       # auto | rk4 | imex_midpoint | euler
+    dt_s: float = 1e-3         # outer step (the real-time period)
+    substeps: int = 0          # 0: automatic from the highest frequency
+    safety: float = 0.5        # fraction of the method's stability bound used
+
+
+@dataclass
+class Station:
+    """A named point of interest (tip, sensor site) on a body."""
+
+    name: str
+    body: str
+    station_m: float
+    offset_m: np.ndarray = field(default_factory=lambda: np.zeros(3))
+
+
+@dataclass
+class Model:
+    name: str
+    bodies: list[Body]
+    gravity_m_s2: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, -9.81]))
+    foreshortening: bool = True
+    integrator: IntegratorSettings = field(default_factory=IntegratorSettings)
+    stations: list[Station] = field(default_factory=list)
+    initial_eta: dict = field(default_factory=dict)   # body name -> initial modal coordinates
+    provenance: dict = field(default_factory=dict)    # dotted parameter key -> where the value comes from
+    source: str = "<memory>"
