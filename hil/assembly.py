@@ -1,0 +1,411 @@
+"""Turn a Model (hil.model) into the flat arrays the numba kernels read.
+
+KernelModel holds the model as preallocated numpy arrays (one namedtuple so a
+cycle is one Python-to-numba call); Work holds every scratch buffer the kernels
+write, so a step allocates nothing.
+"""
+from __future__ import annotations
+
+from collections import namedtuple
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import model as md
+from .kernels import profiles
+from .modal import BeamModes, beam_modes
+
+KernelModel = namedtuple("KernelModel", [
+    "dims", "parent", "nm", "mo", "axis", "armature", "viscous", "coulomb", "coul_vs",
+    "drive", "prof_kind", "prof_par", "tab_off", "tab_n", "tab_t", "tab_c",
+    "mot", "mot_inertia", "kspring", "dspring",
+    "st_p0", "st_R0", "st_G", "st_L", "st_S",
+    "node_off", "nd_m", "nd_p0", "nd_J", "nd_G", "nd_L", "nd_S", "Jsum", "JL", "LJL",
+    "Kmod", "Dmod", "gravity",
+    "os_body", "os_p0", "os_R0", "os_G", "os_L", "os_S",
+])
+
+Work = namedtuple("Work", [
+    "pos", "vel", "qdd_pres", "tauj", "tau_joint", "Rpc", "ppc", "Rw", "pw", "Phi", "kap", "V",
+    "Mb", "bb", "P", "p", "Lff", "Y", "y", "IA", "pA", "U", "Dj", "uj", "Ia", "IaPhi", "nud", "fj",
+    "Ghat", "EL", "Se", "X6", "tn", "tx", "tx2", "tx3",
+    "t3a", "t3b", "t3c", "t3d", "t3e", "t3f", "t33a", "t33b", "t33c", "t33d",
+    "t6a", "t6b", "t6c", "t6d", "t6e",
+    "Mq", "hq", "Aq", "rq", "iq", "k1", "k2", "k3", "k4", "ps", "vs",
+])
+
+DIM_NB, DIM_NETA, DIM_NMOT, DIM_NM, DIM_NQ, DIM_NS = range(6)
+
+
+def rpy_matrix(rpy: np.ndarray) -> np.ndarray:
+    """R = Rz(yaw) Ry(pitch) Rx(roll), fixed-axis roll-pitch-yaw."""
+    r, p, y = rpy
+    cr, sr, cp, sp, cy, sy = np.cos(r), np.sin(r), np.cos(p), np.sin(p), np.cos(y), np.sin(y)
+    return np.array([
+        [cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
+        [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
+        [-sp, cp * sr, cp * cr],
+    ])
+
+
+def axis_matrix(axis: np.ndarray, q: float) -> np.ndarray:
+    a = np.asarray(axis, float)
+    K = np.array([[0, -a[2], a[1]], [a[2], 0, -a[0]], [-a[1], a[0], 0]])
+    return np.eye(3) + np.sin(q) * K + (1 - np.cos(q)) * K @ K
+
+
+@dataclass
+class Layout:
+    """Where each generalized coordinate lives in the state vector."""
+
+    joint_names: list[str]
+    body_names: list[str]
+    mode_labels: list[list[str]]      # per body
+    mode_offsets: list[int]           # per body, into eta
+    motor_of_joint: list[int]         # -1 for a stiff joint
+    station_names: list[str]
+    n_joints: int
+    n_eta: int
+    n_motors: int
+
+    @property
+    def nq(self) -> int:
+        return self.n_joints + self.n_eta + self.n_motors
+
+    def eta_index(self, body: int, mode: int) -> int:
+        return self.n_joints + self.mode_offsets[body] + mode
+
+    def motor_index(self, joint: int) -> int:
+        return self.n_joints + self.n_eta + self.motor_of_joint[joint]
+
+
+@dataclass
+class Assembled:
+    model: md.Model
+    km: KernelModel
+    layout: Layout
+    modes: list[BeamModes | None]
+    pos0: np.ndarray
+    vel0: np.ndarray
+
+
+def _rigid_props(body: md.Body) -> tuple[float, np.ndarray, np.ndarray]:
+    """Mass, CoM and inertia about the CoM of a body, undeformed (for tip-body estimates)."""
+    parts = []
+    if body.rigid is not None:
+        parts.append((body.rigid.mass_kg, np.asarray(body.rigid.com_m, float), np.asarray(body.rigid.inertia_kg_m2, float)))
+    if body.beam is not None:
+        b = body.beam
+        mb = b.rho_kg_m3 * b.area_m2 * b.length_m
+        Ixx = b.rho_kg_m3 * b.length_m * (b.polar_moment_m4 or b.Iy_m4 + b.Iz_m4)
+        Iyy = mb * b.length_m ** 2 / 12 + b.rho_kg_m3 * b.length_m * b.Iy_m4
+        Izz = mb * b.length_m ** 2 / 12 + b.rho_kg_m3 * b.length_m * b.Iz_m4
+        parts.append((mb, np.array([b.length_m / 2, 0, 0]), np.diag([Ixx, Iyy, Izz])))
+    for a in body.attachments:
+        parts.append((a.mass_kg, np.array([a.station_m, 0, 0]) + a.offset_m, np.asarray(a.inertia_kg_m2, float)))
+    return _combine(parts)
+
+
+def _combine(parts):
+    mt = sum(p[0] for p in parts)
+    if mt <= 0:
+        return 0.0, np.zeros(3), np.zeros((3, 3))
+    c = sum(p[0] * p[1] for p in parts) / mt
+    I = np.zeros((3, 3))
+    for m_, c_, I_ in parts:
+        d = c_ - c
+        I += I_ + m_ * (d @ d * np.eye(3) - np.outer(d, d))
+    return mt, c, I
+
+
+def _subtree_about(model: md.Model, index: int, station: float) -> tuple[float, np.ndarray]:
+    """Mass and inertia (about the point at `station` on body `index`'s axis, its axes) of
+    everything carried at that station: attachments there and the child subtrees, undeformed, at q0."""
+    body = model.bodies[index]
+    point = np.array([station, 0.0, 0.0])
+    parts = [(a.mass_kg, np.array([a.station_m, 0, 0]) + a.offset_m, np.asarray(a.inertia_kg_m2, float))
+             for a in body.attachments if abs(a.station_m - station) < 1e-9]
+
+    def collect(ci: int, R: np.ndarray, p: np.ndarray):
+        child = model.bodies[ci]
+        mc, cc, Ic = _rigid_props(child)
+        if mc > 0:
+            parts.append((mc, p + R @ cc, R @ Ic @ R.T))
+        for gi, g in enumerate(model.bodies):
+            if g.parent == child.name:
+                Rj = rpy_matrix(g.joint.rpy_rad) @ axis_matrix(g.joint.axis, g.joint.q0_rad)
+                pj = np.array([g.joint.station_m, 0, 0]) + g.joint.offset_m
+                collect(gi, R @ Rj, p + R @ pj)
+
+    for ci, c in enumerate(model.bodies):
+        if c.parent == body.name and abs(c.joint.station_m - station) < 1e-9:
+            Rj = rpy_matrix(c.joint.rpy_rad) @ axis_matrix(c.joint.axis, c.joint.q0_rad)
+            collect(ci, Rj, np.array([station, 0, 0]) + c.joint.offset_m)
+    mt, c, I = _combine(parts)
+    if mt <= 0:
+        return 0.0, np.zeros((3, 3))
+    d = c - point
+    return mt, I + mt * (d @ d * np.eye(3) - np.outer(d, d))
+
+
+def _body_modes(model: md.Model, index: int) -> BeamModes | None:
+    body = model.bodies[index]
+    if body.beam is None:
+        return None
+    tip_m, tip_J = 0.0, np.zeros((3, 3))
+    if body.beam.family == "clamped_mass":
+        tip_m, tip_J = _subtree_about(model, index, body.beam.length_m)
+    return beam_modes(body.beam, tip_m, tip_J)
+
+
+def _station_arrays(modes: BeamModes | None, station: float, offset: np.ndarray, NM: int, foreshortening: bool):
+    G = np.zeros((3, NM))
+    L = np.zeros((3, NM))
+    S = np.zeros((NM, NM))
+    if modes is not None:
+        g, lam, s = modes.at(station, offset)
+        n = modes.nm
+        G[:, :n] = g
+        L[:, :n] = lam
+        if foreshortening:
+            S[:n, :n] = s
+    return np.array([station, 0.0, 0.0]) + np.asarray(offset, float), G, L, S
+
+
+def _damping_matrix(K: np.ndarray, Mff: np.ndarray, zeta: np.ndarray) -> np.ndarray:
+    """D = M Phi diag(2 zeta_i omega_i) Phi^T M for M-normalised component modes (ascending omega)."""
+    if K.shape[0] == 0 or not np.any(zeta):
+        return np.zeros_like(K)
+    Lc = np.linalg.cholesky(Mff)
+    Li = np.linalg.inv(Lc)
+    lam, V = np.linalg.eigh(Li @ K @ Li.T)
+    Phi = Li.T @ V
+    om = np.sqrt(np.maximum(lam, 0.0))
+    MPhi = Mff @ Phi
+    return MPhi @ np.diag(2.0 * zeta * om) @ MPhi.T
+
+
+def _spline_coefficients(t: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Cubic spline through (t, q) with zero end slopes; rows c0..c3 per interval (last row holds q_end)."""
+    n = len(t)
+    h = np.diff(t)
+    A = np.zeros((n, n))
+    r = np.zeros(n)
+    A[0, 0], A[0, 1] = 2 * h[0], h[0]
+    r[0] = 3 * (q[1] - q[0]) / h[0]
+    A[-1, -2], A[-1, -1] = h[-1], 2 * h[-1]
+    r[-1] = -3 * (q[-1] - q[-2]) / h[-1]
+    for i in range(1, n - 1):
+        A[i, i - 1], A[i, i], A[i, i + 1] = h[i - 1], 2 * (h[i - 1] + h[i]), h[i]
+        r[i] = 3 * ((q[i + 1] - q[i]) / h[i] - (q[i] - q[i - 1]) / h[i - 1])
+    c2 = np.linalg.solve(A, r)
+    c = np.zeros((n, 4))
+    c[:, 0] = q
+    for i in range(n - 1):
+        c[i, 2] = c2[i]
+        c[i, 3] = (c2[i + 1] - c2[i]) / (3 * h[i])
+        c[i, 1] = (q[i + 1] - q[i]) / h[i] - h[i] * (2 * c2[i] + c2[i + 1]) / 3
+    return c
+
+
+_PROFILE_KIND = {md.PROFILE_CONSTANT: profiles.KIND_CONSTANT, md.PROFILE_SPINUP: profiles.KIND_SPINUP,
+                 md.PROFILE_CYCLOIDAL: profiles.KIND_CYCLOIDAL, md.PROFILE_TABLE: profiles.KIND_TABLE}
+
+
+def assemble(model: md.Model) -> Assembled:
+    """Modal precomputation and flattening of `model` for the kernels."""
+    bodies = model.bodies
+    nb = len(bodies)
+    names = [b.name for b in bodies]
+    index = {n: i for i, n in enumerate(names)}
+    modes = [_body_modes(model, i) for i in range(nb)]
+    nm = np.array([0 if m is None else m.nm for m in modes], dtype=np.int64)
+    NM = max(1, int(nm.max()) if nb else 1)
+    mo = np.concatenate([[0], np.cumsum(nm)[:-1]]).astype(np.int64)
+    neta = int(nm.sum())
+    parent = np.array([-1 if b.parent == md.BASE else index[b.parent] for b in bodies], dtype=np.int64)
+    mot = -np.ones(nb, dtype=np.int64)
+    nmot = 0
+    for k, b in enumerate(bodies):
+        if b.joint.elasticity is not None:
+            mot[k] = nmot
+            nmot += 1
+
+    # joint data
+    axis = np.array([b.joint.axis / np.linalg.norm(b.joint.axis) for b in bodies], float).reshape(nb, 3)
+    armature = np.array([0.0 if b.joint.elasticity else b.joint.armature_kg_m2 for b in bodies])
+    mot_inertia = np.array([b.joint.armature_kg_m2 if b.joint.elasticity else 0.0 for b in bodies])
+    for k, b in enumerate(bodies):
+        if b.joint.elasticity is not None and mot_inertia[k] <= 0:
+            raise ValueError(f"{model.source}: body[{b.name}].joint: an elastic joint needs rotor_inertia_kg_m2 > 0 "
+                             "(the rotor carries the motor-side coordinate)")
+    kspring = np.array([b.joint.elasticity.stiffness_N_m_rad if b.joint.elasticity else 0.0 for b in bodies])
+    dspring = np.array([b.joint.elasticity.damping_N_m_s_rad if b.joint.elasticity else 0.0 for b in bodies])
+    drive = np.array([1 if b.joint.drive == md.DRIVE_PRESCRIBED else 0 for b in bodies], dtype=np.int64)
+    prof_kind = np.zeros(nb, dtype=np.int64)
+    prof_par = np.zeros((nb, 4))
+    tabs_t, tabs_c, tab_off, tab_n = [], [], np.zeros(nb, np.int64), np.zeros(nb, np.int64)
+    off = 0
+    for k, b in enumerate(bodies):
+        prof_par[k, 0] = b.joint.q0_rad
+        pr = b.joint.profile
+        if b.joint.drive != md.DRIVE_PRESCRIBED or pr is None:
+            continue
+        prof_kind[k] = _PROFILE_KIND[pr.kind]
+        if pr.kind == md.PROFILE_SPINUP:
+            prof_par[k, 1:3] = pr.omega_rad_s, pr.T_s
+        elif pr.kind == md.PROFILE_CYCLOIDAL:
+            prof_par[k, 1:3] = pr.k_rad_s, pr.T_s
+        elif pr.kind == md.PROFILE_TABLE:
+            t = np.asarray(pr.t_s, float)
+            tabs_t.append(t)
+            tabs_c.append(_spline_coefficients(t, np.asarray(pr.q_rad, float)))
+            tab_off[k], tab_n[k] = off, len(t)
+            off += len(t)
+    tab_t = np.concatenate(tabs_t) if tabs_t else np.zeros(1)
+    tab_c = np.concatenate(tabs_c) if tabs_c else np.zeros((1, 4))
+
+    # joint stations on parents
+    st_p0 = np.zeros((nb, 3))
+    st_R0 = np.zeros((nb, 3, 3))
+    st_G = np.zeros((nb, 3, NM))
+    st_L = np.zeros((nb, 3, NM))
+    st_S = np.zeros((nb, NM, NM))
+    for k, b in enumerate(bodies):
+        pm = modes[parent[k]] if parent[k] >= 0 else None
+        st_p0[k], st_G[k], st_L[k], st_S[k] = _station_arrays(pm, b.joint.station_m, b.joint.offset_m, NM,
+                                                             model.foreshortening)
+        st_R0[k] = rpy_matrix(b.joint.rpy_rad)
+
+    # lumped nodes
+    nd = {key: [] for key in ("m", "p0", "J", "G", "L", "S")}
+    node_off = [0]
+    Kmod = np.zeros((nb, NM, NM))
+    Dmod = np.zeros((nb, NM, NM))
+    Jsum = np.zeros((nb, 3, 3))
+    JL = np.zeros((nb, 3, NM))
+    LJL = np.zeros((nb, NM, NM))
+
+    def add_node(mass, p0, J, G, L, S):
+        nd["m"].append(mass)
+        nd["p0"].append(p0)
+        nd["J"].append(J)
+        nd["G"].append(G)
+        nd["L"].append(L)
+        nd["S"].append(S)
+
+    for k, b in enumerate(bodies):
+        md_ = modes[k]
+        start = len(nd["m"])
+        if b.rigid is not None:
+            add_node(b.rigid.mass_kg, np.asarray(b.rigid.com_m, float), np.asarray(b.rigid.inertia_kg_m2, float),
+                     np.zeros((3, NM)), np.zeros((3, NM)), np.zeros((NM, NM)))
+        if md_ is not None:
+            n = md_.nm
+            nodes = md_.mass_nodes()
+            for j in range(len(nodes["m"])):
+                G = np.zeros((3, NM))
+                L = np.zeros((3, NM))
+                S = np.zeros((NM, NM))
+                G[:, :n] = nodes["Gamma"][j]
+                L[:, :n] = nodes["Lambda"][j]
+                if model.foreshortening:
+                    S[:n, :n] = nodes["S"][j]
+                add_node(nodes["m"][j], nodes["p0"][j], nodes["J"][j], G, L, S)
+        for a in b.attachments:
+            p0, G, L, S = _station_arrays(md_, a.station_m, a.offset_m, NM, model.foreshortening)
+            add_node(a.mass_kg, p0, np.asarray(a.inertia_kg_m2, float), G, L, S)
+        node_off.append(len(nd["m"]))
+        for j in range(start, len(nd["m"])):
+            Jsum[k] += nd["J"][j]
+            JL[k] += nd["J"][j] @ nd["L"][j]
+            LJL[k] += nd["L"][j].T @ nd["J"][j] @ nd["L"][j]
+        if md_ is not None:
+            n = md_.nm
+            Kmod[k, :n, :n] = md_.K
+            Mff = sum(nd["m"][j] * nd["G"][j][:, :n].T @ nd["G"][j][:, :n]
+                      + nd["L"][j][:, :n].T @ nd["J"][j] @ nd["L"][j][:, :n] for j in range(start, len(nd["m"])))
+            if b.beam.family == "clamped_mass":
+                tip_m, tip_J = _subtree_about(model, k, b.beam.length_m)
+                own = sum(a.mass_kg for a in b.attachments if abs(a.station_m - b.beam.length_m) < 1e-9)
+                if tip_m - own > 0:
+                    # children carried at the tip take part in the component modes the damping refers to
+                    g, lam, _ = md_.at(b.beam.length_m)
+                    own_J = sum((np.asarray(a.inertia_kg_m2, float) for a in b.attachments
+                                 if abs(a.station_m - b.beam.length_m) < 1e-9), np.zeros((3, 3)))
+                    Mff = Mff + (tip_m - own) * g.T @ g + lam.T @ (tip_J - own_J) @ lam
+            zeta = np.broadcast_to(np.asarray(b.beam.damping_ratio, float), (n,)) if np.size(b.beam.damping_ratio) else np.zeros(n)
+            Dmod[k, :n, :n] = _damping_matrix(md_.K, Mff, np.asarray(zeta, float))
+
+    # output stations: configured ones plus the tip of the last body
+    stations = list(model.stations)
+    if not any(s.name == "tip" for s in stations) and nb:
+        last = bodies[-1]
+        stations.append(md.Station("tip", last.name, last.beam.length_m if last.beam else 0.0))
+    ns = len(stations)
+    os_body = np.zeros(max(ns, 1), np.int64)
+    os_p0 = np.zeros((max(ns, 1), 3))
+    os_R0 = np.tile(np.eye(3), (max(ns, 1), 1, 1))
+    os_G = np.zeros((max(ns, 1), 3, NM))
+    os_L = np.zeros((max(ns, 1), 3, NM))
+    os_S = np.zeros((max(ns, 1), NM, NM))
+    for i, s in enumerate(stations):
+        k = index[s.body]
+        os_body[i] = k
+        os_p0[i], os_G[i], os_L[i], os_S[i] = _station_arrays(modes[k], s.station_m, s.offset_m, NM, model.foreshortening)
+
+    nq = nb + neta + nmot
+    km = KernelModel(
+        dims=np.array([nb, neta, nmot, NM, nq, ns], np.int64), parent=parent, nm=nm, mo=mo, axis=axis,
+        armature=armature, viscous=np.array([b.joint.viscous_N_m_s_rad for b in bodies], float),
+        coulomb=np.array([b.joint.coulomb_N_m for b in bodies], float),
+        coul_vs=np.array([b.joint.coulomb_smoothing_rad_s for b in bodies], float),
+        drive=drive, prof_kind=prof_kind, prof_par=prof_par, tab_off=tab_off, tab_n=tab_n, tab_t=tab_t, tab_c=tab_c,
+        mot=mot, mot_inertia=mot_inertia, kspring=kspring, dspring=dspring,
+        st_p0=st_p0, st_R0=st_R0, st_G=st_G, st_L=st_L, st_S=st_S,
+        node_off=np.array(node_off, np.int64), nd_m=np.array(nd["m"], float), nd_p0=np.array(nd["p0"], float),
+        nd_J=np.array(nd["J"], float), nd_G=np.array(nd["G"], float), nd_L=np.array(nd["L"], float),
+        nd_S=np.array(nd["S"], float), Jsum=Jsum, JL=JL, LJL=LJL, Kmod=Kmod, Dmod=Dmod,
+        gravity=np.asarray(model.gravity_m_s2, float),
+        os_body=os_body, os_p0=os_p0, os_R0=os_R0, os_G=os_G, os_L=os_L, os_S=os_S,
+    )
+    layout = Layout(
+        joint_names=[b.joint.name for b in bodies], body_names=names,
+        mode_labels=[[] if m is None else list(m.labels) for m in modes], mode_offsets=[int(x) for x in mo],
+        motor_of_joint=[int(x) for x in mot], station_names=[s.name for s in stations],
+        n_joints=nb, n_eta=neta, n_motors=nmot,
+    )
+    pos0 = np.zeros(nq)
+    vel0 = np.zeros(nq)
+    for k, b in enumerate(bodies):
+        pos0[k] = b.joint.q0_rad
+        vel0[k] = b.joint.qd0_rad_s
+        if mot[k] >= 0:
+            pos0[layout.motor_index(k)] = b.joint.q0_rad
+            vel0[layout.motor_index(k)] = b.joint.qd0_rad_s
+        eta0 = model.initial_eta.get(b.name)
+        if eta0 is not None:
+            pos0[nb + mo[k]: nb + mo[k] + nm[k]] = eta0
+    return Assembled(model, km, layout, modes, pos0, vel0)
+
+
+def make_work(km: KernelModel) -> Work:
+    """All scratch buffers of the kernels for this model."""
+    nb, _, _, NM, nq, _ = (int(x) for x in km.dims)
+    nb1 = max(nb, 1)
+    NX = 6 + NM
+    z = np.zeros
+    return Work(
+        pos=z(nq), vel=z(nq), qdd_pres=z(nb1), tauj=z(nb1), tau_joint=z(nb1),
+        Rpc=z((nb1, 3, 3)), ppc=z((nb1, 3)), Rw=z((nb1, 3, 3)), pw=z((nb1, 3)),
+        Phi=z((nb1, 6, NX)), kap=z((nb1, 6)), V=z((nb1, 6)), Mb=z((nb1, NX, NX)), bb=z((nb1, NX)),
+        P=z((nb1, NX, NX)), p=z((nb1, NX)), Lff=z((nb1, NM, NM)), Y=z((nb1, NM, 6)), y=z((nb1, NM)),
+        IA=z((nb1, 6, 6)), pA=z((nb1, 6)), U=z((nb1, 6)), Dj=z(nb1), uj=z(nb1), Ia=z((6, 6)), IaPhi=z((6, NX)),
+        nud=z((nb1, NX)), fj=z((nb1, 6)), Ghat=z((3, NM)), EL=z((3, NM)), Se=z(NM), X6=z((6, 6)),
+        tn=z(NM), tx=z(NX), tx2=z(NX), tx3=z(NX),
+        t3a=z(3), t3b=z(3), t3c=z(3), t3d=z(3), t3e=z(3), t3f=z(3),
+        t33a=z((3, 3)), t33b=z((3, 3)), t33c=z((3, 3)), t33d=z((3, 3)),
+        t6a=z(6), t6b=z(6), t6c=z(6), t6d=z(6), t6e=z(6),
+        Mq=z((nq, nq)), hq=z(nq), Aq=z((nq, nq)), rq=z(nq), iq=np.zeros(nq, np.int64),
+        k1=z(nq), k2=z(nq), k3=z(nq), k4=z(nq), ps=z(nq), vs=z(nq),
+    )
