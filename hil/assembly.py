@@ -29,7 +29,7 @@ Work = namedtuple("Work", [
     "pos", "vel", "qdd_pres", "tauj", "tau_joint", "Rpc", "ppc", "Rw", "pw", "Phi", "kap", "V",
     "Mb", "bb", "P", "p", "Lff", "Y", "y", "IA", "pA", "U", "Dj", "uj", "Ia", "IaPhi", "nud", "fj",
     "Ghat", "EL", "Se", "X6", "tn", "tx", "tx2", "tx3",
-    "t3a", "t3b", "t3c", "t3d", "t3e", "t3f", "t33a", "t33b", "t33c", "t33d",
+    "t3a", "t3b", "t3c", "t3d", "t3e", "t3f", "t3g", "t33a", "t33b", "t33c", "t33d",
     "t6a", "t6b", "t6c", "t6d", "t6e",
     "Mq", "hq", "Aq", "rq", "iq", "k1", "k2", "k3", "k4", "ps", "vs",
 ])
@@ -403,7 +403,7 @@ def make_work(km: KernelModel) -> Work:
         IA=z((nb1, 6, 6)), pA=z((nb1, 6)), U=z((nb1, 6)), Dj=z(nb1), uj=z(nb1), Ia=z((6, 6)), IaPhi=z((6, NX)),
         nud=z((nb1, NX)), fj=z((nb1, 6)), Ghat=z((3, NM)), EL=z((3, NM)), Se=z(NM), X6=z((6, 6)),
         tn=z(NM), tx=z(NX), tx2=z(NX), tx3=z(NX),
-        t3a=z(3), t3b=z(3), t3c=z(3), t3d=z(3), t3e=z(3), t3f=z(3),
+        t3a=z(3), t3b=z(3), t3c=z(3), t3d=z(3), t3e=z(3), t3f=z(3), t3g=z(3),
         t33a=z((3, 3)), t33b=z((3, 3)), t33c=z((3, 3)), t33d=z((3, 3)),
         t6a=z(6), t6b=z(6), t6c=z(6), t6d=z(6), t6e=z(6),
         Mq=z((nq, nq)), hq=z(nq), Aq=z((nq, nq)), rq=z(nq), iq=np.zeros(nq, np.int64),

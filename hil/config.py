@@ -114,12 +114,9 @@ class _Missing:
 _MISSING = _Missing()
 
 
-class _Raw(str):
-    """A value description that is printed verbatim (not quoted)."""
-
-
 # ----------------------------------------------------------------------------- errors
 def _fmt_float(x: float) -> str:
+    x = float(x)
     if math.isnan(x):
         return "nan"
     if math.isinf(x):
@@ -142,8 +139,6 @@ def _fmt(value: Any, depth: int = 0) -> str:
     """Render a (TOML) value compactly for an error message."""
     if value is _MISSING:
         return "<missing>"
-    if isinstance(value, _Raw):
-        return str(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, np.integer)):
@@ -187,6 +182,11 @@ class ConfigError(ValueError):
 # ----------------------------------------------------------------------------- reader
 def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _in(unit: str) -> str:
+    """' in Pa' for a unit, ' (dimensionless note)' for a parenthesised description."""
+    return f" {unit}" if unit.startswith("(") else f" in {unit}"
 
 
 def _bare(key: str) -> str:
@@ -244,11 +244,11 @@ class _Table:
                positive: bool = False, nonneg: bool = False,
                upper: float | None = None) -> float:
         if positive:
-            expected = f"a positive number in {unit}"
+            expected = f"a positive number{_in(unit)}"
         elif nonneg:
-            expected = f"a non-negative number in {unit}"
+            expected = f"a non-negative number{_in(unit)}"
         else:
-            expected = f"a finite number in {unit}"
+            expected = f"a finite number{_in(unit)}"
         if upper is not None:
             expected += f", at most {_fmt_float(upper)}"
         v = self._get(k, default, expected)
@@ -299,7 +299,7 @@ class _Table:
     def vector(self, k: str, default: Any = _MISSING, *, n: int | None = 3, unit: str,
                nonneg: bool = False) -> np.ndarray:
         size = f"{n}-vector" if n is not None else "list"
-        expected = f"a {size} of {'non-negative ' if nonneg else ''}numbers in {unit}"
+        expected = f"a {size} of {'non-negative ' if nonneg else ''}numbers{_in(unit)}"
         v = self._get(k, default, expected)
         if k not in self.data:
             return np.array(v, dtype=float)

@@ -301,8 +301,8 @@ def _user_shapes(kind: str, x: np.ndarray, values: np.ndarray, n: int, L: float)
     """Validate one tabulated kind and build its tip-normalised cubic spline shapes."""
     x = np.asarray(x, dtype=float)
     y = np.atleast_2d(np.asarray(values, dtype=float))
-    if x.ndim != 1 or len(x) < 3 or y.shape[1] != len(x):
-        raise ModalError(f"user shapes '{kind}': need x (p >= 3,) and values (n, p); got {x.shape}, {y.shape}")
+    if x.ndim != 1 or len(x) < 2 or y.shape[1] != len(x):
+        raise ModalError(f"user shapes '{kind}': need x (p >= 2,) and values (n, p); got {x.shape}, {y.shape}")
     if y.shape[0] != n:
         raise ModalError(f"user shapes '{kind}': {y.shape[0]} shapes given, beam has n_{kind} = {n}")
     if np.any(np.diff(x) <= 0.0) or abs(x[0]) > _END_TOL * L or abs(x[-1] - L) > _END_TOL * L:

@@ -50,13 +50,13 @@ def station_pose(G, L, S, p0, R0, eta, nm, p, R, Rdef, E, th):
 
 
 @njit(cache=True)
-def station_rates(G, L, S, eta, etad, nm, E, th, w_rel, v_rel, w_bias, v_bias, Ghat):
+def station_rates(G, L, S, eta, etad, nm, E, th, thd, w_rel, v_rel, w_bias, v_bias, Ghat):
     """Relative twist of a station w.r.t. its body (body axes) and its eta_ddot-free rate bias.
 
     Fills Ghat = Gamma + e_x (S eta)^T (3 x nm), w_rel = E Lambda eta_dot,
-    v_rel = Ghat eta_dot, w_bias = dE/dt Lambda eta_dot, v_bias = e_x eta_dot^T S eta_dot.
+    v_rel = Ghat eta_dot, w_bias = dE/dt Lambda eta_dot, v_bias = e_x eta_dot^T S eta_dot;
+    thd receives Lambda eta_dot.
     """
-    thd = np.empty(3)
     for i in range(3):
         t = 0.0
         for a in range(nm):
@@ -131,13 +131,14 @@ def joint_kinematics(m, w, k):
     w_b = w.t3e
     v_b = w.t3f
     Ghat = w.Ghat
-    station_rates(m.st_G[k], m.st_L[k], m.st_S[k], eta, etad, nmp, E, th, w_rel, v_rel, w_b, v_b, Ghat)
+    station_rates(m.st_G[k], m.st_L[k], m.st_S[k], eta, etad, nmp, E, th, w.t3g, w_rel, v_rel, w_b, v_b, Ghat)
     EL = w.EL
+    stL = m.st_L[k]
     for i in range(3):
         for a in range(nmp):
             s = 0.0
             for j in range(3):
-                s += E[i, j] * m.st_L[k][j, a]
+                s += E[i, j] * stL[j, a]
             EL[i, a] = s
     for i in range(3):
         for a in range(nmp):

@@ -54,7 +54,7 @@ def station_state(m, w, s, out):
     w_b = np.empty(3)
     v_b = np.empty(3)
     Ghat = np.empty((3, max(nm, 1)))
-    station_rates(m.os_G[s], m.os_L[s], m.os_S[s], eta, etad, nm, E, th, w_rel, v_rel, w_b, v_b, Ghat)
+    station_rates(m.os_G[s], m.os_L[s], m.os_S[s], eta, etad, nm, E, th, np.empty(3), w_rel, v_rel, w_b, v_b, Ghat)
     V = w.V[k]
     a = w.nud[k]
     om = V[0:3]
@@ -64,11 +64,12 @@ def station_state(m, w, s, out):
     wb = np.empty(3)
     alb = np.empty(3)
     ELdd = np.zeros(3)
+    osL = m.os_L[s]
     for i in range(3):
         for e in range(nm):
             acc = 0.0
             for j in range(3):
-                acc += E[i, j] * m.os_L[s][j, e]
+                acc += E[i, j] * osL[j, e]
             ELdd[i] += acc * etadd[e]
     wxr = np.cross(om, r)
     for i in range(3):

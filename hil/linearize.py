@@ -1,0 +1,122 @@
+"""Small-motion analysis: component-mode and whole-arm frequencies, integrator substeps."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .assembly import Assembled, make_work
+from .kernels.aba import forward_kinematics, joint_torques, prepare
+from .kernels.oracle import bias_forces, mass_matrix
+
+RK4_STABILITY = 2.0 * math.sqrt(2.0)   # |omega h| limit of classical RK4 on the imaginary axis
+MIDPOINT_STABILITY = 2.0               # explicit midpoint predictor, damped joint springs
+
+
+def _generalized_eig(K: np.ndarray, M: np.ndarray) -> np.ndarray:
+    """Eigenvalues lambda of K x = lambda M x (M SPD), ascending."""
+    L = np.linalg.cholesky(M)
+    Li = np.linalg.inv(L)
+    A = Li @ K @ Li.T
+    return np.sort(np.linalg.eigvals(0.5 * (A + A.T)).real)
+
+
+def _hz(lam: np.ndarray) -> np.ndarray:
+    """Frequencies in Hz of eigenvalues omega^2; an unstable (negative) one is reported negative."""
+    return np.sign(lam) * np.sqrt(np.abs(lam)) / (2.0 * np.pi)
+
+
+def component_frequencies_hz(asm: Assembled) -> dict[str, np.ndarray]:
+    """Per flexible body: the clamped component-mode frequencies of the body with everything it
+    carries itself (beam material and attachments), its joint locked, children removed."""
+    km = asm.km
+    out = {}
+    for k, name in enumerate(asm.layout.body_names):
+        n = int(km.nm[k])
+        if n == 0:
+            continue
+        a, b = km.node_off[k], km.node_off[k + 1]
+        M = sum(km.nd_m[j] * km.nd_G[j, :, :n].T @ km.nd_G[j, :, :n] for j in range(a, b))
+        M = M + km.LJL[k, :n, :n]
+        out[name] = _hz(_generalized_eig(km.Kmod[k, :n, :n], M))
+    return out
+
+
+def stiffness_and_mass(asm: Assembled, pos: np.ndarray, eps: float = 1e-7) -> tuple[np.ndarray, np.ndarray]:
+    """Mass matrix and tangent stiffness d(h)/dq at zero velocity and zero drive torque.
+
+    h collects elastic, spring and gravity forces (seed 002 eq. 4.2 at rest);
+    the stiffness is a central difference, so gravity stiffening/softening is included.
+    """
+    km = asm.km
+    w = make_work(km)
+    nq = asm.layout.nq
+    zero = np.zeros(nq)
+    tau = np.zeros(max(asm.layout.n_joints, 1))
+    K = np.zeros((nq, nq))
+    h1 = np.zeros(nq)
+    h2 = np.zeros(nq)
+    for i in range(nq):
+        for sgn, h in ((1.0, h1), (-1.0, h2)):
+            p = pos.copy()
+            p[i] += sgn * eps
+            prepare(km, w, 0.0, p, zero)
+            joint_torques(km, w, tau)
+            forward_kinematics(km, w)
+            bias_forces(km, w, p, zero, h)
+            _add_spring_rows(asm, w, h)
+        K[:, i] = (h1 - h2) / (2 * eps)
+    prepare(km, w, 0.0, pos, zero)
+    joint_torques(km, w, tau)
+    forward_kinematics(km, w)
+    M = np.zeros((nq, nq))
+    mass_matrix(km, w, 0.0, 0.0, M)
+    return 0.5 * (K + K.T), M
+
+
+def _add_spring_rows(asm: Assembled, w, h: np.ndarray) -> None:
+    """Rotor rows of h: the Spong spring acting on each rotor coordinate."""
+    km = asm.km
+    for k in range(asm.layout.n_joints):
+        if km.mot[k] >= 0:
+            h[asm.layout.motor_index(k)] = w.tauj[k]
+
+
+@dataclass
+class ArmFrequencies:
+    locked_hz: np.ndarray     # joints (and prescribed joints) locked, rotors locked
+    free_hz: np.ndarray       # torque-driven joints free (zero-stiffness rigid-body modes show as ~0)
+
+
+def arm_frequencies_hz(asm: Assembled, pos: np.ndarray | None = None) -> ArmFrequencies:
+    """Whole-arm frequencies linearised at pos (default: the initial state)."""
+    pos = asm.pos0 if pos is None else pos
+    K, M = stiffness_and_mass(asm, pos)
+    lay = asm.layout
+    km = asm.km
+    modal = list(range(lay.n_joints, lay.n_joints + lay.n_eta))
+    free = [k for k in range(lay.n_joints) if km.drive[k] == 0] + modal
+    free += [lay.motor_index(k) for k in range(lay.n_joints) if km.mot[k] >= 0]
+    locked = _hz(_generalized_eig(K[np.ix_(modal, modal)], M[np.ix_(modal, modal)])) if modal else np.zeros(0)
+    freed = _hz(_generalized_eig(K[np.ix_(free, free)], M[np.ix_(free, free)])) if free else np.zeros(0)
+    return ArmFrequencies(locked, freed)
+
+
+def spring_frequencies_hz(asm: Assembled) -> np.ndarray:
+    """Rotor-on-spring frequency sqrt(k / B) of each Spong joint (rotor side, link held)."""
+    km = asm.km
+    return np.array([math.sqrt(km.kspring[k] / km.mot_inertia[k]) / (2 * math.pi)
+                     for k in range(asm.layout.n_joints) if km.mot[k] >= 0])
+
+
+def substeps_for(method: str, f_max_hz: float, f_explicit_hz: float, dt: float, safety: float) -> int:
+    """Substeps per outer step: RK4 keeps omega_max h within safety x its stability bound; the IMEX
+    scheme only needs the explicitly treated (joint-spring) dynamics resolved; Euler as RK4."""
+    if method == "imex_midpoint":
+        om = 2 * math.pi * f_explicit_hz
+        bound = MIDPOINT_STABILITY
+    else:
+        om = 2 * math.pi * f_max_hz
+        bound = RK4_STABILITY
+    return max(1, math.ceil(om * dt / (safety * bound)))

@@ -1,0 +1,183 @@
+"""The plant: an assembled model, its state, and a compiled fixed-step integrator.
+
+Plant.step() is one Python-to-numba call that advances one outer step (all
+substeps), allocation-free; everything is compiled and warmed up on creation.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import model as md
+from .assembly import Assembled, assemble, make_work
+from .kernels import integrate
+from .kernels.aba import forward_dynamics, forward_kinematics, prepare
+from .kernels.outputs import energy, power, station_state, world_poses
+from .linearize import arm_frequencies_hz, spring_frequencies_hz, substeps_for
+
+METHODS = {"rk4": integrate.METHOD_RK4, "imex_midpoint": integrate.METHOD_IMEX, "euler": integrate.METHOD_EULER}
+AUTO_RK4_MAX_SUBSTEPS = 8   # beyond this many RK4 substeps the IMEX scheme is cheaper
+
+
+class ForwardEulerWarning(UserWarning):
+    """Forward Euler is unstable for undamped elastic modes; it exists to reproduce seed 000."""
+
+
+class SimulationError(RuntimeError):
+    pass
+
+
+@dataclass
+class IntegratorPlan:
+    method: str
+    substeps: int
+    dt_s: float
+    f_max_hz: float          # highest whole-arm frequency at the initial state
+    f_explicit_hz: float     # highest frequency the IMEX scheme treats explicitly (joint springs)
+
+    def describe(self) -> str:
+        return (f"{self.method}, {self.substeps} substep(s) of {self.dt_s / self.substeps * 1e6:.1f} us per "
+                f"{self.dt_s * 1e3:g} ms step (highest frequency {self.f_max_hz:.1f} Hz)")
+
+
+def plan_integrator(asm: Assembled, method: str | None = None, substeps: int | None = None) -> IntegratorPlan:
+    """Choose method and substeps from the model's integrator settings and its highest frequency."""
+    cfg = asm.model.integrator
+    method = method or cfg.method
+    freqs = arm_frequencies_hz(asm)
+    f_max = float(max(np.max(np.abs(freqs.free_hz), initial=0.0), np.max(np.abs(freqs.locked_hz), initial=0.0)))
+    springs = spring_frequencies_hz(asm)
+    f_expl = float(max(springs.max(initial=0.0), 0.0))
+    if method == "auto":
+        n_rk4 = substeps_for("rk4", f_max, f_expl, cfg.dt_s, cfg.safety)
+        method = "rk4" if n_rk4 <= AUTO_RK4_MAX_SUBSTEPS else "imex_midpoint"
+    if method not in METHODS:
+        raise ValueError(f"{asm.model.source}: integrator.method = {method!r}: expected auto, rk4, imex_midpoint or euler")
+    if method == "euler":
+        warnings.warn("forward Euler amplifies every undamped mode each step; use it only to reproduce seed 000",
+                      ForwardEulerWarning, stacklevel=2)
+    n = substeps or cfg.substeps or substeps_for(method, f_max, f_expl, cfg.dt_s, cfg.safety)
+    return IntegratorPlan(method, int(n), cfg.dt_s, f_max, f_expl)
+
+
+class Plant:
+    """State and stepping of one arm model (SI units; see README "Conventions")."""
+
+    def __init__(self, model: md.Model | Assembled, method: str | None = None, substeps: int | None = None):
+        self.asm = model if isinstance(model, Assembled) else assemble(model)
+        self.km = self.asm.km
+        self.layout = self.asm.layout
+        self.work = make_work(self.km)
+        self.plan = plan_integrator(self.asm, method, substeps)
+        self._method = METHODS[self.plan.method]
+        self.tau = np.zeros(max(self.layout.n_joints, 1))
+        self.acc = np.zeros(self.layout.nq)
+        self._e = np.zeros(3)
+        self._p = np.zeros(2)
+        self._st = np.zeros(24)
+        self.reset()
+        self._warm_up()
+
+    @property
+    def dt(self) -> float:
+        return self.plan.dt_s
+
+    def reset(self) -> None:
+        self.t = 0.0
+        self.pos = self.asm.pos0.copy()
+        self.vel = self.asm.vel0.copy()
+        self.evaluate()
+
+    def _warm_up(self) -> None:
+        """Compile and run every kernel a cycle uses once, on a copy of the state."""
+        p, v = self.pos.copy(), self.vel.copy()
+        integrate.advance(self.km, self.work, 0.0, p, v, self.tau, self.dt, self.plan.substeps, self._method)
+        self.evaluate()
+
+    def step(self, tau: np.ndarray | None = None) -> None:
+        """Advance one outer step dt with the drive torques tau (held over the step)."""
+        if tau is not None:
+            self.tau[:] = tau
+        ok = integrate.advance(self.km, self.work, self.t, self.pos, self.vel, self.tau, self.dt,
+                               self.plan.substeps, self._method)
+        self.t += self.dt
+        if not ok:
+            raise SimulationError(f"t = {self.t:.6f} s: non-finite state or singular inertia "
+                                  f"({self.plan.describe()}); reduce dt, add substeps or use imex_midpoint")
+
+    def evaluate(self) -> np.ndarray:
+        """Solve the accelerations at the current state; fills the kernel work buffers used by
+        station(), energy() and power()."""
+        forward_dynamics(self.km, self.work, self.t, self.pos, self.vel, self.tau, self.pos, self.vel, 0.0, 0.0,
+                         self.acc)
+        world_poses(self.km, self.work)
+        self.pos[: self.layout.n_joints] = self.work.pos[: self.layout.n_joints]
+        self.vel[: self.layout.n_joints] = self.work.vel[: self.layout.n_joints]
+        return self.acc
+
+    def energy(self) -> tuple[float, float, float]:
+        """(kinetic, gravity potential, elastic) energy in J at the current state."""
+        prepare(self.km, self.work, self.t, self.pos, self.vel)
+        forward_kinematics(self.km, self.work)
+        energy(self.km, self.work, self._e)
+        return float(self._e[0]), float(self._e[1]), float(self._e[2])
+
+    def power(self) -> tuple[float, float]:
+        """(drive power in, dissipated power) in W at the current state."""
+        self.evaluate()
+        power(self.km, self.work, self.tau, self._p)
+        return float(self._p[0]), float(self._p[1])
+
+    def station(self, name: str) -> dict[str, np.ndarray]:
+        """World kinematics of a named station (call evaluate() first for the current state)."""
+        s = self.layout.station_names.index(name)
+        station_state(self.km, self.work, s, self._st)
+        o = self._st
+        return {"position": o[0:3].copy(), "rotation": o[3:12].reshape(3, 3).copy(), "velocity": o[12:15].copy(),
+                "angular_velocity": o[15:18].copy(), "specific_force": o[18:21].copy(),
+                "angular_acceleration": o[21:24].copy()}
+
+    def joint_wrench(self, joint: str) -> np.ndarray:
+        """Spatial force [moment; force] the parent exerts on the joint's child body, in the child frame."""
+        return self.work.fj[self.layout.joint_names.index(joint)].copy()
+
+    def q(self) -> np.ndarray:
+        return self.pos[: self.layout.n_joints]
+
+    def eta(self, body: str) -> np.ndarray:
+        k = self.layout.body_names.index(body)
+        a = self.layout.n_joints + self.layout.mode_offsets[k]
+        return self.pos[a: a + int(self.km.nm[k])]
+
+    def equilibrium_eta(self) -> None:
+        """Set the modal coordinates to the static deflection under gravity at the current joint
+        angles (Newton iterations on the linearised elastic equations)."""
+        from .linearize import stiffness_and_mass
+        lay = self.layout
+        modal = np.arange(lay.n_joints, lay.n_joints + lay.n_eta)
+        if modal.size == 0:
+            return
+        for _ in range(20):
+            self.vel[:] = 0.0
+            self.evaluate()
+            K, M = stiffness_and_mass(self.asm, self.pos)
+            r = M[np.ix_(modal, modal)] @ self.acc[modal]
+            d = np.linalg.solve(K[np.ix_(modal, modal)], r)
+            self.pos[modal] += d
+            if np.max(np.abs(d)) < 1e-13 + 1e-10 * np.max(np.abs(self.pos[modal])):
+                break
+        self.evaluate()
+
+
+def wall_time_per_step(plant: Plant, steps: int = 200) -> float:
+    """Median seconds per outer step over `steps` (for quick reports; benchmarks live in tools/)."""
+    import time
+    ts = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        plant.step()
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts)) if ts else math.nan

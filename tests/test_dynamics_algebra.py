@@ -1,0 +1,93 @@
+"""The O(n) articulated-body algorithm against the composite-body oracle and Pinocchio."""
+import numpy as np
+import pytest
+
+from hil.assembly import assemble, make_work
+from hil.config import load_model
+from hil.kernels.aba import forward_dynamics
+from hil.kernels.oracle import forward_dynamics_dense
+
+from chains import pinocchio_model, random_flexible_chain, random_rigid_chain, random_state, rigid_equivalent
+
+
+def solve_both(model, pos, vel, tau, cK=0.0, cD=0.0, t=0.3):
+    asm = assemble(model)
+    w = make_work(asm.km)
+    a1 = np.zeros(asm.layout.nq)
+    a2 = np.zeros(asm.layout.nq)
+    assert forward_dynamics(asm.km, w, t, pos, vel, tau, pos, vel, cK, cD, a1)
+    assert forward_dynamics_dense(asm.km, w, t, pos, vel, tau, pos, vel, cK, cD, a2)
+    return a1, a2
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("variant", ["plain", "zero_order", "prescribed", "elastic_joint", "axial_damped"])
+def test_aba_equals_oracle_on_random_flexible_chains(seed, variant):
+    rng = np.random.default_rng(seed)
+    kw = {"plain": {}, "zero_order": {"foreshortening": False}, "prescribed": {"prescribed": True},
+          "elastic_joint": {"elastic_joint": True}, "axial_damped": {"axial": True, "damping": 0.02}}[variant]
+    model = random_flexible_chain(rng, 3 + seed % 3, **kw)
+    asm = assemble(model)
+    pos, vel = random_state(rng, asm.layout.nq, asm.layout.n_joints, asm.pos0)
+    tau = rng.normal(size=asm.layout.n_joints) * 5
+    cK, cD = (2.5e-7, 5e-4) if seed % 2 else (0.0, 0.0)
+    a_aba, a_dense = solve_both(model, pos, vel, tau, cK, cD)
+    assert np.all(np.isfinite(a_aba))
+    np.testing.assert_allclose(a_aba, a_dense, rtol=0, atol=1e-10 * np.abs(a_dense).max())
+
+
+@pytest.mark.parametrize("n", [3, 7, 30])
+def test_rigid_limit_equals_pinocchio_aba(n):
+    import pinocchio as pin
+
+    rng = np.random.default_rng(100 + n)
+    for _ in range(3):
+        model = random_rigid_chain(rng, n)
+        asm = assemble(model)
+        pos = asm.pos0.copy()
+        vel = rng.normal(size=n)
+        tau = rng.normal(size=n) * 3
+        a_aba, a_dense = solve_both(model, pos, vel, tau)
+        pm = pinocchio_model(model)
+        ref = pin.aba(pm, pm.createData(), pos, vel, tau)
+        scale = np.abs(ref).max()
+        np.testing.assert_allclose(a_aba, ref, rtol=0, atol=1e-9 * scale)
+        np.testing.assert_allclose(a_dense, ref, rtol=0, atol=1e-9 * scale)
+
+
+def test_ella_rigid_equivalent_under_gravity_equals_pinocchio():
+    import pinocchio as pin
+
+    model = rigid_equivalent(load_model("configs/ella.toml"))
+    for body in model.bodies:   # Pinocchio's ABA has no joint friction
+        body.joint.viscous_N_m_s_rad = 0.0
+        body.joint.coulomb_N_m = 0.0
+    asm = assemble(model)
+    rng = np.random.default_rng(7)
+    pm = pinocchio_model(model)
+    for _ in range(5):
+        pos = rng.uniform(-1.5, 1.5, 3)
+        vel = rng.normal(size=3)
+        tau = rng.normal(size=3) * 20
+        a_aba, _ = solve_both(model, pos, vel, tau)
+        ref = pin.aba(pm, pm.createData(), pos, vel, tau)
+        np.testing.assert_allclose(a_aba, ref, rtol=0, atol=1e-9 * np.abs(ref).max())
+
+
+def test_friction_enters_as_joint_torque():
+    """Viscous and Coulomb friction act exactly as an opposing drive torque."""
+    rng = np.random.default_rng(3)
+    model = random_rigid_chain(rng, 4)
+    for j in model.bodies:
+        j.joint.viscous_N_m_s_rad = 0.7
+        j.joint.coulomb_N_m = 0.4
+        j.joint.coulomb_smoothing_rad_s = 0.1
+    asm = assemble(model)
+    vel = rng.normal(size=4)
+    tau = rng.normal(size=4)
+    a_fric, _ = solve_both(model, asm.pos0, vel, tau)
+    for j in model.bodies:
+        j.joint.viscous_N_m_s_rad = 0.0
+        j.joint.coulomb_N_m = 0.0
+    a_equiv, _ = solve_both(model, asm.pos0, vel, tau - 0.7 * vel - 0.4 * np.tanh(vel / 0.1))
+    np.testing.assert_allclose(a_fric, a_equiv, atol=1e-12)
