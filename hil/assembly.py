@@ -31,7 +31,7 @@ Work = namedtuple("Work", [
     "Ghat", "EL", "Se", "X6", "tn", "tx", "tx2", "tx3",
     "t3a", "t3b", "t3c", "t3d", "t3e", "t3f", "t3g", "t33a", "t33b", "t33c", "t33d",
     "t6a", "t6b", "t6c", "t6d", "t6e",
-    "Mq", "hq", "Aq", "rq", "iq", "k1", "k2", "k3", "k4", "ps", "vs",
+    "Mq", "hq", "Aq", "rq", "iq", "k1", "k2", "k3", "k4", "ps", "vs", "pe", "acc",
 ])
 
 DIM_NB, DIM_NETA, DIM_NMOT, DIM_NM, DIM_NQ, DIM_NS = range(6)
@@ -406,6 +406,6 @@ def make_work(km: KernelModel) -> Work:
         t3a=z(3), t3b=z(3), t3c=z(3), t3d=z(3), t3e=z(3), t3f=z(3), t3g=z(3),
         t33a=z((3, 3)), t33b=z((3, 3)), t33c=z((3, 3)), t33d=z((3, 3)),
         t6a=z(6), t6b=z(6), t6c=z(6), t6d=z(6), t6e=z(6),
-        Mq=z((nq, nq)), hq=z(nq), Aq=z((nq, nq)), rq=z(nq), iq=np.zeros(nq, np.int64),
-        k1=z(nq), k2=z(nq), k3=z(nq), k4=z(nq), ps=z(nq), vs=z(nq),
+        Mq=z((nq, nq)), hq=z(nq), Aq=z((1, nq, nq)), rq=z(nq), iq=np.zeros(nq, np.int64),
+        k1=z(nq), k2=z(nq), k3=z(nq), k4=z(nq), ps=z(nq), vs=z(nq), pe=z(nq), acc=z(nq),
     )

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .assembly import Assembled, make_work
-from .kernels.aba import forward_kinematics, joint_torques, prepare
+from .kernels.aba import forward_dynamics, forward_kinematics, joint_torques, prepare
 from .kernels.oracle import bias_forces, mass_matrix
 
 RK4_STABILITY = 2.0 * math.sqrt(2.0)   # |omega h| limit of classical RK4 on the imaginary axis
@@ -104,9 +104,17 @@ def arm_frequencies_hz(asm: Assembled, pos: np.ndarray | None = None) -> ArmFreq
 
 
 def spring_frequencies_hz(asm: Assembled) -> np.ndarray:
-    """Rotor-on-spring frequency sqrt(k / B) of each Spong joint (rotor side, link held)."""
+    """Highest frequency of each Spong joint: the rotor B against the link-side articulated
+    inertia D (modes free, the high-frequency limit), sqrt(k (1/B + 1/D))."""
     km = asm.km
-    return np.array([math.sqrt(km.kspring[k] / km.mot_inertia[k]) / (2 * math.pi)
+    if not np.any(km.mot >= 0):
+        return np.zeros(0)
+    w = make_work(km)
+    nq = asm.layout.nq
+    acc = np.zeros(nq)
+    zero = np.zeros(nq)
+    forward_dynamics(km, w, 0.0, asm.pos0, zero, np.zeros(asm.layout.n_joints), asm.pos0, zero, 0.0, 0.0, acc)
+    return np.array([math.sqrt(km.kspring[k] * (1 / km.mot_inertia[k] + 1 / w.Dj[k])) / (2 * math.pi)
                      for k in range(asm.layout.n_joints) if km.mot[k] >= 0])
 
 

@@ -53,13 +53,13 @@ def joint_torques(m, w, tau):
             ed = w.vel[off + mi] - qd
             w.tauj[k] = m.kspring[k] * e + m.dspring[k] * ed
         else:
-            w.tauj[k] = tau[k] - friction(m, k, qd)
+            w.tauj[k] = tau[k] - friction(m.viscous[k], m.coulomb[k], m.coul_vs[k], qd)
 
 
 @njit(cache=True)
-def friction(m, k, rate):
+def friction(viscous, coulomb, smoothing, rate):
     """Viscous plus tanh-smoothed Coulomb friction torque opposing the rate."""
-    return m.viscous[k] * rate + m.coulomb[k] * np.tanh(rate / m.coul_vs[k])
+    return viscous * rate + coulomb * np.tanh(rate / smoothing)
 
 
 @njit(cache=True)
@@ -71,7 +71,7 @@ def motor_accelerations(m, w, tau, acc):
         mi = m.mot[k]
         if mi >= 0:
             phd = w.vel[off + mi]
-            acc[off + mi] = (tau[k] - w.tauj[k] - friction(m, k, phd)) / m.mot_inertia[k]
+            acc[off + mi] = (tau[k] - w.tauj[k] - friction(m.viscous[k], m.coulomb[k], m.coul_vs[k], phd)) / m.mot_inertia[k]
 
 
 @njit(cache=True)
@@ -84,26 +84,26 @@ def forward_kinematics(m, w):
 
 @njit(cache=True)
 def elastic_forces(m, k, el_pos, el_vel, p):
-    """Add the modal stiffness and damping forces K eta + D eta_dot of body k to p[6:]."""
+    """Add the modal stiffness and damping forces K eta + D eta_dot of body k to p[k, 6:]."""
     nm = m.nm[k]
     mo = m.dims[0] + m.mo[k]
-    K = m.Kmod[k]
-    D = m.Dmod[k]
+    K = m.Kmod
+    D = m.Dmod
     for a in range(nm):
         s = 0.0
         for b in range(nm):
-            s += K[a, b] * el_pos[mo + b] + D[a, b] * el_vel[mo + b]
-        p[6 + a] += s
+            s += K[k, a, b] * el_pos[mo + b] + D[k, a, b] * el_vel[mo + b]
+        p[k, 6 + a] += s
 
 
 @njit(cache=True)
 def added_mass(m, k, cK, cD, P):
-    """Add cK K + cD D, the implicit integrator's added modal mass, to P[6:, 6:]."""
-    K = m.Kmod[k]
-    D = m.Dmod[k]
+    """Add cK K + cD D, the implicit integrator's added modal mass, to P[k, 6:, 6:]."""
+    K = m.Kmod
+    D = m.Dmod
     for a in range(m.nm[k]):
         for b in range(m.nm[k]):
-            P[6 + a, 6 + b] += cK * K[a, b] + cD * D[a, b]
+            P[k, 6 + a, 6 + b] += cK * K[k, a, b] + cD * D[k, a, b]
 
 
 @njit(cache=True)
@@ -114,159 +114,168 @@ def forward_dynamics(m, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, acc):
     referred to the link). Elastic modal forces use (el_pos, el_vel); pass pos, vel
     for a fully explicit evaluation. cK, cD: implicit added-mass coefficients.
     Returns False if an articulated inertia lost positive definiteness.
+    Arrays are indexed whole (no per-body views) so numba emits no reference counting.
     """
     nb = m.dims[0]
+    NM = m.dims[3]
     prepare(m, w, t, pos, vel)
     joint_torques(m, w, tau)
     forward_kinematics(m, w)
-    nx = 6 + m.dims[3]
+    P = w.P
+    p = w.p
+    Lff = w.Lff
+    Y = w.Y
+    y = w.y
+    IA = w.IA
+    pA = w.pA
+    U = w.U
+    Ia = w.Ia
+    pa = w.t6a
+    Phi = w.Phi
+    kap = w.kap
+    nud = w.nud
+    col = w.tn
+    tmp6 = w.t6b
+    a6 = w.t6c
+    IaPhi = w.IaPhi
+    bb = w.bb
+    Mb = w.Mb
+    qdd_pres = w.qdd_pres
+    tauj = w.tauj
+    Dj = w.Dj
+    uj = w.uj
+    fj = w.fj
+    tau_joint = w.tau_joint
+    axis = m.axis
+    parent = m.parent
+    nmv = m.nm
+    mo = m.mo
+    drive = m.drive
+    armature = m.armature
+    g = m.gravity
     for k in range(nb):
-        n = 6 + m.nm[k]
-        P = w.P[k]
-        p = w.p[k]
+        n = 6 + nmv[k]
         for i in range(n):
-            p[i] = w.bb[k, i]
+            p[k, i] = bb[k, i]
             for j in range(n):
-                P[i, j] = w.Mb[k, i, j]
+                P[k, i, j] = Mb[k, i, j]
         elastic_forces(m, k, el_pos, el_vel, p)
         added_mass(m, k, cK, cD, P)
-    # tip-to-base: articulated inertias
+    # tip-to-base: articulated inertias (modes eliminated first, then the hinge)
     for k in range(nb - 1, -1, -1):
-        nm = m.nm[k]
-        P = w.P[k]
-        p = w.p[k]
-        IA = w.IA[k]
-        pA = w.pA[k]
-        L = w.Lff[k]
-        Y = w.Y[k]
-        y = w.y[k]
+        nm = nmv[k]
         for a in range(nm):
             for b in range(nm):
-                L[a, b] = P[6 + a, 6 + b]
-        if not cholesky_inplace(L, nm):
+                Lff[k, a, b] = P[k, 6 + a, 6 + b]
+        if not cholesky_inplace(Lff, k, nm):
             return False
-        col = w.tn
         for i in range(6):
             for a in range(nm):
-                col[a] = P[6 + a, i]
-            cholesky_solve(L, nm, col)
+                col[a] = P[k, 6 + a, i]
+            cholesky_solve(Lff, k, nm, col)
             for a in range(nm):
-                Y[a, i] = col[a]
+                Y[k, a, i] = col[a]
         for a in range(nm):
-            y[a] = p[6 + a]
-        cholesky_solve(L, nm, y)
+            col[a] = p[k, 6 + a]
+        cholesky_solve(Lff, k, nm, col)
+        for a in range(nm):
+            y[k, a] = col[a]
         for i in range(6):
-            s = p[i]
+            s = p[k, i]
             for a in range(nm):
-                s -= P[i, 6 + a] * y[a]
-            pA[i] = s
+                s -= P[k, i, 6 + a] * y[k, a]
+            pA[k, i] = s
             for j in range(6):
-                s = P[i, j]
+                s = P[k, i, j]
                 for a in range(nm):
-                    s -= P[i, 6 + a] * Y[a, j]
-                IA[i, j] = s
-        ax = m.axis[k]
-        U = w.U[k]
+                    s -= P[k, i, 6 + a] * Y[k, a, j]
+                IA[k, i, j] = s
+        ax0, ax1, ax2 = axis[k, 0], axis[k, 1], axis[k, 2]
         for i in range(6):
-            U[i] = IA[i, 0] * ax[0] + IA[i, 1] * ax[1] + IA[i, 2] * ax[2]
-        Ia = w.Ia
-        pa = w.t6a
-        if m.drive[k] == DRIVE_PRESCRIBED:
-            qdd = w.qdd_pres[k]
+            U[k, i] = IA[k, i, 0] * ax0 + IA[k, i, 1] * ax1 + IA[k, i, 2] * ax2
+        if drive[k] == DRIVE_PRESCRIBED:
+            qdd = qdd_pres[k]
             for i in range(6):
-                pa[i] = pA[i] + U[i] * qdd
+                pa[i] = pA[k, i] + U[k, i] * qdd
                 for j in range(6):
-                    Ia[i, j] = IA[i, j]
+                    Ia[i, j] = IA[k, i, j]
         else:
-            d = U[0] * ax[0] + U[1] * ax[1] + U[2] * ax[2] + m.armature[k]
+            d = U[k, 0] * ax0 + U[k, 1] * ax1 + U[k, 2] * ax2 + armature[k]
             if not d > 0.0:
                 return False
-            u = w.tauj[k] - (pA[0] * ax[0] + pA[1] * ax[1] + pA[2] * ax[2])
-            w.Dj[k] = d
-            w.uj[k] = u
+            u = tauj[k] - (pA[k, 0] * ax0 + pA[k, 1] * ax1 + pA[k, 2] * ax2)
+            Dj[k] = d
+            uj[k] = u
             for i in range(6):
-                pa[i] = pA[i] + U[i] * u / d
+                pa[i] = pA[k, i] + U[k, i] * u / d
                 for j in range(6):
-                    Ia[i, j] = IA[i, j] - U[i] * U[j] / d
-        par = m.parent[k]
+                    Ia[i, j] = IA[k, i, j] - U[k, i] * U[k, j] / d
+        par = parent[k]
         if par >= 0:
-            # parent += Phi^T Ia Phi, Phi^T (pa + Ia kap)
-            Phi = w.Phi[k]
-            kap = w.kap[k]
-            npx = 6 + m.nm[par]
-            IaPhi = w.IaPhi
+            # parent += Phi^T Ia Phi and Phi^T (pa + Ia kap)
+            npx = 6 + nmv[par]
             for i in range(6):
                 s = pa[i]
                 for j in range(6):
-                    s += Ia[i, j] * kap[j]
-                w.t6b[i] = s
+                    s += Ia[i, j] * kap[k, j]
+                tmp6[i] = s
                 for c in range(npx):
                     s = 0.0
                     for j in range(6):
-                        s += Ia[i, j] * Phi[j, c]
+                        s += Ia[i, j] * Phi[k, j, c]
                     IaPhi[i, c] = s
-            Pp = w.P[par]
-            pp = w.p[par]
             for r in range(npx):
                 s = 0.0
                 for i in range(6):
-                    s += Phi[i, r] * w.t6b[i]
-                pp[r] += s
+                    s += Phi[k, i, r] * tmp6[i]
+                p[par, r] += s
                 for c in range(r, npx):
                     s = 0.0
                     for i in range(6):
-                        s += Phi[i, r] * IaPhi[i, c]
-                    Pp[r, c] += s
+                        s += Phi[k, i, r] * IaPhi[i, c]
+                    P[par, r, c] += s
                     if c != r:
-                        Pp[c, r] += s
+                        P[par, c, r] += s
     # base-to-tip: accelerations
-    g = m.gravity
     for k in range(nb):
-        par = m.parent[k]
-        Phi = w.Phi[k]
-        kap = w.kap[k]
-        a = w.t6c
+        par = parent[k]
         for i in range(6):
-            s = kap[i]
+            s = kap[k, i]
             if par >= 0:
-                for c in range(6 + m.nm[par]):
-                    s += Phi[i, c] * w.nud[par, c]
+                for c in range(6 + nmv[par]):
+                    s += Phi[k, i, c] * nud[par, c]
             else:
-                for c in range(3):
-                    s -= Phi[i, 3 + c] * g[c]
-            a[i] = s
-        ax = m.axis[k]
-        if m.drive[k] == DRIVE_PRESCRIBED:
-            qdd = w.qdd_pres[k]
+                s -= Phi[k, i, 3] * g[0] + Phi[k, i, 4] * g[1] + Phi[k, i, 5] * g[2]
+            a6[i] = s
+        ax0, ax1, ax2 = axis[k, 0], axis[k, 1], axis[k, 2]
+        if drive[k] == DRIVE_PRESCRIBED:
+            qdd = qdd_pres[k]
         else:
-            U = w.U[k]
-            s = w.uj[k]
+            s = uj[k]
             for i in range(6):
-                s -= U[i] * a[i]
-            qdd = s / w.Dj[k]
+                s -= U[k, i] * a6[i]
+            qdd = s / Dj[k]
         acc[k] = qdd
-        nud = w.nud[k]
-        for i in range(3):
-            a[i] += ax[i] * qdd
+        a6[0] += ax0 * qdd
+        a6[1] += ax1 * qdd
+        a6[2] += ax2 * qdd
         for i in range(6):
-            nud[i] = a[i]
-        nm = m.nm[k]
-        base = nb + m.mo[k]
+            nud[k, i] = a6[i]
+        nm = nmv[k]
+        base = nb + mo[k]
         for e in range(nm):
-            s = w.y[k, e]
+            s = y[k, e]
             for i in range(6):
-                s += w.Y[k, e, i] * a[i]
-            nud[6 + e] = -s
+                s += Y[k, e, i] * a6[i]
+            nud[k, 6 + e] = -s
             acc[base + e] = -s
-        IA = w.IA[k]
-        pA = w.pA[k]
+        for e in range(nm, NM):
+            nud[k, 6 + e] = 0.0
         for i in range(6):
-            s = pA[i]
+            s = pA[k, i]
             for j in range(6):
-                s += IA[i, j] * a[j]
-            w.fj[k, i] = s
-        w.tau_joint[k] = w.fj[k, 0] * ax[0] + w.fj[k, 1] * ax[1] + w.fj[k, 2] * ax[2]
-        for e in range(nx - 6 - nm):
-            nud[6 + nm + e] = 0.0
+                s += IA[k, i, j] * a6[j]
+            fj[k, i] = s
+        tau_joint[k] = fj[k, 0] * ax0 + fj[k, 1] * ax1 + fj[k, 2] * ax2
     motor_accelerations(m, w, tau, acc)
     return True

@@ -22,26 +22,26 @@ Rxyz(Lambda eta) R0 (see spatial.xyz_rotation).
 import numpy as np
 from numba import njit
 
-from .spatial import axis_rotation, cross_motion, motion_transform, xyz_rate_bias, xyz_rotation
+from .spatial import axis_rotation, xyz_rate_bias, xyz_rotation
 
 
 @njit(cache=True)
-def station_pose(G, L, S, p0, R0, eta, nm, p, R, Rdef, E, th):
-    """Deformed pose (p, R) of a station frame in its body's frame."""
+def station_pose(G, L, S, p0, R0, pos, e0, nm, p, R, Rdef, E, th):
+    """Deformed pose (p, R) of a station frame in its body's frame; eta = pos[e0:e0 + nm]."""
     for i in range(3):
         acc = p0[i]
         t = 0.0
         for a in range(nm):
-            acc += G[i, a] * eta[a]
-            t += L[i, a] * eta[a]
+            acc += G[i, a] * pos[e0 + a]
+            t += L[i, a] * pos[e0 + a]
         p[i] = acc
         th[i] = t
     fs = 0.0
     for a in range(nm):
         sa = 0.0
         for b in range(nm):
-            sa += S[a, b] * eta[b]
-        fs += sa * eta[a]
+            sa += S[a, b] * pos[e0 + b]
+        fs += sa * pos[e0 + a]
     p[0] += 0.5 * fs
     xyz_rotation(th, Rdef, E)
     for i in range(3):
@@ -50,22 +50,22 @@ def station_pose(G, L, S, p0, R0, eta, nm, p, R, Rdef, E, th):
 
 
 @njit(cache=True)
-def station_rates(G, L, S, eta, etad, nm, E, th, thd, w_rel, v_rel, w_bias, v_bias, Ghat):
+def station_rates(G, L, S, pos, vel, e0, nm, E, th, thd, w_rel, v_rel, w_bias, v_bias, Ghat):
     """Relative twist of a station w.r.t. its body (body axes) and its eta_ddot-free rate bias.
 
     Fills Ghat = Gamma + e_x (S eta)^T (3 x nm), w_rel = E Lambda eta_dot,
     v_rel = Ghat eta_dot, w_bias = dE/dt Lambda eta_dot, v_bias = e_x eta_dot^T S eta_dot;
-    thd receives Lambda eta_dot.
+    thd receives Lambda eta_dot; eta = pos[e0:e0 + nm], eta_dot = vel[e0:e0 + nm].
     """
     for i in range(3):
         t = 0.0
         for a in range(nm):
-            t += L[i, a] * etad[a]
+            t += L[i, a] * vel[e0 + a]
         thd[i] = t
     for a in range(nm):
         sa = 0.0
         for b in range(nm):
-            sa += S[a, b] * eta[b]
+            sa += S[a, b] * pos[e0 + b]
         Ghat[0, a] = G[0, a] + sa
         Ghat[1, a] = G[1, a]
         Ghat[2, a] = G[2, a]
@@ -75,16 +75,16 @@ def station_rates(G, L, S, eta, etad, nm, E, th, thd, w_rel, v_rel, w_bias, v_bi
         for j in range(3):
             w += E[i, j] * thd[j]
         for a in range(nm):
-            v += Ghat[i, a] * etad[a]
+            v += Ghat[i, a] * vel[e0 + a]
         w_rel[i] = w
         v_rel[i] = v
-    xyz_rate_bias(th, thd, w_bias)
+    w_bias[0], w_bias[1], w_bias[2] = xyz_rate_bias(th, thd)
     q = 0.0
     for a in range(nm):
         sa = 0.0
         for b in range(nm):
-            sa += S[a, b] * etad[b]
-        q += sa * etad[a]
+            sa += S[a, b] * vel[e0 + b]
+        q += sa * vel[e0 + a]
     v_bias[0] = q
     v_bias[1] = 0.0
     v_bias[2] = 0.0
@@ -97,110 +97,138 @@ def joint_kinematics(m, w, k):
     Phi(k) maps the parent's extended acceleration to the acceleration of body k's
     frame before the joint's own q_ddot: a_k = Phi(k) nud(parent) + kap(k) + s_k q_ddot_k.
     For a root body Phi(k)[:, :6] maps the base acceleration.
+    Written with whole-array indexing (no views) so numba emits no reference counting.
     """
+    stG, stL, stS, stp0, stR0 = m.st_G, m.st_L, m.st_S, m.st_p0, m.st_R0
+    pos, vel = w.pos, w.vel
+    Rpc, ppc, Phi, V, kap = w.Rpc, w.ppc, w.Phi, w.V, w.kap
+    RS, Rdef, E, Rj = w.t33a, w.t33b, w.t33c, w.t33d
+    th, thd, Ghat = w.t3b, w.t3g, w.Ghat
     par = m.parent[k]
-    nmp = m.nm[par] if par >= 0 else 0
-    mo = m.mo[par] if par >= 0 else 0
-    nj = m.dims[0]
-    eta = w.pos[nj + mo: nj + mo + nmp]
-    etad = w.vel[nj + mo: nj + mo + nmp]
-    pS = w.t3a
-    RS = w.t33a
-    Rdef = w.t33b
-    E = w.t33c
-    th = w.t3b
-    station_pose(m.st_G[k], m.st_L[k], m.st_S[k], m.st_p0[k], m.st_R0[k], eta, nmp, pS, RS, Rdef, E, th)
-    Rj = w.t33d
-    axis_rotation(m.axis[k], w.pos[k], Rj)
-    Rpc = w.Rpc[k]
+    nmp = 0
+    e0 = m.dims[0]
+    if par >= 0:
+        nmp = m.nm[par]
+        e0 += m.mo[par]
+    # station pose on the parent: p = p0 + G eta + e_x eta^T S eta / 2, R = Rxyz(L eta) R0
+    fs = 0.0
+    for a in range(nmp):
+        sa = 0.0
+        for b in range(nmp):
+            sa += stS[k, a, b] * pos[e0 + b]
+        fs += sa * pos[e0 + a]
+    for i in range(3):
+        acc = stp0[k, i]
+        t = 0.0
+        td = 0.0
+        for a in range(nmp):
+            acc += stG[k, i, a] * pos[e0 + a]
+            t += stL[k, i, a] * pos[e0 + a]
+            td += stL[k, i, a] * vel[e0 + a]
+        ppc[k, i] = acc
+        th[i] = t
+        thd[i] = td
+    ppc[k, 0] += 0.5 * fs
+    xyz_rotation(th, Rdef, E)
     for i in range(3):
         for j in range(3):
-            Rpc[i, j] = RS[i, 0] * Rj[0, j] + RS[i, 1] * Rj[1, j] + RS[i, 2] * Rj[2, j]
-        w.ppc[k, i] = pS[i]
-    X = w.X6
-    motion_transform(Rpc, pS, X)
-    Phi = w.Phi[k]
+            RS[i, j] = Rdef[i, 0] * stR0[k, 0, j] + Rdef[i, 1] * stR0[k, 1, j] + Rdef[i, 2] * stR0[k, 2, j]
+    axis_rotation(m.axis[k, 0], m.axis[k, 1], m.axis[k, 2], pos[k], Rj)
+    for i in range(3):
+        for j in range(3):
+            Rpc[k, i, j] = RS[i, 0] * Rj[0, j] + RS[i, 1] * Rj[1, j] + RS[i, 2] * Rj[2, j]
+    # X = [[R^T, 0], [-R^T skew(p), R^T]] into Phi[:, :6]
+    p0_, p1_, p2_ = ppc[k, 0], ppc[k, 1], ppc[k, 2]
+    for i in range(3):
+        r0, r1, r2 = Rpc[k, 0, i], Rpc[k, 1, i], Rpc[k, 2, i]
+        for j in range(3):
+            Phi[k, i, j] = Rpc[k, j, i]
+            Phi[k, i + 3, j + 3] = Rpc[k, j, i]
+            Phi[k, i, j + 3] = 0.0
+        Phi[k, i + 3, 0] = -(r1 * p2_ - r2 * p1_)
+        Phi[k, i + 3, 1] = -(r2 * p0_ - r0 * p2_)
+        Phi[k, i + 3, 2] = -(r0 * p1_ - r1 * p0_)
     for i in range(6):
-        for j in range(6):
-            Phi[i, j] = X[i, j]
         for j in range(6, 6 + m.dims[3]):
-            Phi[i, j] = 0.0
-    # relative motion of the station frame (parent axes), then into child axes
-    w_rel = w.t3c
-    v_rel = w.t3d
-    w_b = w.t3e
-    v_b = w.t3f
-    Ghat = w.Ghat
-    station_rates(m.st_G[k], m.st_L[k], m.st_S[k], eta, etad, nmp, E, th, w.t3g, w_rel, v_rel, w_b, v_b, Ghat)
-    EL = w.EL
-    stL = m.st_L[k]
-    for i in range(3):
-        for a in range(nmp):
-            s = 0.0
-            for j in range(3):
-                s += E[i, j] * stL[j, a]
-            EL[i, a] = s
-    for i in range(3):
-        for a in range(nmp):
-            s_w = 0.0
-            s_v = 0.0
-            for j in range(3):
-                s_w += Rpc[j, i] * EL[j, a]
-                s_v += Rpc[j, i] * Ghat[j, a]
-            Phi[i, 6 + a] = s_w
-            Phi[i + 3, 6 + a] = s_v
+            Phi[k, i, j] = 0.0
+    # station relative twist (parent axes): omega = E L eta_dot, v = Ghat eta_dot, Ghat = G + e_x (S eta)^T
+    for a in range(nmp):
+        sa = 0.0
+        for b in range(nmp):
+            sa += stS[k, a, b] * pos[e0 + b]
+        Ghat[0, a] = stG[k, 0, a] + sa
+        Ghat[1, a] = stG[k, 1, a]
+        Ghat[2, a] = stG[k, 2, a]
+    qq = 0.0
+    for a in range(nmp):
+        sa = 0.0
+        for b in range(nmp):
+            sa += stS[k, a, b] * vel[e0 + b]
+        qq += sa * vel[e0 + a]
+    wb0, wb1, wb2 = xyz_rate_bias(th, thd)
+    wrel0 = E[0, 0] * thd[0] + E[0, 1] * thd[1] + E[0, 2] * thd[2]
+    wrel1 = E[1, 0] * thd[0] + E[1, 1] * thd[1] + E[1, 2] * thd[2]
+    wrel2 = E[2, 0] * thd[0] + E[2, 1] * thd[1] + E[2, 2] * thd[2]
+    vr0 = 0.0
+    vr1 = 0.0
+    vr2 = 0.0
+    for a in range(nmp):
+        vr0 += Ghat[0, a] * vel[e0 + a]
+        vr1 += Ghat[1, a] * vel[e0 + a]
+        vr2 += Ghat[2, a] * vel[e0 + a]
+    # modal columns of Phi, in child axes: [R^T E L; R^T Ghat]
+    for a in range(nmp):
+        el0 = E[0, 0] * stL[k, 0, a] + E[0, 1] * stL[k, 1, a] + E[0, 2] * stL[k, 2, a]
+        el1 = E[1, 0] * stL[k, 0, a] + E[1, 1] * stL[k, 1, a] + E[1, 2] * stL[k, 2, a]
+        el2 = E[2, 0] * stL[k, 0, a] + E[2, 1] * stL[k, 1, a] + E[2, 2] * stL[k, 2, a]
+        for i in range(3):
+            Phi[k, i, 6 + a] = Rpc[k, 0, i] * el0 + Rpc[k, 1, i] * el1 + Rpc[k, 2, i] * el2
+            Phi[k, i + 3, 6 + a] = Rpc[k, 0, i] * Ghat[0, a] + Rpc[k, 1, i] * Ghat[1, a] + Rpc[k, 2, i] * Ghat[2, a]
+    # relative twist vrel and its eta_ddot-free rate bias, in child axes
     vrel = w.t6a
     bias = w.t6b
     for i in range(3):
-        s1 = 0.0
-        s2 = 0.0
-        s3 = 0.0
-        s4 = 0.0
-        for j in range(3):
-            s1 += Rpc[j, i] * w_rel[j]
-            s2 += Rpc[j, i] * v_rel[j]
-            s3 += Rpc[j, i] * w_b[j]
-            s4 += Rpc[j, i] * v_b[j]
-        vrel[i] = s1
-        vrel[i + 3] = s2
-        bias[i] = s3
-        bias[i + 3] = s4
+        r0, r1, r2 = Rpc[k, 0, i], Rpc[k, 1, i], Rpc[k, 2, i]
+        vrel[i] = r0 * wrel0 + r1 * wrel1 + r2 * wrel2
+        vrel[i + 3] = r0 * vr0 + r1 * vr1 + r2 * vr2
+        bias[i] = r0 * wb0 + r1 * wb1 + r2 * wb2
+        bias[i + 3] = r0 * qq
     # twist of body k: V = X V_parent + vrel + s qd
-    V = w.V[k]
-    qd = w.vel[k]
-    ax = m.axis[k]
+    qd = vel[k]
     for i in range(6):
         s = vrel[i]
         if par >= 0:
             for j in range(6):
-                s += X[i, j] * w.V[par, j]
-        V[i] = s
-    for i in range(3):
-        V[i] += ax[i] * qd
-    # bias: apparent derivative of vrel (minus omega_rel x v_rel), + (V - s qd) x vrel + V x s qd
-    # the station-frame term omega_rel x v_rel is subtracted from the linear part
-    wr0, wr1, wr2 = vrel[0], vrel[1], vrel[2]
-    vr0, vr1, vr2 = vrel[3], vrel[4], vrel[5]
-    bias[3] -= wr1 * vr2 - wr2 * vr1
-    bias[4] -= wr2 * vr0 - wr0 * vr2
-    bias[5] -= wr0 * vr1 - wr1 * vr0
-    Vs = w.t6c
-    for i in range(6):
-        Vs[i] = V[i]
-    for i in range(3):
-        Vs[i] -= ax[i] * qd
-    tmp = w.t6d
-    cross_motion(Vs, vrel, tmp)
-    kap = w.kap[k]
-    for i in range(6):
-        kap[i] = bias[i] + tmp[i]
-    sq = w.t6e
-    for i in range(3):
-        sq[i] = ax[i] * qd
-        sq[i + 3] = 0.0
-    cross_motion(V, sq, tmp)
-    for i in range(6):
-        kap[i] += tmp[i]
+                s += Phi[k, i, j] * V[par, j]
+        V[k, i] = s
+    ax0, ax1, ax2 = m.axis[k, 0], m.axis[k, 1], m.axis[k, 2]
+    V[k, 0] += ax0 * qd
+    V[k, 1] += ax1 * qd
+    V[k, 2] += ax2 * qd
+    # bias = apparent derivative of vrel (its linear part less omega_rel x v_rel)
+    #        + (V - s qd) x vrel + V x (s qd)
+    w0, w1, w2, u0, u1, u2 = vrel[0], vrel[1], vrel[2], vrel[3], vrel[4], vrel[5]
+    bias[3] -= w1 * u2 - w2 * u1
+    bias[4] -= w2 * u0 - w0 * u2
+    bias[5] -= w0 * u1 - w1 * u0
+    o0 = V[k, 0] - ax0 * qd
+    o1 = V[k, 1] - ax1 * qd
+    o2 = V[k, 2] - ax2 * qd
+    l0, l1, l2 = V[k, 3], V[k, 4], V[k, 5]
+    kap[k, 0] = bias[0] + o1 * w2 - o2 * w1
+    kap[k, 1] = bias[1] + o2 * w0 - o0 * w2
+    kap[k, 2] = bias[2] + o0 * w1 - o1 * w0
+    kap[k, 3] = bias[3] + o1 * u2 - o2 * u1 + l1 * w2 - l2 * w1
+    kap[k, 4] = bias[4] + o2 * u0 - o0 * u2 + l2 * w0 - l0 * w2
+    kap[k, 5] = bias[5] + o0 * u1 - o1 * u0 + l0 * w1 - l1 * w0
+    s0, s1, s2 = ax0 * qd, ax1 * qd, ax2 * qd
+    W0, W1, W2 = V[k, 0], V[k, 1], V[k, 2]
+    kap[k, 0] += W1 * s2 - W2 * s1
+    kap[k, 1] += W2 * s0 - W0 * s2
+    kap[k, 2] += W0 * s1 - W1 * s0
+    kap[k, 3] += l1 * s2 - l2 * s1
+    kap[k, 4] += l2 * s0 - l0 * s2
+    kap[k, 5] += l0 * s1 - l1 * s0
 
 
 @njit(cache=True)
@@ -222,56 +250,57 @@ def body_inertia(m, w, k):
         for j in range(n):
             M[i, j] = 0.0
     V = w.V[k]
-    om = V[0:3]
-    vel = V[3:6]
-    eta = w.pos[nj + mo: nj + mo + nm]
-    etad = w.vel[nj + mo: nj + mo + nm]
+    om0, om1, om2 = V[0], V[1], V[2]
+    pos = w.pos
+    vel = w.vel
+    e0 = nj + mo
     r = w.t3a
     rd = w.t3b
     c = w.t3c
     t = w.t3d
     Gh = w.Ghat
     Se = w.Se
-    wxv0 = om[1] * vel[2] - om[2] * vel[1]
-    wxv1 = om[2] * vel[0] - om[0] * vel[2]
-    wxv2 = om[0] * vel[1] - om[1] * vel[0]
+    wxv0 = om1 * V[5] - om2 * V[4]
+    wxv1 = om2 * V[3] - om0 * V[5]
+    wxv2 = om0 * V[4] - om1 * V[3]
+    ndG = m.nd_G
+    ndS = m.nd_S
+    ndp0 = m.nd_p0
     for j in range(m.node_off[k], m.node_off[k + 1]):
         mj = m.nd_m[j]
-        G = m.nd_G[j]
-        S = m.nd_S[j]
         fs = 0.0
         sd = 0.0
         for a in range(nm):
             s1 = 0.0
             s2 = 0.0
             for bb in range(nm):
-                s1 += S[a, bb] * eta[bb]
-                s2 += S[a, bb] * etad[bb]
+                s1 += ndS[j, a, bb] * pos[e0 + bb]
+                s2 += ndS[j, a, bb] * vel[e0 + bb]
             Se[a] = s1
-            fs += s1 * eta[a]
-            sd += s2 * etad[a]
+            fs += s1 * pos[e0 + a]
+            sd += s2 * vel[e0 + a]
         for i in range(3):
-            acc = m.nd_p0[j, i]
+            acc = ndp0[j, i]
             for a in range(nm):
-                acc += G[i, a] * eta[a]
+                acc += ndG[j, i, a] * pos[e0 + a]
             r[i] = acc
         r[0] += 0.5 * fs
         for a in range(nm):
-            Gh[0, a] = G[0, a] + Se[a]
-            Gh[1, a] = G[1, a]
-            Gh[2, a] = G[2, a]
+            Gh[0, a] = ndG[j, 0, a] + Se[a]
+            Gh[1, a] = ndG[j, 1, a]
+            Gh[2, a] = ndG[j, 2, a]
         for i in range(3):
             acc = 0.0
             for a in range(nm):
-                acc += Gh[i, a] * etad[a]
+                acc += Gh[i, a] * vel[e0 + a]
             rd[i] = acc
         # classical acceleration bias of the node: w x v + w x (w x r) + 2 w x rd + e_x sd
-        wr0 = om[1] * r[2] - om[2] * r[1]
-        wr1 = om[2] * r[0] - om[0] * r[2]
-        wr2 = om[0] * r[1] - om[1] * r[0]
-        c[0] = wxv0 + om[1] * wr2 - om[2] * wr1 + 2.0 * (om[1] * rd[2] - om[2] * rd[1]) + sd
-        c[1] = wxv1 + om[2] * wr0 - om[0] * wr2 + 2.0 * (om[2] * rd[0] - om[0] * rd[2])
-        c[2] = wxv2 + om[0] * wr1 - om[1] * wr0 + 2.0 * (om[0] * rd[1] - om[1] * rd[0])
+        wr0 = om1 * r[2] - om2 * r[1]
+        wr1 = om2 * r[0] - om0 * r[2]
+        wr2 = om0 * r[1] - om1 * r[0]
+        c[0] = wxv0 + om1 * wr2 - om2 * wr1 + 2.0 * (om1 * rd[2] - om2 * rd[1]) + sd
+        c[1] = wxv1 + om2 * wr0 - om0 * wr2 + 2.0 * (om2 * rd[0] - om0 * rd[2])
+        c[2] = wxv2 + om0 * wr1 - om1 * wr0 + 2.0 * (om0 * rd[1] - om1 * rd[0])
         # rotational block: sum m (|r|^2 I - r r^T)
         rr = r[0] * r[0] + r[1] * r[1] + r[2] * r[2]
         for i in range(3):
@@ -320,14 +349,13 @@ def body_inertia(m, w, k):
     # h = J omega + JL eta_dot; moment bias omega x h
     for i in range(3):
         s = 0.0
-        for jj in range(3):
-            s += Js[i, jj] * om[jj]
+        s += Js[i, 0] * om0 + Js[i, 1] * om1 + Js[i, 2] * om2
         for a in range(nm):
-            s += JL[i, a] * etad[a]
+            s += JL[i, a] * vel[e0 + a]
         t[i] = s
-    b[0] += om[1] * t[2] - om[2] * t[1]
-    b[1] += om[2] * t[0] - om[0] * t[2]
-    b[2] += om[0] * t[1] - om[1] * t[0]
+    b[0] += om1 * t[2] - om2 * t[1]
+    b[1] += om2 * t[0] - om0 * t[2]
+    b[2] += om0 * t[1] - om1 * t[0]
     # symmetrize
     for i in range(n):
         for jj in range(i + 1, n):

@@ -30,7 +30,7 @@ def composite_inertias(m, w, cK, cD):
         for i in range(n):
             for j in range(n):
                 w.P[k, i, j] = w.Mb[k, i, j]
-        added_mass(m, k, cK, cD, w.P[k])
+        added_mass(m, k, cK, cD, w.P)
     for k in range(nb - 1, -1, -1):
         par = m.parent[k]
         if par < 0:
@@ -143,7 +143,7 @@ def bias_forces(m, w, el_pos, el_vel, h):
             for j in range(n):
                 s += w.Mb[k, i, j] * w.nud[k, j]
             F[i] = s
-        elastic_forces(m, k, el_pos, el_vel, F)
+        elastic_forces(m, k, el_pos, el_vel, w.p)
     for k in range(nb - 1, -1, -1):
         F = w.p[k]
         ax = m.axis[k]
@@ -185,10 +185,10 @@ def forward_dynamics_dense(m, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, acc):
     for r in range(nf):
         rhs[r] = -h[idx[r]]
         for c in range(nf):
-            A[r, c] = M[idx[r], idx[c]]
-    if not cholesky_inplace(A, nf):
+            A[0, r, c] = M[idx[r], idx[c]]
+    if not cholesky_inplace(A, 0, nf):
         return False
-    cholesky_solve(A, nf, rhs)
+    cholesky_solve(A, 0, nf, rhs)
     for i in range(nq):
         acc[i] = 0.0
     for k in range(nb):

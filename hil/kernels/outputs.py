@@ -40,21 +40,19 @@ def station_state(m, w, s, out):
     k = m.os_body[s]
     nm = m.nm[k]
     base = m.dims[0] + m.mo[k]
-    eta = w.pos[base:base + nm]
-    etad = w.vel[base:base + nm]
     etadd = w.nud[k, 6:6 + nm]
     r = np.empty(3)
     R = np.empty((3, 3))
     Rdef = np.empty((3, 3))
     E = np.empty((3, 3))
     th = np.empty(3)
-    station_pose(m.os_G[s], m.os_L[s], m.os_S[s], m.os_p0[s], m.os_R0[s], eta, nm, r, R, Rdef, E, th)
+    station_pose(m.os_G[s], m.os_L[s], m.os_S[s], m.os_p0[s], m.os_R0[s], w.pos, base, nm, r, R, Rdef, E, th)
     w_rel = np.empty(3)
     v_rel = np.empty(3)
     w_b = np.empty(3)
     v_b = np.empty(3)
     Ghat = np.empty((3, max(nm, 1)))
-    station_rates(m.os_G[s], m.os_L[s], m.os_S[s], eta, etad, nm, E, th, np.empty(3), w_rel, v_rel, w_b, v_b, Ghat)
+    station_rates(m.os_G[s], m.os_L[s], m.os_S[s], w.pos, w.vel, base, nm, E, th, np.empty(3), w_rel, v_rel, w_b, v_b, Ghat)
     V = w.V[k]
     a = w.nud[k]
     om = V[0:3]
@@ -178,10 +176,10 @@ def power(m, w, tau, out):
         elif mi >= 0:
             phd = w.vel[off + mi]
             pin += tau[k] * phd
-            pd += friction(m, k, phd) * phd + m.dspring[k] * (phd - qd) ** 2
+            pd += friction(m.viscous[k], m.coulomb[k], m.coul_vs[k], phd) * phd + m.dspring[k] * (phd - qd) ** 2
         else:
             pin += tau[k] * qd
-            pd += friction(m, k, qd) * qd
+            pd += friction(m.viscous[k], m.coulomb[k], m.coul_vs[k], qd) * qd
         nm = m.nm[k]
         base = nb + m.mo[k]
         for e in range(nm):

@@ -1,0 +1,297 @@
+"""Offline simulation engine behind ``hil simulate``: torque input tables, output rows, the loop.
+
+Output columns (``run_columns``), per row at time t:
+
+    t                          time [s]
+    q_<joint>, qd_<joint>      joint angle [rad] and rate [rad/s]
+    tau_<joint>                drive torque [N m] applied from t on (torque joints, held over the
+                               step); for a prescribed joint the link torque the joint exerts
+    eta_<body>_<mode label>    modal coordinates of each flexible body
+    theta_<joint>, thetad_<joint>  motor angle and rate referred to the link side (elastic joints only)
+    tip_x, tip_y, tip_z        world position of the station named "tip" [m]
+    energy                     kinetic + gravity potential + elastic energy [J]
+"""
+from __future__ import annotations
+
+import bisect
+import csv
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, TextIO
+
+import numpy as np
+
+from .assembly import Layout
+from .kernels.outputs import energy, station_state
+from .model import DRIVE_PRESCRIBED
+from .plant import Plant
+from .runlog import RunWriter
+
+__all__ = ["InputError", "TorqueTable", "TorqueSource", "Progress", "Summary", "RowBuilder",
+           "run_columns", "steps_for", "simulate"]
+
+TIP = "tip"
+PROGRESS_DELAY_S = 2.0     # show the bar only for runs still going after this wall time
+PROGRESS_REDRAW_S = 0.1
+
+TorqueSource = Callable[[float, np.ndarray], None]   # fills the drive torques at time t in place
+
+
+class InputError(ValueError):
+    """Unusable simulation input (torque table); the message names the file."""
+
+
+# ----------------------------------------------------------------------------- columns
+def run_columns(layout: Layout) -> list[str]:
+    """Column names of an output row, in order (see the module docstring)."""
+    joints = layout.joint_names
+    cols = ["t"] + [f"q_{j}" for j in joints] + [f"qd_{j}" for j in joints] + [f"tau_{j}" for j in joints]
+    for body, labels in zip(layout.body_names, layout.mode_labels):
+        cols += [f"eta_{body}_{label}" for label in labels]
+    motors = [j for j, m in zip(joints, layout.motor_of_joint) if m >= 0]
+    cols += [f"theta_{j}" for j in motors] + [f"thetad_{j}" for j in motors]
+    return cols + ["tip_x", "tip_y", "tip_z", "energy"]
+
+
+class RowBuilder:
+    """Fills one preallocated output row from the plant state (columns as ``run_columns``)."""
+
+    def __init__(self, plant: Plant):
+        lay = plant.layout
+        self.plant = plant
+        self.columns = run_columns(lay)
+        self.row = np.zeros(len(self.columns))
+        nj, ne = lay.n_joints, lay.n_eta
+        pos, vel = plant.pos, plant.vel   # updated in place by the plant
+        sources = [pos[:nj], vel[:nj], plant.tau[:nj], pos[nj:nj + ne], pos[nj + ne:], vel[nj + ne:]]
+        self._copies = []
+        start = 1
+        for src in sources:
+            self._copies.append((slice(start, start + src.size), src))
+            start += src.size
+        self.eta_slice = self._copies[3][0]
+        self._tau_start = 1 + 2 * nj
+        self._prescribed = [k for k, b in enumerate(plant.asm.model.bodies) if b.joint.drive == DRIVE_PRESCRIBED]
+        self._tip = lay.station_names.index(TIP)
+        self._st = np.zeros(24)
+        self._energy = np.zeros(3)
+
+    def fill(self) -> np.ndarray:
+        """The row at the plant's current state and held torque (returns the shared buffer)."""
+        p, row = self.plant, self.row
+        p.evaluate()
+        row[0] = p.t
+        for dst, src in self._copies:
+            row[dst] = src
+        for k in self._prescribed:
+            row[self._tau_start + k] = p.work.tau_joint[k]
+        station_state(p.km, p.work, self._tip, self._st)
+        row[-4:-1] = self._st[0:3]
+        energy(p.km, p.work, self._energy)   # the state evaluate() prepared
+        row[-1] = self._energy.sum()
+        return row
+
+
+# ----------------------------------------------------------------------------- torque input
+class TorqueTable:
+    """Drive torques tabulated over time: linear interpolation, held constant outside the table."""
+
+    def __init__(self, t: np.ndarray, tau: np.ndarray):
+        self.t = np.asarray(t, dtype=float)
+        self.tau = np.asarray(tau, dtype=float).reshape(len(self.t), -1)
+        self._t_list = self.t.tolist()
+        self._slope = np.diff(self.tau, axis=0) / np.diff(self.t)[:, None]
+
+    @classmethod
+    def from_csv(cls, path: str | Path, joint_names: list[str], prescribed: tuple[str, ...] = ()) -> "TorqueTable":
+        """Read columns ``t`` and ``tau_<joint>`` (absent joints: zero torque) from a CSV file.
+
+        Raises InputError naming the file for an unknown, duplicate or prescribed-joint column,
+        a value that is not a finite number, or times that do not strictly increase.
+        """
+        with open(path, encoding="utf-8", newline="") as f:
+            reader = csv.reader(f)
+            header = [h.strip() for h in next(reader, [])]
+            index = _torque_columns(path, header, joint_names, prescribed)
+            values = [_parse_row(path, reader.line_num, header, r) for r in reader if any(c.strip() for c in r)]
+        if not values:
+            raise InputError(f"{path}: no data rows (expected columns t, tau_<joint>)")
+        data = np.array(values)
+        t = data[:, header.index("t")]
+        bad = np.nonzero(np.diff(t) <= 0)[0]
+        if bad.size:
+            i = int(bad[0]) + 1
+            raise InputError(f"{path}: column 't': times must strictly increase (data row {i + 1}: "
+                             f"t = {t[i]!r} after {t[i - 1]!r})")
+        tau = np.zeros((len(t), len(joint_names)))
+        for col, k in index.items():
+            tau[:, k] = data[:, col]
+        return cls(t, tau)
+
+    def __call__(self, t: float, out: np.ndarray) -> None:
+        """Write the torques at time t into out (no allocation)."""
+        i = bisect.bisect_right(self._t_list, t) - 1
+        if i < 0:
+            out[:] = self.tau[0]
+        elif i >= len(self._t_list) - 1:
+            out[:] = self.tau[-1]
+        else:
+            np.multiply(self._slope[i], t - self._t_list[i], out=out)
+            out += self.tau[i]
+
+
+def _torque_columns(path, header: list[str], joint_names: list[str], prescribed) -> dict[int, int]:
+    """CSV column index -> joint index, validating the header."""
+    if not header or header == [""]:
+        raise InputError(f"{path}: empty file (expected a header line with columns t, tau_<joint>)")
+    expected = ", ".join(["t"] + [f"tau_{j}" for j in joint_names if j not in prescribed])
+    index = {}
+    for col, name in enumerate(header):
+        if header.index(name) != col:
+            raise InputError(f"{path}: column {name!r} appears twice")
+        if name == "t":
+            continue
+        joint = name[4:] if name.startswith("tau_") else None
+        if joint in prescribed:
+            raise InputError(f"{path}: column {name!r}: joint {joint!r} is prescribed (its angle is imposed) "
+                             f"and takes no torque input; expected columns: {expected}")
+        if joint not in joint_names:
+            raise InputError(f"{path}: unknown column {name!r}; expected columns: {expected}")
+        index[col] = joint_names.index(joint)
+    if "t" not in header:
+        raise InputError(f"{path}: missing column 't'; expected columns: {expected}")
+    return index
+
+
+def _parse_row(path, line: int, header: list[str], cells: list[str]) -> list[float]:
+    if len(cells) != len(header):
+        raise InputError(f"{path}: line {line}: {len(cells)} values, expected {len(header)} "
+                         f"(one per column: {', '.join(header)})")
+    out = []
+    for name, cell in zip(header, cells):
+        try:
+            v = float(cell)
+        except ValueError:
+            v = math.nan
+        if not math.isfinite(v):
+            raise InputError(f"{path}: line {line}: column {name!r} = {cell.strip()!r}: expected a finite number")
+        out.append(v)
+    return out
+
+
+# ----------------------------------------------------------------------------- progress
+class Progress:
+    """Plain-text progress bar on a stream, drawn only once a run has lasted PROGRESS_DELAY_S."""
+
+    def __init__(self, stream: TextIO | None = None, width: int = 30, delay_s: float = PROGRESS_DELAY_S):
+        self.stream = sys.stderr if stream is None else stream
+        self.width = width
+        self._start = time.monotonic()
+        self._next = self._start + delay_s
+        self._drawn = False
+
+    def __call__(self, step: int, total: int) -> None:
+        now = time.monotonic()
+        if step < total and now < self._next:
+            return
+        if step >= total and not self._drawn:
+            return
+        self._next = now + PROGRESS_REDRAW_S
+        frac = step / total if total else 1.0
+        fill = int(round(frac * self.width))
+        elapsed = now - self._start
+        eta = elapsed * (1 - frac) / frac if frac > 0 else math.inf
+        self.stream.write(f"\r[{'#' * fill}{'.' * (self.width - fill)}] {frac * 100:5.1f}%  "
+                          f"{elapsed:6.1f} s elapsed, {eta:6.1f} s left")
+        if step >= total:
+            self.stream.write("\n")
+        self.stream.flush()
+        self._drawn = True
+
+
+# ----------------------------------------------------------------------------- the loop
+@dataclass
+class Summary:
+    steps: int
+    rows: int                        # rows written to the sink
+    sim_time_s: float
+    wall_s: float
+    tip_final_m: np.ndarray
+    max_abs_eta: float
+    max_abs_eta_column: str | None   # None for a rigid model
+    plan: str                        # IntegratorPlan.describe()
+
+    @property
+    def real_time_factor(self) -> float:
+        """Simulated time per wall time (> 1: faster than real time)."""
+        return self.sim_time_s / self.wall_s if self.wall_s > 0 else math.inf
+
+    def describe(self) -> str:
+        x, y, z = self.tip_final_m
+        eta = (f"{self.max_abs_eta:.4g} ({self.max_abs_eta_column})" if self.max_abs_eta_column
+               else "- (no flexible bodies)")
+        return (f"{self.steps} steps ({self.sim_time_s:g} s simulated; {self.plan}), {self.rows} rows written\n"
+                f"wall time {self.wall_s:.3f} s, real-time factor {self.real_time_factor:.3g}\n"
+                f"final tip position [m]: {x:.6g} {y:.6g} {z:.6g}\n"
+                f"max |eta|: {eta}")
+
+
+def steps_for(duration: float, dt: float) -> int:
+    """Outer steps to cover duration (at least one)."""
+    return max(1, math.ceil(duration / dt - 1e-9))
+
+
+class _EtaPeak:
+    """Largest |eta| seen so far and its column name (allocation-free update)."""
+
+    def __init__(self, eta: np.ndarray, columns: list[str]):
+        self.eta = eta
+        self.columns = columns
+        self._abs = np.zeros_like(eta)
+        self.value = 0.0
+        self.column: str | None = None
+
+    def update(self) -> None:
+        if self.eta.size == 0:
+            return
+        np.abs(self.eta, out=self._abs)
+        i = int(self._abs.argmax())
+        if self.column is None or self._abs[i] > self.value:
+            self.value, self.column = float(self._abs[i]), self.columns[i]
+
+
+def simulate(plant: Plant, duration: float, torque_source: TorqueSource | None = None, every: int = 1,
+             sink: RunWriter | None = None, progress: Callable[[int, int], None] | None = None) -> Summary:
+    """Run the plant from its current state for ``duration`` seconds as fast as possible.
+
+    The drive torques are sampled from ``torque_source(t, out)`` at the start of each step and
+    held over it (as in the real-time loop); without a source they are zero. Rows (see
+    ``run_columns``) at steps 0, every, 2 every, ... go to ``sink``; ``progress(step, total)``
+    is called every step. Raises SimulationError if the state blows up.
+    """
+    if every < 1 or not duration > 0:
+        raise ValueError(f"duration = {duration}, every = {every}: expected duration > 0 s and every >= 1")
+    lay = plant.layout
+    builder = RowBuilder(plant)
+    tau = plant.tau[: lay.n_joints]
+    peak = _EtaPeak(plant.pos[lay.n_joints: lay.n_joints + lay.n_eta], builder.columns[builder.eta_slice])
+    n = steps_for(duration, plant.dt)
+    t0 = time.perf_counter()
+    for k in range(n + 1):
+        if torque_source is not None:
+            torque_source(plant.t, tau)
+        if k % every == 0 and sink is not None:
+            sink.write(builder.fill())
+        peak.update()
+        if progress is not None:
+            progress(k, n)
+        if k < n:
+            plant.step()
+    wall = time.perf_counter() - t0
+    plant.evaluate()
+    return Summary(steps=n, rows=n // every + 1 if sink is not None else 0, sim_time_s=n * plant.dt, wall_s=wall,
+                   tip_final_m=plant.station(TIP)["position"], max_abs_eta=peak.value,
+                   max_abs_eta_column=peak.column, plan=plant.plan.describe())

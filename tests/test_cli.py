@@ -1,0 +1,184 @@
+"""Tests of the ``hil`` command line: modes, simulate, run logs and torque input tables."""
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from hil.cli import main
+from hil.runlog import read_run
+from hil.simulate import Progress, TorqueTable
+
+SPINUP = "configs/spinup_beam.toml"
+
+RIGID_TOML = """
+[model]
+name = "rigid_disk"
+gravity_m_s2 = [0.0, 0.0, 0.0]
+
+[integrator]
+method = "rk4"
+dt_s = 0.001
+
+[[body]]
+name = "disk"
+parent = "base"
+  [body.joint]
+  name = "spin"
+  axis = [0.0, 0.0, 1.0]
+  q0_rad = 0.3
+  [body.rigid]
+  mass_kg = 2.0
+  com_m = [0.0, 0.0, 0.0]
+  inertia_kg_m2 = [0.3, 0.3, 0.5]
+"""
+RIGID_IZZ = 0.5
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_help_subprocess():
+    res = subprocess.run([sys.executable, "-m", "hil.cli", "--help"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0
+    for name in ("modes", "simulate", "bench"):
+        assert name in res.stdout
+
+
+def test_modes_json(capsys):
+    code, out, _ = _run(capsys, "modes", "configs/ella.toml", "--json")
+    assert code == 0
+    rep = json.loads(out)
+    assert {"config", "model", "links", "arm", "f_max_hz", "integrator"} <= rep.keys()
+    assert [link["body"] for link in rep["links"]] == ["link1", "link2"]
+    for link in rep["links"]:
+        assert link["modes"] == ["bending_y_1", "bending_y_2", "bending_z_1", "bending_z_2", "torsion_1"]
+        comp = np.array(link["component_hz"])
+        assert comp.shape == (5,) and np.all(comp > 0) and np.all(np.diff(comp) >= 0)
+        assert np.all(np.array(link["analytic_hz"]) > 0)
+    locked = np.array(rep["arm"]["locked_hz"])
+    assert locked.shape == (10,) and np.all(locked > 0)
+    assert len(rep["arm"]["free_hz"]) == 13          # 3 joints + 10 modes
+    assert rep["f_max_hz"] >= locked.max() > 0
+    it = rep["integrator"]
+    assert it["method"] in ("rk4", "imex_midpoint") and it["substeps"] >= 1 and it["dt_s"] == 0.001
+
+
+def test_modes_table(capsys):
+    code, out, _ = _run(capsys, "modes", SPINUP)
+    assert code == 0
+    assert "component modes (ascending)" in out and "bending_y_1" in out and "highest frequency" in out
+
+
+def test_simulate_csv_columns_and_rows(tmp_path, capsys):
+    out = tmp_path / "run.csv"
+    code, stdout, _ = _run(capsys, "simulate", SPINUP, "--duration", "0.5", "--out", out)
+    assert code == 0
+    assert "real-time factor" in stdout and "max |eta|" in stdout
+    header, rows = read_run(out)
+    assert header["columns"] == ["t", "q_hub", "qd_hub", "tau_hub", "eta_beam_bending_y_1", "eta_beam_bending_y_2",
+                                 "tip_x", "tip_y", "tip_z", "energy"]
+    assert rows.shape == (501, 10)
+    assert np.allclose(rows[:, 0], np.arange(501) * 1e-3)
+    assert rows[-1, 1] > 0                      # the hub spins up
+    assert np.allclose(np.hypot(rows[:, 6], rows[:, 7]), 8.0, rtol=1e-4)
+
+
+def test_msgpack_roundtrip_equals_csv(tmp_path, capsys):
+    csv_path, mp_path = tmp_path / "run.csv", tmp_path / "run.msgpack"
+    for path in (csv_path, mp_path):
+        assert _run(capsys, "simulate", SPINUP, "--duration", "0.2", "--every", "10", "--out", path)[0] == 0
+    h_csv, rows_csv = read_run(csv_path)
+    h_mp, rows_mp = read_run(mp_path)
+    assert rows_mp.shape == (21, 10)
+    assert h_mp["columns"] == h_csv["columns"]
+    assert h_mp["format"] == "hil-run" and h_mp["version"] == 1 and h_mp["trailing_bytes"] == 0
+    assert h_mp["config"] == SPINUP and h_mp["dt_s"] == 0.001 and h_mp["every"] == 10
+    assert h_mp["integrator"]["method"] == "rk4"
+    np.testing.assert_array_equal(rows_mp, rows_csv)
+
+
+def test_truncated_msgpack_readable(tmp_path, capsys):
+    path = tmp_path / "run.msgpack"
+    assert _run(capsys, "simulate", SPINUP, "--duration", "0.05", "--out", path)[0] == 0
+    _, full = read_run(path)
+    data = path.read_bytes()
+    cut = tmp_path / "cut.msgpack"
+    cut.write_bytes(data[:-13])                 # mid-record: a record is 1 + 9 * 10 bytes
+    header, rows = read_run(cut)
+    assert rows.shape == (full.shape[0] - 1, full.shape[1])
+    np.testing.assert_array_equal(rows, full[:-1])
+    assert header["trailing_bytes"] == 91 - 13
+
+
+def test_torque_table_interpolation(tmp_path):
+    path = tmp_path / "tau.csv"
+    path.write_text("t,tau_a\n0.1,0.0\n0.3,2.0\n0.5,-1.0\n")
+    table = TorqueTable.from_csv(path, ["a", "b"])
+    out = np.zeros(2)
+    for t, expected in [(0.0, 0.0), (0.1, 0.0), (0.2, 1.0), (0.3, 2.0), (0.4, 0.5), (0.5, -1.0), (9.0, -1.0)]:
+        table(t, out)
+        assert out == pytest.approx([expected, 0.0], abs=1e-12)
+
+
+def test_constant_torque_rigid_body(tmp_path, capsys):
+    cfg = tmp_path / "rigid.toml"
+    cfg.write_text(RIGID_TOML)
+    tau = tmp_path / "tau.csv"
+    tau.write_text("t,tau_spin\n0.0,2.0\n0.2,2.0\n")          # held constant after t = 0.2
+    out = tmp_path / "run.csv"
+    assert _run(capsys, "simulate", cfg, "--duration", "0.5", "--input", tau, "--out", out)[0] == 0
+    header, rows = read_run(out)
+    col = {c: i for i, c in enumerate(header["columns"])}
+    t = rows[:, col["t"]]
+    np.testing.assert_allclose(rows[:, col["q_spin"]], 0.3 + 2.0 / (2 * RIGID_IZZ) * t ** 2, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(rows[:, col["qd_spin"]], 2.0 / RIGID_IZZ * t, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(rows[:, col["tau_spin"]], 2.0)
+    np.testing.assert_allclose(rows[:, col["energy"]], 0.5 * RIGID_IZZ * rows[:, col["qd_spin"]] ** 2, rtol=1e-9)
+
+
+def test_bad_csv_column_and_order(tmp_path, capsys):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("t,tau_knee\n0.0,1.0\n")
+    code, _, err = _run(capsys, "simulate", "configs/ella.toml", "--duration", "0.01", "--input", bad)
+    assert code == 2 and str(bad) in err and "'tau_knee'" in err
+    back = tmp_path / "back.csv"
+    back.write_text("t,tau_elbow\n0.0,1.0\n0.0,2.0\n")
+    code, _, err = _run(capsys, "simulate", "configs/ella.toml", "--duration", "0.01", "--input", back)
+    assert code == 2 and str(back) in err and "increase" in err
+
+
+def test_broken_config(tmp_path, capsys):
+    cfg = tmp_path / "broken.toml"
+    cfg.write_text(RIGID_TOML.replace("mass_kg = 2.0", "mass_kg = -2.0"))
+    for argv in (["simulate", cfg, "--duration", "0.1"], ["modes", cfg]):
+        code, _, err = _run(capsys, *argv)
+        assert code == 2 and str(cfg) in err and "mass_kg" in err and "Traceback" not in err
+    code, _, err = _run(capsys, "modes", tmp_path / "missing.toml")
+    assert code == 2 and "missing.toml" in err
+
+
+def test_bench_dispatch(monkeypatch):
+    calls = []
+    fake = types.ModuleType("tools.bench_kernel")
+    fake.main = lambda argv: calls.append(argv) or 0
+    monkeypatch.setitem(sys.modules, "tools.bench_kernel", fake)
+    assert main(["bench", "--help", "configs/ella.toml"]) == 0
+    assert calls == [["--help", "configs/ella.toml"]]
+
+
+def test_progress_bar():
+    stream = io.StringIO()
+    bar = Progress(stream, width=10, delay_s=0.0)
+    for k in range(5):
+        bar(k, 4)
+    text = stream.getvalue()
+    assert text.startswith("\r[") and "100.0%" in text and text.endswith("\n")

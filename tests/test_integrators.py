@@ -1,0 +1,232 @@
+"""Fixed-step integrators and the automatic integrator plan.
+
+* convergence orders against a fine RK4 reference on flexible chains: RK4 ~4, IMEX midpoint ~2
+  (both converge to the same solution);
+* stability: with a > 1 kHz mode at dt = 1 ms and 1 substep RK4 blows up (SimulationError),
+  IMEX midpoint stays bounded;
+* forward Euler warns;
+* plan_integrator: RK4 substeps keep omega_max h within safety * 2 sqrt(2) (and are the fewest that
+  do), auto switches to IMEX beyond 8 RK4 substeps, IMEX substeps resolve only the joint springs,
+  user-pinned method / substeps win.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+from hil import model as md
+from hil.assembly import assemble
+from hil.config import load_model
+from hil.plant import AUTO_RK4_MAX_SUBSTEPS, ForwardEulerWarning, Plant, SimulationError, plan_integrator
+
+from chains import random_flexible_chain
+
+RK4_BOUND = 2.0 * math.sqrt(2.0)
+
+
+def run(model, method, substeps, duration, rng_seed=0):
+    """Final state after `duration` from the model's initial state with random joint rates."""
+    plant = Plant(model, method=method, substeps=substeps)
+    nj = plant.layout.n_joints
+    plant.vel[:nj] = np.random.default_rng(rng_seed).normal(size=nj) * 2.0
+    plant.evaluate()
+    for _ in range(int(round(duration / plant.dt))):
+        plant.step()
+    return plant.pos.copy()
+
+
+CHAINS = {
+    "chain3_damped": lambda: random_flexible_chain(np.random.default_rng(7), 3, damping=0.01),
+    "chain4_spong": lambda: random_flexible_chain(np.random.default_rng(8), 4, damping=0.01, elastic_joint=True),
+}
+
+DURATION = 0.2
+
+
+@pytest.fixture(scope="module")
+def references():
+    """RK4 with 64 substeps per 1 ms step."""
+    return {name: run(make(), "rk4", 64, DURATION) for name, make in CHAINS.items()}
+
+
+def observed_orders(errors):
+    e = np.asarray(errors)
+    return np.log2(e[:-1] / e[1:])
+
+
+# measured max errors vs the reference: chain3 at 2/4/8 substeps 1.2e-7, 7.5e-9, 4.7e-10 (orders 3.99, 4.00);
+# chain4 at 4/8/16 substeps 1.7e-8, 1.2e-9, 6.7e-11 (orders 3.84, 4.19)
+@pytest.mark.parametrize("chain", list(CHAINS))
+def test_rk4_converges_with_order_four(chain, references):
+    ns = (2, 4, 8) if chain == "chain3_damped" else (4, 8, 16)
+    errs = [np.abs(run(CHAINS[chain](), "rk4", n, DURATION) - references[chain]).max() for n in ns]
+    orders = observed_orders(errs)
+    print(f"\n[{chain}] RK4 substeps {ns}: max errors {np.array(errs)}, orders {orders}")
+    assert np.all(orders > 3.7) and np.all(orders < 4.3)
+
+
+# measured IMEX errors at 4/8/16 substeps: chain3 7.9e-6, 2.0e-6, 5.0e-7 (orders 2.00, 2.00);
+# chain4 4.5e-6, 1.1e-6, 2.8e-7 (orders 2.00, 2.00)
+@pytest.mark.parametrize("chain", list(CHAINS))
+def test_imex_midpoint_converges_with_order_two(chain, references):
+    ns = (4, 8, 16)
+    errs = [np.abs(run(CHAINS[chain](), "imex_midpoint", n, DURATION) - references[chain]).max() for n in ns]
+    orders = observed_orders(errs)
+    print(f"\n[{chain}] IMEX substeps {ns}: max errors {np.array(errs)}, orders {orders}")
+    assert np.all(orders > 1.8) and np.all(orders < 2.3)
+
+
+# ---------------------------------------------------------------- stability
+
+
+def stiff_axial_chain():
+    """Three bodies with axial modes (top whole-arm frequency ~1.2 kHz), undamped, no friction."""
+    model = random_flexible_chain(np.random.default_rng(1), 3, axial=True)
+    for b in model.bodies:
+        b.joint.viscous_N_m_s_rad = 0.0
+        b.joint.coulomb_N_m = 0.0
+    return model
+
+
+def test_imex_bounded_where_rk4_blows_up():
+    model = stiff_axial_chain()
+    rk4 = Plant(model, method="rk4", substeps=1)
+    omega_h = 2 * np.pi * rk4.plan.f_max_hz * rk4.dt
+    assert rk4.plan.f_max_hz > 1000.0 and omega_h > RK4_BOUND
+    with pytest.raises(SimulationError):
+        for _ in range(2000):
+            rk4.step()
+    assert rk4.t < 0.5   # it goes quickly
+
+    def eta_range_and_energy(plant):
+        nj = plant.layout.n_joints
+        E0 = sum(plant.energy())
+        eta_max = 0.0
+        for _ in range(2000):
+            plant.step()
+            eta_max = max(eta_max, np.abs(plant.pos[nj:]).max())
+        return eta_max, E0, sum(plant.energy()), plant.pos.copy()
+
+    eta_imex, E0, E1, pos_imex = eta_range_and_energy(Plant(model, method="imex_midpoint", substeps=1))
+    eta_rk4, _, E1_rk4, pos_rk4 = eta_range_and_energy(Plant(model))          # stable automatic RK4
+    print(f"\nomega_max h = {omega_h:.1f}: RK4 (1 substep) failed at t = {rk4.t:.3f} s; after 2 s max |eta| "
+          f"IMEX x1 {eta_imex:.3e} vs RK4 auto {eta_rk4:.3e}; energy {E0:.5f} -> IMEX {E1:.5f}, RK4 {E1_rk4:.5f} J; "
+          f"joint angles differ by {np.abs(pos_imex[:3] - pos_rk4[:3]).max():.1e} rad")
+    assert np.all(np.isfinite(pos_imex))
+    assert eta_imex < 1.2 * eta_rk4
+    assert abs(E1 - E0) < 1e-4 * abs(E0)
+
+
+def test_forward_euler_warns():
+    model = load_model("configs/ella.toml")
+    with pytest.warns(ForwardEulerWarning):
+        plant = Plant(model, method="euler")
+    assert plant.plan.method == "euler"
+    model.integrator.method = "euler"
+    with pytest.warns(ForwardEulerWarning):
+        Plant(model)
+
+
+def test_no_warning_for_rk4_and_imex():
+    model = load_model("configs/ella.toml")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ForwardEulerWarning)
+        Plant(model, method="rk4")
+        Plant(model, method="imex_midpoint")
+
+
+# ---------------------------------------------------------------- automatic plan
+
+
+@pytest.mark.parametrize("make", [lambda: load_model("configs/ella.toml"), lambda: load_model("configs/seed001_arm.toml"),
+                                  stiff_axial_chain,
+                                  lambda: random_flexible_chain(np.random.default_rng(8), 4, elastic_joint=True)])
+def test_rk4_substeps_keep_omega_h_within_safety_bound(make):
+    asm = assemble(make())
+    plan = plan_integrator(asm, "rk4")
+    cfg = asm.model.integrator
+    assert plan.method == "rk4" and plan.dt_s == cfg.dt_s
+    omega = 2 * np.pi * plan.f_max_hz
+    h = cfg.dt_s / plan.substeps
+    print(f"\n{asm.model.name}: {plan.describe()}, omega h = {omega * h:.3f} <= {cfg.safety * RK4_BOUND:.3f}")
+    assert omega * h <= cfg.safety * RK4_BOUND
+    if plan.substeps > 1:   # the fewest that satisfy the bound
+        assert omega * cfg.dt_s / (plan.substeps - 1) > cfg.safety * RK4_BOUND
+
+
+def test_auto_switches_to_imex_beyond_eight_rk4_substeps():
+    asm = assemble(stiff_axial_chain())
+    base = plan_integrator(asm, "rk4")
+    omega_dt = 2 * np.pi * base.f_max_hz * asm.model.integrator.dt_s
+    assert AUTO_RK4_MAX_SUBSTEPS == 8
+    # safety chosen so that RK4 needs exactly 8, then exactly 9 substeps
+    asm.model.integrator.safety = omega_dt / (7.5 * RK4_BOUND)
+    p8 = plan_integrator(asm)
+    assert (p8.method, p8.substeps) == ("rk4", 8)
+    asm.model.integrator.safety = omega_dt / (8.5 * RK4_BOUND)
+    assert plan_integrator(asm, "rk4").substeps == 9
+    p9 = plan_integrator(asm)
+    assert p9.method == "imex_midpoint"
+    assert p9.f_explicit_hz == 0.0 and p9.substeps == 1     # no joint springs: nothing explicit to resolve
+
+
+def test_imex_substeps_resolve_the_joint_springs():
+    model = random_flexible_chain(np.random.default_rng(8), 4, elastic_joint=True)
+    model.bodies[2].joint.elasticity.stiffness_N_m_rad = 5e5     # rotor on its spring ~1 kHz
+    asm = assemble(model)
+    plan = plan_integrator(asm)
+    assert plan.method == "imex_midpoint"                        # RK4 would need > 8 substeps
+    km = asm.km
+    f_rotor = math.sqrt(km.kspring[2] / km.mot_inertia[2]) / (2 * math.pi)
+    assert plan.f_explicit_hz >= f_rotor * (1 - 1e-12)           # at least the rotor-on-spring frequency
+    cfg = asm.model.integrator
+    assert 2 * np.pi * plan.f_explicit_hz * cfg.dt_s / plan.substeps <= cfg.safety * 2.0
+    assert plan.substeps > 1
+
+
+def spong_beam(stiffness, damping):
+    """One flexible link (2 bending modes, 1 kg tip mass) behind a Spong joint, rotor n^2 J_r = 0.01."""
+    beam = md.Beam(length_m=0.8, E_Pa=2.1e11, G_Pa=8.1e10, rho_kg_m3=7800.0, area_m2=2e-4, Iy_m4=1e-8, Iz_m4=1.7e-8,
+                   torsion_constant_m4=2e-8, n_bending_y=2, n_bending_z=0)
+    joint = md.Joint("j", axis=np.array([0.0, 0.0, 1.0]), rotor_inertia_kg_m2=1e-4, gear_ratio=10.0,
+                     elasticity=md.JointElasticity(stiffness, damping))
+    body = md.Body("link", md.BASE, joint, beam=beam, attachments=[md.Attachment("tip", 0.8, 1.0)])
+    return md.Model("spong_beam", [body], gravity_m_s2=np.zeros(3))
+
+
+def test_automatic_imex_plan_is_stable_for_a_stiff_damped_spong_joint_on_a_flexible_link():
+    plant = Plant(spong_beam(1e6, 2.0))
+    assert plant.plan.method == "imex_midpoint"
+    plant.vel[:] = 1.0
+    plant.pos[1] = 1e-3
+    plant.evaluate()
+    E0 = sum(plant.energy())
+    for _ in range(1000):
+        plant.step()
+    E1 = sum(plant.energy())
+    print(f"\n{plant.plan.describe()}: passive plant energy {E0:.3f} -> {E1:.3g} J")
+    assert E1 <= E0 * (1 + 1e-6)
+
+
+def test_user_pinned_method_and_substeps_are_respected():
+    model = stiff_axial_chain()                                  # auto picks rk4 x 6
+    auto = plan_integrator(assemble(model))
+    assert (auto.method, auto.substeps) == ("rk4", 6)
+    p = Plant(model, method="rk4", substeps=2)                   # pinned, even though unstable
+    assert (p.plan.method, p.plan.substeps) == ("rk4", 2)
+    p = Plant(model, method="imex_midpoint", substeps=3)
+    assert (p.plan.method, p.plan.substeps) == ("imex_midpoint", 3)
+    model.integrator.method = "imex_midpoint"
+    model.integrator.substeps = 4
+    p = Plant(model)
+    assert (p.plan.method, p.plan.substeps) == ("imex_midpoint", 4)
+    p = Plant(model, method="rk4")                               # argument beats the config
+    assert (p.plan.method, p.plan.substeps) == ("rk4", 4)
+    model.integrator.substeps = 0
+    p = Plant(model, method="rk4")
+    assert (p.plan.method, p.plan.substeps) == ("rk4", 6)
+    with pytest.raises(ValueError):
+        plan_integrator(assemble(model), "leapfrog")
