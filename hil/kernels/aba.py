@@ -28,32 +28,40 @@ DRIVE_PRESCRIBED = 1
 @njit(cache=True)
 def prepare(m, w, t, pos, vel):
     """Copy the state into the work buffers, imposing prescribed joint motion at time t."""
-    nq = m.dims[4]
+    prepare_arrays(m.dims[4], m.dims[0], m.drive, m.prof_kind, m.prof_par, m.tab_off, m.tab_n, m.tab_t,
+                   m.tab_c, t, pos, vel, w.pos, w.vel, w.qdd_pres)
+
+
+@njit(cache=True)
+def prepare_arrays(nq, nj, drive, prof_kind, prof_par, tab_off, tab_n, tab_t, tab_c, t, pos, vel, wpos, wvel,
+                   qdd_pres):
     for i in range(nq):
-        w.pos[i] = pos[i]
-        w.vel[i] = vel[i]
-    for k in range(m.dims[0]):
-        if m.drive[k] == DRIVE_PRESCRIBED:
-            q, qd, qdd = profiles.evaluate(m, k, t)
-            w.pos[k] = q
-            w.vel[k] = qd
-            w.qdd_pres[k] = qdd
+        wpos[i] = pos[i]
+        wvel[i] = vel[i]
+    for k in range(nj):
+        if drive[k] == DRIVE_PRESCRIBED:
+            q, qd, qdd = profiles.evaluate(prof_kind, prof_par, tab_off, tab_n, tab_t, tab_c, k, t)
+            wpos[k] = q
+            wvel[k] = qd
+            qdd_pres[k] = qdd
 
 
 @njit(cache=True)
 def joint_torques(m, w, tau):
     """Link-side torque each torque-driven joint receives (drive minus friction, or the Spong spring)."""
-    nj = m.dims[0]
-    off = nj + m.dims[1]
+    joint_torques_arrays(m.dims[0], m.dims[0] + m.dims[1], m.mot, m.kspring, m.dspring, m.viscous, m.coulomb,
+                         m.coul_vs, w.pos, w.vel, tau, w.tauj)
+
+
+@njit(cache=True)
+def joint_torques_arrays(nj, off, mot, kspring, dspring, viscous, coulomb, coul_vs, wpos, wvel, tau, tauj):
     for k in range(nj):
-        qd = w.vel[k]
-        mi = m.mot[k]
+        qd = wvel[k]
+        mi = mot[k]
         if mi >= 0:
-            e = w.pos[off + mi] - w.pos[k]
-            ed = w.vel[off + mi] - qd
-            w.tauj[k] = m.kspring[k] * e + m.dspring[k] * ed
+            tauj[k] = kspring[k] * (wpos[off + mi] - wpos[k]) + dspring[k] * (wvel[off + mi] - qd)
         else:
-            w.tauj[k] = tau[k] - friction(m.viscous[k], m.coulomb[k], m.coul_vs[k], qd)
+            tauj[k] = tau[k] - friction(viscous[k], coulomb[k], coul_vs[k], qd)
 
 
 @njit(cache=True)
@@ -65,45 +73,55 @@ def friction(viscous, coulomb, smoothing, rate):
 @njit(cache=True)
 def motor_accelerations(m, w, tau, acc):
     """Spong rotor equation B phi_ddot = tau - k (phi - q) - d (phi_dot - q_dot) - friction."""
-    nj = m.dims[0]
-    off = nj + m.dims[1]
+    motor_accelerations_arrays(m.dims[0], m.dims[0] + m.dims[1], m.mot, m.mot_inertia, m.viscous, m.coulomb,
+                               m.coul_vs, w.vel, tau, w.tauj, acc)
+
+
+@njit(cache=True)
+def motor_accelerations_arrays(nj, off, mot, mot_inertia, viscous, coulomb, coul_vs, wvel, tau, tauj, acc):
     for k in range(nj):
-        mi = m.mot[k]
+        mi = mot[k]
         if mi >= 0:
-            phd = w.vel[off + mi]
-            acc[off + mi] = (tau[k] - w.tauj[k] - friction(m.viscous[k], m.coulomb[k], m.coul_vs[k], phd)) / m.mot_inertia[k]
+            phd = wvel[off + mi]
+            acc[off + mi] = (tau[k] - tauj[k] - friction(viscous[k], coulomb[k], coul_vs[k], phd)) / mot_inertia[k]
 
 
 @njit(cache=True)
 def forward_kinematics(m, w):
     """Base-to-tip sweep: joint transforms, twists, biases and body inertias."""
-    for k in range(m.dims[0]):
-        joint_kinematics(m, w, k)
-        body_inertia(m, w, k)
+    kinematics_sweep(m.dims[0], m.dims[3], m.parent, m.nm, m.mo, m.axis, m.st_G, m.st_L, m.st_S, m.st_p0, m.st_R0,
+                     m.node_off, m.nd_m, m.nd_p0, m.nd_G, m.nd_S, m.Jsum, m.JL, m.LJL, w.pos, w.vel, w.Rpc, w.ppc,
+                     w.Phi, w.V, w.kap, w.Mb, w.bb, w.M33, w.V3, w.V6, w.Ghat, w.Se)
 
 
 @njit(cache=True)
-def elastic_forces(m, k, el_pos, el_vel, p):
+def kinematics_sweep(nb, NM, parent, nmv, mov, axis, stG, stL, stS, stp0, stR0, node_off, nd_m, nd_p0, nd_G,
+                     nd_S, Jsum, JL, LJL, pos, vel, Rpc, ppc, Phi, V, kap, Mb, bb, M33, V3, V6, Ghat, Se):
+    for k in range(nb):
+        joint_kinematics(k, nb, NM, parent, nmv, mov, axis, stG, stL, stS, stp0, stR0, pos, vel,
+                         Rpc, ppc, Phi, V, kap, M33, V3, V6, Ghat)
+        body_inertia(k, nb, nmv, mov, node_off, nd_m, nd_p0, nd_G, nd_S, Jsum, JL, LJL, pos, vel, V, Mb, bb,
+                     Ghat, Se, V3)
+
+
+@njit(cache=True)
+def elastic_forces(k, nj, nmv, mov, Kmod, Dmod, el_pos, el_vel, p):
     """Add the modal stiffness and damping forces K eta + D eta_dot of body k to p[k, 6:]."""
-    nm = m.nm[k]
-    mo = m.dims[0] + m.mo[k]
-    K = m.Kmod
-    D = m.Dmod
+    nm = nmv[k]
+    mo = nj + mov[k]
     for a in range(nm):
         s = 0.0
         for b in range(nm):
-            s += K[k, a, b] * el_pos[mo + b] + D[k, a, b] * el_vel[mo + b]
+            s += Kmod[k, a, b] * el_pos[mo + b] + Dmod[k, a, b] * el_vel[mo + b]
         p[k, 6 + a] += s
 
 
 @njit(cache=True)
-def added_mass(m, k, cK, cD, P):
+def added_mass(k, nmv, Kmod, Dmod, cK, cD, P):
     """Add cK K + cD D, the implicit integrator's added modal mass, to P[k, 6:, 6:]."""
-    K = m.Kmod
-    D = m.Dmod
-    for a in range(m.nm[k]):
-        for b in range(m.nm[k]):
-            P[k, 6 + a, 6 + b] += cK * K[k, a, b] + cD * D[k, a, b]
+    for a in range(nmv[k]):
+        for b in range(nmv[k]):
+            P[k, 6 + a, 6 + b] += cK * Kmod[k, a, b] + cD * Dmod[k, a, b]
 
 
 @njit(cache=True)
@@ -114,13 +132,20 @@ def forward_dynamics(m, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, acc):
     referred to the link). Elastic modal forces use (el_pos, el_vel); pass pos, vel
     for a fully explicit evaluation. cK, cD: implicit added-mass coefficients.
     Returns False if an articulated inertia lost positive definiteness.
-    Arrays are indexed whole (no per-body views) so numba emits no reference counting.
+    The model and work tuples are unpacked here once; helpers take arrays (passing a tuple
+    of ~100 arrays across a call costs numba an atomic reference count per array).
     """
     nb = m.dims[0]
     NM = m.dims[3]
-    prepare(m, w, t, pos, vel)
-    joint_torques(m, w, tau)
-    forward_kinematics(m, w)
+    nq = m.dims[4]
+    off = nb + m.dims[1]
+    prepare_arrays(nq, nb, m.drive, m.prof_kind, m.prof_par, m.tab_off, m.tab_n, m.tab_t, m.tab_c, t, pos, vel,
+                   w.pos, w.vel, w.qdd_pres)
+    joint_torques_arrays(nb, off, m.mot, m.kspring, m.dspring, m.viscous, m.coulomb, m.coul_vs, w.pos, w.vel, tau,
+                         w.tauj)
+    kinematics_sweep(nb, NM, m.parent, m.nm, m.mo, m.axis, m.st_G, m.st_L, m.st_S, m.st_p0, m.st_R0,
+                     m.node_off, m.nd_m, m.nd_p0, m.nd_G, m.nd_S, m.Jsum, m.JL, m.LJL, w.pos, w.vel, w.Rpc, w.ppc,
+                     w.Phi, w.V, w.kap, w.Mb, w.bb, w.M33, w.V3, w.V6, w.Ghat, w.Se)
     P = w.P
     p = w.p
     Lff = w.Lff
@@ -159,8 +184,8 @@ def forward_dynamics(m, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, acc):
             p[k, i] = bb[k, i]
             for j in range(n):
                 P[k, i, j] = Mb[k, i, j]
-        elastic_forces(m, k, el_pos, el_vel, p)
-        added_mass(m, k, cK, cD, P)
+        elastic_forces(k, nb, nmv, mo, m.Kmod, m.Dmod, el_pos, el_vel, p)
+        added_mass(k, nmv, m.Kmod, m.Dmod, cK, cD, P)
     # tip-to-base: articulated inertias (modes eliminated first, then the hinge)
     for k in range(nb - 1, -1, -1):
         nm = nmv[k]
@@ -277,5 +302,6 @@ def forward_dynamics(m, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, acc):
                 s += IA[k, i, j] * a6[j]
             fj[k, i] = s
         tau_joint[k] = fj[k, 0] * ax0 + fj[k, 1] * ax1 + fj[k, 2] * ax2
-    motor_accelerations(m, w, tau, acc)
+    motor_accelerations_arrays(nb, off, m.mot, m.mot_inertia, m.viscous, m.coulomb, m.coul_vs, w.vel, tau, tauj,
+                               acc)
     return True

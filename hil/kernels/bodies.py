@@ -26,8 +26,9 @@ from .spatial import axis_rotation, xyz_rate_bias, xyz_rotation
 
 
 @njit(cache=True)
-def station_pose(G, L, S, p0, R0, pos, e0, nm, p, R, Rdef, E, th):
-    """Deformed pose (p, R) of a station frame in its body's frame; eta = pos[e0:e0 + nm]."""
+def station_pose(G, L, S, p0, R0, pos, e0, nm, p, R, RE, th):
+    """Deformed pose (p, R) of a station frame in its body's frame; eta = pos[e0:e0 + nm].
+    RE[0], RE[1] receive the cross-section rotation and its rate matrix E, th the rotation vector."""
     for i in range(3):
         acc = p0[i]
         t = 0.0
@@ -43,10 +44,10 @@ def station_pose(G, L, S, p0, R0, pos, e0, nm, p, R, Rdef, E, th):
             sa += S[a, b] * pos[e0 + b]
         fs += sa * pos[e0 + a]
     p[0] += 0.5 * fs
-    xyz_rotation(th, Rdef, E)
+    xyz_rotation(th[0], th[1], th[2], RE, 0, 1)
     for i in range(3):
         for j in range(3):
-            R[i, j] = Rdef[i, 0] * R0[0, j] + Rdef[i, 1] * R0[1, j] + Rdef[i, 2] * R0[2, j]
+            R[i, j] = RE[0, i, 0] * R0[0, j] + RE[0, i, 1] * R0[1, j] + RE[0, i, 2] * R0[2, j]
 
 
 @njit(cache=True)
@@ -78,7 +79,7 @@ def station_rates(G, L, S, pos, vel, e0, nm, E, th, thd, w_rel, v_rel, w_bias, v
             v += Ghat[i, a] * vel[e0 + a]
         w_rel[i] = w
         v_rel[i] = v
-    w_bias[0], w_bias[1], w_bias[2] = xyz_rate_bias(th, thd)
+    w_bias[0], w_bias[1], w_bias[2] = xyz_rate_bias(th[0], th[1], thd[0], thd[1], thd[2])
     q = 0.0
     for a in range(nm):
         sa = 0.0
@@ -91,25 +92,23 @@ def station_rates(G, L, S, pos, vel, e0, nm, E, th, thd, w_rel, v_rel, w_bias, v
 
 
 @njit(cache=True)
-def joint_kinematics(m, w, k):
+def joint_kinematics(k, nj, NM, parent, nmv, mov, axis, stG, stL, stS, stp0, stR0, pos, vel,
+                     Rpc, ppc, Phi, V, kap, M33, V3, V6, Ghat):
     """Pose, twist, Phi and bias of body k from its parent (parent quantities must be done).
 
     Phi(k) maps the parent's extended acceleration to the acceleration of body k's
     frame before the joint's own q_ddot: a_k = Phi(k) nud(parent) + kap(k) + s_k q_ddot_k.
     For a root body Phi(k)[:, :6] maps the base acceleration.
-    Written with whole-array indexing (no views) so numba emits no reference counting.
+    Arrays are passed and indexed whole: views or model tuples crossing a call cost
+    numba an atomic reference count per array. M33[0:4] hold RS, Rdef, E, Rj;
+    V3[0:2] th, thd; V6[0:2] vrel, bias.
     """
-    stG, stL, stS, stp0, stR0 = m.st_G, m.st_L, m.st_S, m.st_p0, m.st_R0
-    pos, vel = w.pos, w.vel
-    Rpc, ppc, Phi, V, kap = w.Rpc, w.ppc, w.Phi, w.V, w.kap
-    RS, Rdef, E, Rj = w.t33a, w.t33b, w.t33c, w.t33d
-    th, thd, Ghat = w.t3b, w.t3g, w.Ghat
-    par = m.parent[k]
+    par = parent[k]
     nmp = 0
-    e0 = m.dims[0]
+    e0 = nj
     if par >= 0:
-        nmp = m.nm[par]
-        e0 += m.mo[par]
+        nmp = nmv[par]
+        e0 += mov[par]
     # station pose on the parent: p = p0 + G eta + e_x eta^T S eta / 2, R = Rxyz(L eta) R0
     fs = 0.0
     for a in range(nmp):
@@ -126,17 +125,17 @@ def joint_kinematics(m, w, k):
             t += stL[k, i, a] * pos[e0 + a]
             td += stL[k, i, a] * vel[e0 + a]
         ppc[k, i] = acc
-        th[i] = t
-        thd[i] = td
+        V3[0, i] = t
+        V3[1, i] = td
     ppc[k, 0] += 0.5 * fs
-    xyz_rotation(th, Rdef, E)
+    xyz_rotation(V3[0, 0], V3[0, 1], V3[0, 2], M33, 1, 2)
     for i in range(3):
         for j in range(3):
-            RS[i, j] = Rdef[i, 0] * stR0[k, 0, j] + Rdef[i, 1] * stR0[k, 1, j] + Rdef[i, 2] * stR0[k, 2, j]
-    axis_rotation(m.axis[k, 0], m.axis[k, 1], m.axis[k, 2], pos[k], Rj)
+            M33[0, i, j] = M33[1, i, 0] * stR0[k, 0, j] + M33[1, i, 1] * stR0[k, 1, j] + M33[1, i, 2] * stR0[k, 2, j]
+    axis_rotation(axis[k, 0], axis[k, 1], axis[k, 2], pos[k], M33, 3)
     for i in range(3):
         for j in range(3):
-            Rpc[k, i, j] = RS[i, 0] * Rj[0, j] + RS[i, 1] * Rj[1, j] + RS[i, 2] * Rj[2, j]
+            Rpc[k, i, j] = M33[0, i, 0] * M33[3, 0, j] + M33[0, i, 1] * M33[3, 1, j] + M33[0, i, 2] * M33[3, 2, j]
     # X = [[R^T, 0], [-R^T skew(p), R^T]] into Phi[:, :6]
     p0_, p1_, p2_ = ppc[k, 0], ppc[k, 1], ppc[k, 2]
     for i in range(3):
@@ -149,7 +148,7 @@ def joint_kinematics(m, w, k):
         Phi[k, i + 3, 1] = -(r2 * p0_ - r0 * p2_)
         Phi[k, i + 3, 2] = -(r0 * p1_ - r1 * p0_)
     for i in range(6):
-        for j in range(6, 6 + m.dims[3]):
+        for j in range(6, 6 + NM):
             Phi[k, i, j] = 0.0
     # station relative twist (parent axes): omega = E L eta_dot, v = Ghat eta_dot, Ghat = G + e_x (S eta)^T
     for a in range(nmp):
@@ -165,10 +164,10 @@ def joint_kinematics(m, w, k):
         for b in range(nmp):
             sa += stS[k, a, b] * vel[e0 + b]
         qq += sa * vel[e0 + a]
-    wb0, wb1, wb2 = xyz_rate_bias(th, thd)
-    wrel0 = E[0, 0] * thd[0] + E[0, 1] * thd[1] + E[0, 2] * thd[2]
-    wrel1 = E[1, 0] * thd[0] + E[1, 1] * thd[1] + E[1, 2] * thd[2]
-    wrel2 = E[2, 0] * thd[0] + E[2, 1] * thd[1] + E[2, 2] * thd[2]
+    wb0, wb1, wb2 = xyz_rate_bias(V3[0, 0], V3[0, 1], V3[1, 0], V3[1, 1], V3[1, 2])
+    wrel0 = M33[2, 0, 0] * V3[1, 0] + M33[2, 0, 1] * V3[1, 1] + M33[2, 0, 2] * V3[1, 2]
+    wrel1 = M33[2, 1, 0] * V3[1, 0] + M33[2, 1, 1] * V3[1, 1] + M33[2, 1, 2] * V3[1, 2]
+    wrel2 = M33[2, 2, 0] * V3[1, 0] + M33[2, 2, 1] * V3[1, 1] + M33[2, 2, 2] * V3[1, 2]
     vr0 = 0.0
     vr1 = 0.0
     vr2 = 0.0
@@ -178,49 +177,47 @@ def joint_kinematics(m, w, k):
         vr2 += Ghat[2, a] * vel[e0 + a]
     # modal columns of Phi, in child axes: [R^T E L; R^T Ghat]
     for a in range(nmp):
-        el0 = E[0, 0] * stL[k, 0, a] + E[0, 1] * stL[k, 1, a] + E[0, 2] * stL[k, 2, a]
-        el1 = E[1, 0] * stL[k, 0, a] + E[1, 1] * stL[k, 1, a] + E[1, 2] * stL[k, 2, a]
-        el2 = E[2, 0] * stL[k, 0, a] + E[2, 1] * stL[k, 1, a] + E[2, 2] * stL[k, 2, a]
+        el0 = M33[2, 0, 0] * stL[k, 0, a] + M33[2, 0, 1] * stL[k, 1, a] + M33[2, 0, 2] * stL[k, 2, a]
+        el1 = M33[2, 1, 0] * stL[k, 0, a] + M33[2, 1, 1] * stL[k, 1, a] + M33[2, 1, 2] * stL[k, 2, a]
+        el2 = M33[2, 2, 0] * stL[k, 0, a] + M33[2, 2, 1] * stL[k, 1, a] + M33[2, 2, 2] * stL[k, 2, a]
         for i in range(3):
             Phi[k, i, 6 + a] = Rpc[k, 0, i] * el0 + Rpc[k, 1, i] * el1 + Rpc[k, 2, i] * el2
             Phi[k, i + 3, 6 + a] = Rpc[k, 0, i] * Ghat[0, a] + Rpc[k, 1, i] * Ghat[1, a] + Rpc[k, 2, i] * Ghat[2, a]
     # relative twist vrel and its eta_ddot-free rate bias, in child axes
-    vrel = w.t6a
-    bias = w.t6b
     for i in range(3):
         r0, r1, r2 = Rpc[k, 0, i], Rpc[k, 1, i], Rpc[k, 2, i]
-        vrel[i] = r0 * wrel0 + r1 * wrel1 + r2 * wrel2
-        vrel[i + 3] = r0 * vr0 + r1 * vr1 + r2 * vr2
-        bias[i] = r0 * wb0 + r1 * wb1 + r2 * wb2
-        bias[i + 3] = r0 * qq
+        V6[0, i] = r0 * wrel0 + r1 * wrel1 + r2 * wrel2
+        V6[0, i + 3] = r0 * vr0 + r1 * vr1 + r2 * vr2
+        V6[1, i] = r0 * wb0 + r1 * wb1 + r2 * wb2
+        V6[1, i + 3] = r0 * qq
     # twist of body k: V = X V_parent + vrel + s qd
     qd = vel[k]
     for i in range(6):
-        s = vrel[i]
+        s = V6[0, i]
         if par >= 0:
             for j in range(6):
                 s += Phi[k, i, j] * V[par, j]
         V[k, i] = s
-    ax0, ax1, ax2 = m.axis[k, 0], m.axis[k, 1], m.axis[k, 2]
+    ax0, ax1, ax2 = axis[k, 0], axis[k, 1], axis[k, 2]
     V[k, 0] += ax0 * qd
     V[k, 1] += ax1 * qd
     V[k, 2] += ax2 * qd
     # bias = apparent derivative of vrel (its linear part less omega_rel x v_rel)
     #        + (V - s qd) x vrel + V x (s qd)
-    w0, w1, w2, u0, u1, u2 = vrel[0], vrel[1], vrel[2], vrel[3], vrel[4], vrel[5]
-    bias[3] -= w1 * u2 - w2 * u1
-    bias[4] -= w2 * u0 - w0 * u2
-    bias[5] -= w0 * u1 - w1 * u0
+    w0, w1, w2, u0, u1, u2 = V6[0, 0], V6[0, 1], V6[0, 2], V6[0, 3], V6[0, 4], V6[0, 5]
+    V6[1, 3] -= w1 * u2 - w2 * u1
+    V6[1, 4] -= w2 * u0 - w0 * u2
+    V6[1, 5] -= w0 * u1 - w1 * u0
     o0 = V[k, 0] - ax0 * qd
     o1 = V[k, 1] - ax1 * qd
     o2 = V[k, 2] - ax2 * qd
     l0, l1, l2 = V[k, 3], V[k, 4], V[k, 5]
-    kap[k, 0] = bias[0] + o1 * w2 - o2 * w1
-    kap[k, 1] = bias[1] + o2 * w0 - o0 * w2
-    kap[k, 2] = bias[2] + o0 * w1 - o1 * w0
-    kap[k, 3] = bias[3] + o1 * u2 - o2 * u1 + l1 * w2 - l2 * w1
-    kap[k, 4] = bias[4] + o2 * u0 - o0 * u2 + l2 * w0 - l0 * w2
-    kap[k, 5] = bias[5] + o0 * u1 - o1 * u0 + l0 * w1 - l1 * w0
+    kap[k, 0] = V6[1, 0] + o1 * w2 - o2 * w1
+    kap[k, 1] = V6[1, 1] + o2 * w0 - o0 * w2
+    kap[k, 2] = V6[1, 2] + o0 * w1 - o1 * w0
+    kap[k, 3] = V6[1, 3] + o1 * u2 - o2 * u1 + l1 * w2 - l2 * w1
+    kap[k, 4] = V6[1, 4] + o2 * u0 - o0 * u2 + l2 * w0 - l0 * w2
+    kap[k, 5] = V6[1, 5] + o0 * u1 - o1 * u0 + l0 * w1 - l1 * w0
     s0, s1, s2 = ax0 * qd, ax1 * qd, ax2 * qd
     W0, W1, W2 = V[k, 0], V[k, 1], V[k, 2]
     kap[k, 0] += W1 * s2 - W2 * s1
@@ -232,50 +229,37 @@ def joint_kinematics(m, w, k):
 
 
 @njit(cache=True)
-def body_inertia(m, w, k):
+def body_inertia(k, nj, nmv, mov, node_off, nd_m, nd_p0, nd_G, nd_S, Jsum, JL, LJL, pos, vel, V, Mb, bb, Gh, Se, T3):
     """Extended mass matrix M(k) (6+nm square) and velocity-product bias b(k) of body k.
 
     Sums the lumped nodes (see module docstring); b holds the node Coriolis,
     centrifugal and foreshortening-rate terms, not gravity (gravity enters as the
     base acceleration) nor elastic forces.
     """
-    nj = m.dims[0]
-    nm = m.nm[k]
-    mo = m.mo[k]
+    nm = nmv[k]
     n = 6 + nm
-    M = w.Mb[k]
-    b = w.bb[k]
     for i in range(n):
-        b[i] = 0.0
+        bb[k, i] = 0.0
         for j in range(n):
-            M[i, j] = 0.0
-    V = w.V[k]
-    om0, om1, om2 = V[0], V[1], V[2]
-    pos = w.pos
-    vel = w.vel
-    e0 = nj + mo
-    r = w.t3a
-    rd = w.t3b
-    c = w.t3c
-    t = w.t3d
-    Gh = w.Ghat
-    Se = w.Se
-    wxv0 = om1 * V[5] - om2 * V[4]
-    wxv1 = om2 * V[3] - om0 * V[5]
-    wxv2 = om0 * V[4] - om1 * V[3]
-    ndG = m.nd_G
-    ndS = m.nd_S
-    ndp0 = m.nd_p0
-    for j in range(m.node_off[k], m.node_off[k + 1]):
-        mj = m.nd_m[j]
+            Mb[k, i, j] = 0.0
+    om0, om1, om2 = V[k, 0], V[k, 1], V[k, 2]
+    e0 = nj + mov[k]
+    wxv0 = om1 * V[k, 5] - om2 * V[k, 4]
+    wxv1 = om2 * V[k, 3] - om0 * V[k, 5]
+    wxv2 = om0 * V[k, 4] - om1 * V[k, 3]
+    ndG = nd_G
+    ndS = nd_S
+    ndp0 = nd_p0
+    for j in range(node_off[k], node_off[k + 1]):
+        mj = nd_m[j]
         fs = 0.0
         sd = 0.0
         for a in range(nm):
             s1 = 0.0
             s2 = 0.0
-            for bb in range(nm):
-                s1 += ndS[j, a, bb] * pos[e0 + bb]
-                s2 += ndS[j, a, bb] * vel[e0 + bb]
+            for f in range(nm):
+                s1 += ndS[j, a, f] * pos[e0 + f]
+                s2 += ndS[j, a, f] * vel[e0 + f]
             Se[a] = s1
             fs += s1 * pos[e0 + a]
             sd += s2 * vel[e0 + a]
@@ -283,8 +267,8 @@ def body_inertia(m, w, k):
             acc = ndp0[j, i]
             for a in range(nm):
                 acc += ndG[j, i, a] * pos[e0 + a]
-            r[i] = acc
-        r[0] += 0.5 * fs
+            T3[0, i] = acc
+        T3[0, 0] += 0.5 * fs
         for a in range(nm):
             Gh[0, a] = ndG[j, 0, a] + Se[a]
             Gh[1, a] = ndG[j, 1, a]
@@ -293,70 +277,66 @@ def body_inertia(m, w, k):
             acc = 0.0
             for a in range(nm):
                 acc += Gh[i, a] * vel[e0 + a]
-            rd[i] = acc
+            T3[1, i] = acc
         # classical acceleration bias of the node: w x v + w x (w x r) + 2 w x rd + e_x sd
-        wr0 = om1 * r[2] - om2 * r[1]
-        wr1 = om2 * r[0] - om0 * r[2]
-        wr2 = om0 * r[1] - om1 * r[0]
-        c[0] = wxv0 + om1 * wr2 - om2 * wr1 + 2.0 * (om1 * rd[2] - om2 * rd[1]) + sd
-        c[1] = wxv1 + om2 * wr0 - om0 * wr2 + 2.0 * (om2 * rd[0] - om0 * rd[2])
-        c[2] = wxv2 + om0 * wr1 - om1 * wr0 + 2.0 * (om0 * rd[1] - om1 * rd[0])
+        wr0 = om1 * T3[0, 2] - om2 * T3[0, 1]
+        wr1 = om2 * T3[0, 0] - om0 * T3[0, 2]
+        wr2 = om0 * T3[0, 1] - om1 * T3[0, 0]
+        T3[2, 0] = wxv0 + om1 * wr2 - om2 * wr1 + 2.0 * (om1 * T3[1, 2] - om2 * T3[1, 1]) + sd
+        T3[2, 1] = wxv1 + om2 * wr0 - om0 * wr2 + 2.0 * (om2 * T3[1, 0] - om0 * T3[1, 2])
+        T3[2, 2] = wxv2 + om0 * wr1 - om1 * wr0 + 2.0 * (om0 * T3[1, 1] - om1 * T3[1, 0])
         # rotational block: sum m (|r|^2 I - r r^T)
-        rr = r[0] * r[0] + r[1] * r[1] + r[2] * r[2]
+        rr = T3[0, 0] * T3[0, 0] + T3[0, 1] * T3[0, 1] + T3[0, 2] * T3[0, 2]
         for i in range(3):
             for jj in range(3):
-                M[i, jj] -= mj * r[i] * r[jj]
-            M[i, i] += mj * rr
+                Mb[k, i, jj] -= mj * T3[0, i] * T3[0, jj]
+            Mb[k, i, i] += mj * rr
         # omega-v block: m skew(r)  (moment = m r x a)
-        M[0, 4] += -mj * r[2]
-        M[0, 5] += mj * r[1]
-        M[1, 3] += mj * r[2]
-        M[1, 5] += -mj * r[0]
-        M[2, 3] += -mj * r[1]
-        M[2, 4] += mj * r[0]
+        Mb[k, 0, 4] += -mj * T3[0, 2]
+        Mb[k, 0, 5] += mj * T3[0, 1]
+        Mb[k, 1, 3] += mj * T3[0, 2]
+        Mb[k, 1, 5] += -mj * T3[0, 0]
+        Mb[k, 2, 3] += -mj * T3[0, 1]
+        Mb[k, 2, 4] += mj * T3[0, 0]
         for i in range(3):
-            M[3 + i, 3 + i] += mj
+            Mb[k, 3 + i, 3 + i] += mj
         # modal columns: omega rows m r x Ghat, v rows m Ghat, modal rows m Ghat^T Ghat
         for a in range(nm):
             g0, g1, g2 = Gh[0, a], Gh[1, a], Gh[2, a]
-            M[0, 6 + a] += mj * (r[1] * g2 - r[2] * g1)
-            M[1, 6 + a] += mj * (r[2] * g0 - r[0] * g2)
-            M[2, 6 + a] += mj * (r[0] * g1 - r[1] * g0)
-            M[3, 6 + a] += mj * g0
-            M[4, 6 + a] += mj * g1
-            M[5, 6 + a] += mj * g2
-            for bb in range(a, nm):
-                M[6 + a, 6 + bb] += mj * (g0 * Gh[0, bb] + g1 * Gh[1, bb] + g2 * Gh[2, bb])
-            b[6 + a] += mj * (g0 * c[0] + g1 * c[1] + g2 * c[2])
-        b[0] += mj * (r[1] * c[2] - r[2] * c[1])
-        b[1] += mj * (r[2] * c[0] - r[0] * c[2])
-        b[2] += mj * (r[0] * c[1] - r[1] * c[0])
-        b[3] += mj * c[0]
-        b[4] += mj * c[1]
-        b[5] += mj * c[2]
+            Mb[k, 0, 6 + a] += mj * (T3[0, 1] * g2 - T3[0, 2] * g1)
+            Mb[k, 1, 6 + a] += mj * (T3[0, 2] * g0 - T3[0, 0] * g2)
+            Mb[k, 2, 6 + a] += mj * (T3[0, 0] * g1 - T3[0, 1] * g0)
+            Mb[k, 3, 6 + a] += mj * g0
+            Mb[k, 4, 6 + a] += mj * g1
+            Mb[k, 5, 6 + a] += mj * g2
+            for f in range(a, nm):
+                Mb[k, 6 + a, 6 + f] += mj * (g0 * Gh[0, f] + g1 * Gh[1, f] + g2 * Gh[2, f])
+            bb[k, 6 + a] += mj * (g0 * T3[2, 0] + g1 * T3[2, 1] + g2 * T3[2, 2])
+        bb[k, 0] += mj * (T3[0, 1] * T3[2, 2] - T3[0, 2] * T3[2, 1])
+        bb[k, 1] += mj * (T3[0, 2] * T3[2, 0] - T3[0, 0] * T3[2, 2])
+        bb[k, 2] += mj * (T3[0, 0] * T3[2, 1] - T3[0, 1] * T3[2, 0])
+        bb[k, 3] += mj * T3[2, 0]
+        bb[k, 4] += mj * T3[2, 1]
+        bb[k, 5] += mj * T3[2, 2]
     # node rotary inertia (constant in the body frame): sum J, sum J Lambda, sum Lambda^T J Lambda
-    Js = m.Jsum[k]
-    JL = m.JL[k]
-    LJL = m.LJL[k]
     for i in range(3):
         for jj in range(3):
-            M[i, jj] += Js[i, jj]
+            Mb[k, i, jj] += Jsum[k, i, jj]
         for a in range(nm):
-            M[i, 6 + a] += JL[i, a]
+            Mb[k, i, 6 + a] += JL[k, i, a]
     for a in range(nm):
-        for bb in range(a, nm):
-            M[6 + a, 6 + bb] += LJL[a, bb]
+        for f in range(a, nm):
+            Mb[k, 6 + a, 6 + f] += LJL[k, a, f]
     # h = J omega + JL eta_dot; moment bias omega x h
     for i in range(3):
-        s = 0.0
-        s += Js[i, 0] * om0 + Js[i, 1] * om1 + Js[i, 2] * om2
+        s = Jsum[k, i, 0] * om0 + Jsum[k, i, 1] * om1 + Jsum[k, i, 2] * om2
         for a in range(nm):
-            s += JL[i, a] * vel[e0 + a]
-        t[i] = s
-    b[0] += om1 * t[2] - om2 * t[1]
-    b[1] += om2 * t[0] - om0 * t[2]
-    b[2] += om0 * t[1] - om1 * t[0]
+            s += JL[k, i, a] * vel[e0 + a]
+        T3[3, i] = s
+    bb[k, 0] += om1 * T3[3, 2] - om2 * T3[3, 1]
+    bb[k, 1] += om2 * T3[3, 0] - om0 * T3[3, 2]
+    bb[k, 2] += om0 * T3[3, 1] - om1 * T3[3, 0]
     # symmetrize
     for i in range(n):
         for jj in range(i + 1, n):
-            M[jj, i] = M[i, jj]
+            Mb[k, jj, i] = Mb[k, i, jj]

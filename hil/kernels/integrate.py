@@ -108,7 +108,7 @@ def advance(m, w, t, pos, vel, tau, dt, nsub, method):
                 vel[i] += h * acc[i]
     for k in range(m.dims[0]):
         if m.drive[k] == DRIVE_PRESCRIBED:
-            q, qd, qdd = profiles.evaluate(m, k, t + dt)
+            q, qd, qdd = profiles.evaluate(m.prof_kind, m.prof_par, m.tab_off, m.tab_n, m.tab_t, m.tab_c, k, t + dt)
             pos[k] = q
             vel[k] = qd
     for i in range(nq):

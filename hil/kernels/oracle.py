@@ -30,7 +30,7 @@ def composite_inertias(m, w, cK, cD):
         for i in range(n):
             for j in range(n):
                 w.P[k, i, j] = w.Mb[k, i, j]
-        added_mass(m, k, cK, cD, w.P)
+        added_mass(k, m.nm, m.Kmod, m.Dmod, cK, cD, w.P)
     for k in range(nb - 1, -1, -1):
         par = m.parent[k]
         if par < 0:
@@ -143,7 +143,7 @@ def bias_forces(m, w, el_pos, el_vel, h):
             for j in range(n):
                 s += w.Mb[k, i, j] * w.nud[k, j]
             F[i] = s
-        elastic_forces(m, k, el_pos, el_vel, w.p)
+        elastic_forces(k, m.dims[0], m.nm, m.mo, m.Kmod, m.Dmod, el_pos, el_vel, w.p)
     for k in range(nb - 1, -1, -1):
         F = w.p[k]
         ax = m.axis[k]

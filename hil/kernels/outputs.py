@@ -43,10 +43,10 @@ def station_state(m, w, s, out):
     etadd = w.nud[k, 6:6 + nm]
     r = np.empty(3)
     R = np.empty((3, 3))
-    Rdef = np.empty((3, 3))
-    E = np.empty((3, 3))
+    RE = np.empty((2, 3, 3))
     th = np.empty(3)
-    station_pose(m.os_G[s], m.os_L[s], m.os_S[s], m.os_p0[s], m.os_R0[s], w.pos, base, nm, r, R, Rdef, E, th)
+    station_pose(m.os_G[s], m.os_L[s], m.os_S[s], m.os_p0[s], m.os_R0[s], w.pos, base, nm, r, R, RE, th)
+    E = RE[1]
     w_rel = np.empty(3)
     v_rel = np.empty(3)
     w_b = np.empty(3)

@@ -51,19 +51,18 @@ def table(t, tt, cc):
 
 
 @njit(cache=True)
-def evaluate(m, k, t):
+def evaluate(prof_kind, prof_par, tab_off, tab_n, tab_t, tab_c, k, t):
     """(q, qd, qdd) of the prescribed joint k at time t."""
-    kind = m.prof_kind[k]
-    par = m.prof_par[k]
-    q0 = par[0]
+    kind = prof_kind[k]
+    q0 = prof_par[k, 0]
     if kind == KIND_SPINUP:
-        q, qd, qdd = spinup(t, par[1], par[2])
+        q, qd, qdd = spinup(t, prof_par[k, 1], prof_par[k, 2])
     elif kind == KIND_CYCLOIDAL:
-        q, qd, qdd = cycloidal(t, par[1], par[2])
+        q, qd, qdd = cycloidal(t, prof_par[k, 1], prof_par[k, 2])
     elif kind == KIND_TABLE:
-        a = m.tab_off[k]
-        n = m.tab_n[k]
-        return table(t, m.tab_t[a:a + n], m.tab_c[a:a + n])
+        a = tab_off[k]
+        n = tab_n[k]
+        return table(t, tab_t[a:a + n], tab_c[a:a + n])
     else:
         q, qd, qdd = 0.0, 0.0, 0.0
     return q0 + q, qd, qdd

@@ -9,59 +9,58 @@ from numba import njit
 
 
 @njit(cache=True)
-def axis_rotation(x, y, z, q, out):
-    """Rotation matrix of angle q about the unit axis (x, y, z) (Rodrigues)."""
+def axis_rotation(x, y, z, q, M, i):
+    """M[i] = rotation matrix of angle q about the unit axis (x, y, z) (Rodrigues)."""
     c = np.cos(q)
     s = np.sin(q)
     t = 1.0 - c
-    out[0, 0] = t * x * x + c
-    out[0, 1] = t * x * y - s * z
-    out[0, 2] = t * x * z + s * y
-    out[1, 0] = t * x * y + s * z
-    out[1, 1] = t * y * y + c
-    out[1, 2] = t * y * z - s * x
-    out[2, 0] = t * x * z - s * y
-    out[2, 1] = t * y * z + s * x
-    out[2, 2] = t * z * z + c
+    M[i, 0, 0] = t * x * x + c
+    M[i, 0, 1] = t * x * y - s * z
+    M[i, 0, 2] = t * x * z + s * y
+    M[i, 1, 0] = t * x * y + s * z
+    M[i, 1, 1] = t * y * y + c
+    M[i, 1, 2] = t * y * z - s * x
+    M[i, 2, 0] = t * x * z - s * y
+    M[i, 2, 1] = t * y * z + s * x
+    M[i, 2, 2] = t * z * z + c
 
 
 @njit(cache=True)
-def xyz_rotation(th, R, E):
-    """Cross-section rotation R = Rx(a) Ry(b) Rz(c) of the small-rotation vector th = (a, b, c).
+def xyz_rotation(a, b, c, M, iR, iE):
+    """Cross-section rotation M[iR] = Rx(a) Ry(b) Rz(c) of the small-rotation vector (a, b, c).
 
-    E maps th_dot to the angular velocity in the unrotated frame:
-    omega = E(th) th_dot. The sequence is exact (R is orthonormal) and equals
+    M[iE] = E maps the rotation-vector rate to the angular velocity in the unrotated
+    frame: omega = E th_dot. The sequence is exact (R is orthonormal) and equals
     I + skew(th) to first order.
     """
-    ca, sa = np.cos(th[0]), np.sin(th[0])
-    cb, sb = np.cos(th[1]), np.sin(th[1])
-    cc, sc = np.cos(th[2]), np.sin(th[2])
-    R[0, 0] = cb * cc
-    R[0, 1] = -cb * sc
-    R[0, 2] = sb
-    R[1, 0] = ca * sc + sa * sb * cc
-    R[1, 1] = ca * cc - sa * sb * sc
-    R[1, 2] = -sa * cb
-    R[2, 0] = sa * sc - ca * sb * cc
-    R[2, 1] = sa * cc + ca * sb * sc
-    R[2, 2] = ca * cb
-    E[0, 0] = 1.0
-    E[0, 1] = 0.0
-    E[0, 2] = sb
-    E[1, 0] = 0.0
-    E[1, 1] = ca
-    E[1, 2] = -sa * cb
-    E[2, 0] = 0.0
-    E[2, 1] = sa
-    E[2, 2] = ca * cb
+    ca, sa = np.cos(a), np.sin(a)
+    cb, sb = np.cos(b), np.sin(b)
+    cc, sc = np.cos(c), np.sin(c)
+    M[iR, 0, 0] = cb * cc
+    M[iR, 0, 1] = -cb * sc
+    M[iR, 0, 2] = sb
+    M[iR, 1, 0] = ca * sc + sa * sb * cc
+    M[iR, 1, 1] = ca * cc - sa * sb * sc
+    M[iR, 1, 2] = -sa * cb
+    M[iR, 2, 0] = sa * sc - ca * sb * cc
+    M[iR, 2, 1] = sa * cc + ca * sb * sc
+    M[iR, 2, 2] = ca * cb
+    M[iE, 0, 0] = 1.0
+    M[iE, 0, 1] = 0.0
+    M[iE, 0, 2] = sb
+    M[iE, 1, 0] = 0.0
+    M[iE, 1, 1] = ca
+    M[iE, 1, 2] = -sa * cb
+    M[iE, 2, 0] = 0.0
+    M[iE, 2, 1] = sa
+    M[iE, 2, 2] = ca * cb
 
 
 @njit(cache=True)
-def xyz_rate_bias(th, thd):
-    """dE/dt * thd for the Rx Ry Rz sequence (angular-acceleration bias), as a 3-tuple."""
-    ca, sa = np.cos(th[0]), np.sin(th[0])
-    cb, sb = np.cos(th[1]), np.sin(th[1])
-    ad, bd, cd = thd[0], thd[1], thd[2]
+def xyz_rate_bias(a, b, ad, bd, cd):
+    """dE/dt * th_dot for the Rx Ry Rz sequence at angles (a, b, .) and rates (ad, bd, cd)."""
+    ca, sa = np.cos(a), np.sin(a)
+    cb, sb = np.cos(b), np.sin(b)
     return (cb * bd * cd, -sa * ad * bd + (-ca * cb * ad + sa * sb * bd) * cd,
             ca * ad * bd + (-sa * cb * ad - ca * sb * bd) * cd)
 

@@ -1,0 +1,531 @@
+"""Kernel benchmarks: ELLA forward dynamics and 1 ms step, the rigid limit against
+Pinocchio, and the scaling of the O(n) articulated-body algorithm against the dense
+composite-body oracle.
+
+Run ``python -m tools.bench_kernel [--quick] [--json] [--sections ella,pinocchio,scaling]``
+or ``hil bench kernel ...``.
+
+Timing method (every number is a median over repeats of a per-call time, in us):
+
+* kernel: n calls inside a small ``@njit(cache=True)`` loop defined here, timed with
+  ``time.perf_counter_ns`` around the whole loop and divided by n, so the cost of
+  calling numba from Python (unboxing the model and work namedtuples) is excluded;
+* Python: the same call made n times from a Python ``for`` loop, the way the
+  real-time loop (Plant.step) and Pinocchio's ``pin.aba`` are called; this is the
+  like-for-like comparison with Pinocchio.
+
+Everything is compiled (or loaded from the numba cache) and run once before timing.
+numba keys a cache entry on the function's own file only, so an entry can embed an
+older version of a callee from another file that has since changed. Hence the loops
+here are keyed on a hash of hil/kernels/*.py, and any kernel function whose cache
+entries are older than the newest kernel source is recompiled in this process (not
+saved) before timing; the report lists those.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from numba import njit
+
+from hil import model as md
+from hil.assembly import assemble, make_work
+from hil.config import load_model
+from hil.kernels import integrate
+from hil.kernels.aba import forward_dynamics
+from hil.kernels.integrate import advance
+from hil.kernels.oracle import forward_dynamics_dense
+from hil.plant import METHODS, Plant
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNEL_DIR = ROOT / "hil" / "kernels"
+DEFAULT_CONFIG = ROOT / "configs" / "ella.toml"
+SECTIONS = ("ella", "pinocchio", "scaling")
+TARGET_ABA_US = 5.0
+TARGET_STEP_US = 50.0
+PIN_JOINTS = (3, 7, 30)
+PIN_JOINTS_QUICK = (3, 7)
+SCALING_LINKS = (1, 2, 4, 8, 16, 32, 64)
+SCALING_LINKS_QUICK = (1, 2, 4, 8)
+AGREE_TOL = 1e-9          # |ours - pinocchio| <= AGREE_TOL * max |pinocchio|
+
+
+# ----------------------------------------------------------------------------- timing loops
+def _kernel_sources_hash() -> str:
+    h = hashlib.sha256()
+    for path in sorted(KERNEL_DIR.glob("*.py")):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def _make_loops(salt: int):
+    """The njit timing loops. `salt` (a hash of the kernel sources) is a closure variable,
+    which numba includes in the cache key: an edit of any kernel recompiles these loops."""
+
+    @njit(cache=True)
+    def aba_loop(m, w, t, pos, vel, tau, acc, n):
+        ok = salt >= 0
+        for _ in range(n):
+            if not forward_dynamics(m, w, t, pos, vel, tau, pos, vel, 0.0, 0.0, acc):
+                ok = False
+        return ok
+
+    @njit(cache=True)
+    def dense_loop(m, w, t, pos, vel, tau, acc, n):
+        ok = salt >= 0
+        for _ in range(n):
+            if not forward_dynamics_dense(m, w, t, pos, vel, tau, pos, vel, 0.0, 0.0, acc):
+                ok = False
+        return ok
+
+    @njit(cache=True)
+    def step_loop(m, w, t, pos, vel, tau, dt, nsub, method, n):
+        ok = salt >= 0
+        for i in range(n):
+            if not advance(m, w, t + i * dt, pos, vel, tau, dt, nsub, method):
+                ok = False
+        return ok
+
+    return aba_loop, dense_loop, step_loop
+
+
+_LOOPS = None
+
+
+def _loops():
+    global _LOOPS
+    if _LOOPS is None:
+        _LOOPS = _make_loops(int(_kernel_sources_hash()[:15], 16))
+    return _LOOPS
+
+
+class Timer:
+    """Median per-call time of a batch callable run(n) -> ok, over `repeats` batches of about
+    `target_s` seconds each."""
+
+    def __init__(self, repeats: int, target_s: float):
+        self.repeats = repeats
+        self.target_ns = target_s * 1e9
+
+    def __call__(self, run, reset=None, max_n: int = 10**7) -> dict:
+        ok = True
+        n, dt = 1, 0
+        while True:                       # calibrate the batch size
+            if reset is not None:
+                reset()
+            t0 = time.perf_counter_ns()
+            ok &= bool(run(n))
+            dt = time.perf_counter_ns() - t0
+            if dt >= 0.05 * self.target_ns or n >= max_n:
+                break
+            n = min(max_n, n * 8)
+        n = int(min(max_n, max(1, n * self.target_ns / max(dt, 1))))
+        per_call = []
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            for _ in range(self.repeats):
+                if reset is not None:
+                    reset()
+                t0 = time.perf_counter_ns()
+                ok &= bool(run(n))
+                per_call.append((time.perf_counter_ns() - t0) / n)
+        finally:
+            if enabled:
+                gc.enable()
+        return {"us": statistics.median(per_call) / 1e3, "min_us": min(per_call) / 1e3,
+                "max_us": max(per_call) / 1e3, "calls": n, "repeats": self.repeats, "ok": ok}
+
+
+def _py_loop(f, *args):
+    def run(n):
+        ok = True
+        for _ in range(n):
+            ok = f(*args)
+        return ok is not False
+    return run
+
+
+# ----------------------------------------------------------------------------- host
+def host_info() -> dict:
+    cpu = None
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key.strip() in ("model name", "Model", "Hardware", "cpu model") and value.strip():
+                    cpu = value.strip()
+                    break
+    except OSError:
+        pass
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        usable = os.cpu_count()
+    import numba
+    try:
+        import pinocchio
+        pin_version = pinocchio.__version__
+    except ImportError:
+        pin_version = None
+    coretype = os.environ.get("OPENBLAS_CORETYPE")
+    return {"cpu": cpu or platform.processor() or platform.machine(), "machine": platform.machine(),
+            "cores": os.cpu_count(), "usable_cores": usable, "python": platform.python_version(),
+            "numpy": np.__version__, "numba": numba.__version__, "pinocchio": pin_version,
+            "openblas_coretype_set": coretype is not None, "openblas_coretype": coretype}
+
+
+def _newest_kernel_source() -> float:
+    return max(p.stat().st_mtime for p in KERNEL_DIR.glob("*.py"))
+
+
+def _cached_before(disp, when: float):
+    """True if `disp` would load numba cache entries written before `when`, False if not,
+    None if that cannot be told (numba internals; best effort)."""
+    try:
+        cf = disp._cache._cache_file
+    except AttributeError:
+        return False                      # not cached (or caching bypassed): compiled from the sources
+    try:
+        index = cf._load_index()          # {} when absent or invalidated by the function's own file
+        files = [Path(cf._cache_path) / name for name in index.values()]
+        return bool(files) and min(f.stat().st_mtime for f in files) < when
+    except Exception:                     # noqa: BLE001
+        return None
+
+
+def kernel_dispatchers() -> dict:
+    """Every numba function defined in hil/kernels/*.py, by module.name."""
+    import importlib
+    from numba.core.dispatcher import Dispatcher
+    out = {}
+    for path in sorted(KERNEL_DIR.glob("*.py")):
+        if path.stem.startswith("_"):
+            continue
+        try:
+            mod = importlib.import_module(f"hil.kernels.{path.stem}")
+        except Exception:                 # noqa: BLE001 - a module being edited: its users fail later
+            continue
+        for name, obj in vars(mod).items():
+            if isinstance(obj, Dispatcher) and getattr(obj.py_func, "__module__", None) == mod.__name__:
+                out[f"{path.stem}.{name}"] = obj
+    return out
+
+
+def bypass_stale_cache() -> dict:
+    """Compile in this process (without saving) every kernel whose numba cache entries predate
+    a kernel source: numba keys a cache entry on its own file only, so such an entry may
+    embed an older version of a callee from another file."""
+    from numba.core.caching import NullCache
+    from numba.core import config
+    newest = _newest_kernel_source()
+    bypassed, unchecked = [], []
+    for name, disp in kernel_dispatchers().items():
+        if disp.overloads:
+            continue                      # already compiled or loaded in this process
+        stale = _cached_before(disp, newest)
+        if stale is None:
+            unchecked.append(name)
+        elif stale:
+            disp._cache = NullCache()
+            bypassed.append(name)
+    return {"dir": config.CACHE_DIR or None, "bypassed": bypassed, "unchecked": unchecked}
+
+
+def cache_check(dispatchers: dict) -> list[str]:
+    """The entry points that ran from cache entries older than the newest kernel source
+    (possible when they were loaded in this process before the benchmark started)."""
+    newest = _newest_kernel_source()
+    return [name for name, disp in dispatchers.items()
+            if disp.stats.cache_hits and _cached_before(disp, newest) is not False]
+
+
+# ----------------------------------------------------------------------------- section 1
+def bench_ella(timer: Timer, config: Path) -> dict:
+    aba_loop, _, step_loop = _loops()
+    t0 = time.perf_counter()
+    plant = Plant(load_model(str(config)))
+    km, w, lay, plan = plant.km, plant.work, plant.layout, plant.plan
+    pos0, vel0 = plant.pos.copy(), plant.vel.copy()
+    tau = plant.tau
+    acc = np.zeros(lay.nq)
+    pos, vel = pos0.copy(), vel0.copy()
+    aba_loop(km, w, 0.0, pos, vel, tau, acc, 1)
+    method = METHODS[plan.method]
+    step_loop(km, w, 0.0, pos, vel, tau, plan.dt_s, plan.substeps, method, 1)
+    warmup_s = time.perf_counter() - t0
+
+    aba_k = timer(lambda n: aba_loop(km, w, 0.0, pos0, vel0, tau, acc, n))
+    aba_p = timer(_py_loop(forward_dynamics, km, w, 0.0, pos0, vel0, tau, pos0, vel0, 0.0, 0.0, acc))
+
+    def reset():                          # every batch steps on from the initial state
+        pos[:] = pos0
+        vel[:] = vel0
+
+    max_steps = 5000                      # at most 5 s of simulated motion per batch
+    step_k = timer(lambda n: step_loop(km, w, 0.0, pos, vel, tau, plan.dt_s, plan.substeps, method, n),
+                   reset=reset, max_n=max_steps)
+
+    def step_py(n):
+        ok = True
+        dt, ns = plan.dt_s, plan.substeps
+        for i in range(n):
+            ok &= advance(km, w, i * dt, pos, vel, tau, dt, ns, method)
+        return ok
+    step_p = timer(step_py, reset=reset, max_n=max_steps)
+    return {
+        "config": str(config), "model": plant.asm.model.name, "nq": lay.nq, "n_joints": lay.n_joints,
+        "n_modes": lay.n_eta, "n_motors": lay.n_motors, "warmup_s": warmup_s,
+        "plan": {"describe": plan.describe(), "method": plan.method, "substeps": plan.substeps, "dt_s": plan.dt_s,
+                 "f_max_hz": plan.f_max_hz},
+        "aba_us": {"kernel": aba_k["us"], "python": aba_p["us"]},
+        "step_us": {"kernel": step_k["us"], "python": step_p["us"]},
+        "timings": {"aba_kernel": aba_k, "aba_python": aba_p, "step_kernel": step_k, "step_python": step_p},
+        "targets_us": {"aba": TARGET_ABA_US, "step": TARGET_STEP_US},
+        "pass": {"aba_kernel": aba_k["us"] <= TARGET_ABA_US, "aba_python": aba_p["us"] <= TARGET_ABA_US,
+                 "step_kernel": step_k["us"] <= TARGET_STEP_US, "step_python": step_p["us"] <= TARGET_STEP_US},
+        "ok": bool(aba_k["ok"] and aba_p["ok"] and step_k["ok"] and step_p["ok"]),
+    }
+
+
+# ----------------------------------------------------------------------------- section 2
+def _chains():
+    """tests/chains.py (random chains and their Pinocchio twins), imported from the checkout."""
+    tests = str(ROOT / "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    import chains
+    return chains
+
+
+def bench_pinocchio(timer: Timer, joints) -> dict:
+    try:
+        import pinocchio as pin
+    except ImportError:
+        return {"available": False, "note": "pinocchio is not installed (pip install pin); section skipped"}
+    chains = _chains()
+    aba_loop, _, _ = _loops()
+    rows = []
+    for n in joints:
+        rng = np.random.default_rng(100 + n)
+        model = chains.random_rigid_chain(rng, n)
+        asm = assemble(model)
+        km, w = asm.km, make_work(asm.km)
+        q = asm.pos0.copy()
+        v = rng.normal(size=n)
+        tau = rng.normal(size=n) * 3
+        acc = np.zeros(asm.layout.nq)
+        pm = chains.pinocchio_model(model)
+        data = pm.createData()
+        ok = bool(forward_dynamics(km, w, 0.0, q, v, tau, q, v, 0.0, 0.0, acc))
+        ref = np.array(pin.aba(pm, data, q, v, tau))
+        diff = float(np.max(np.abs(acc - ref)))
+        scale = float(np.max(np.abs(ref)))
+        ours_k = timer(lambda k: aba_loop(km, w, 0.0, q, v, tau, acc, k))
+        ours_p = timer(_py_loop(forward_dynamics, km, w, 0.0, q, v, tau, q, v, 0.0, 0.0, acc))
+        theirs = timer(_py_loop(pin.aba, pm, data, q, v, tau))
+        rows.append({"joints": n, "nq": asm.layout.nq, "ours_kernel_us": ours_k["us"], "ours_python_us": ours_p["us"],
+                     "pinocchio_us": theirs["us"], "ratio_python": ours_p["us"] / theirs["us"],
+                     "ratio_kernel": ours_k["us"] / theirs["us"], "max_abs_diff": diff,
+                     "max_rel_diff": diff / scale if scale > 0 else diff,
+                     "agree": bool(ok and diff <= AGREE_TOL * scale), "ok": bool(ok and ours_k["ok"] and ours_p["ok"])})
+    return {"available": True, "version": pin.__version__, "tolerance_rel": AGREE_TOL, "chains": rows,
+            "all_agree": all(r["agree"] for r in rows)}
+
+
+# ----------------------------------------------------------------------------- section 3
+def uniform_flexible_chain(n: int) -> md.Model:
+    """n identical steel links (0.5 m, 2 bending modes per plane, 1 % damping) in series,
+    joint axes alternating z and y, each carrying a 0.5 kg tip mass."""
+    bodies = []
+    for i in range(n):
+        joint = md.Joint(f"j{i}", axis=np.array([0.0, 0.0, 1.0]) if i % 2 == 0 else np.array([0.0, 1.0, 0.0]),
+                         station_m=0.0 if i == 0 else 0.5, q0_rad=0.1 * (i % 3), rotor_inertia_kg_m2=1e-4,
+                         gear_ratio=50.0, viscous_N_m_s_rad=0.1)
+        beam = md.Beam(length_m=0.5, E_Pa=2.1e11, G_Pa=8.1e10, rho_kg_m3=7800.0, area_m2=2e-4, Iy_m4=1e-8,
+                       Iz_m4=1.7e-8, torsion_constant_m4=2e-8, n_bending_y=2, n_bending_z=2,
+                       damping_ratio=np.full(4, 0.01))
+        tip = md.Attachment("tip_mass", 0.5, 0.5, np.zeros(3), np.eye(3) * 1e-4)
+        bodies.append(md.Body(f"link{i}", md.BASE if i == 0 else f"link{i - 1}", joint, beam=beam, attachments=[tip]))
+    return md.Model(f"uniform_{n}", bodies, gravity_m_s2=np.array([0.0, 0.0, -9.81]))
+
+
+def _slope(x, y) -> float:
+    return float(np.polyfit(np.log(np.asarray(x, float)), np.log(np.asarray(y, float)), 1)[0])
+
+
+def bench_scaling(timer: Timer, links) -> dict:
+    aba_loop, dense_loop, _ = _loops()
+    rows = []
+    for n in links:
+        asm = assemble(uniform_flexible_chain(n))
+        km, w, lay = asm.km, make_work(asm.km), asm.layout
+        rng = np.random.default_rng(n)
+        pos = asm.pos0.copy()
+        pos[: lay.n_joints] += rng.uniform(-0.5, 0.5, lay.n_joints)
+        pos[lay.n_joints:] += rng.normal(size=lay.nq - lay.n_joints) * 1e-4
+        vel = rng.normal(size=lay.nq) * 0.5
+        vel[lay.n_joints:] *= 0.1
+        tau = rng.normal(size=lay.n_joints)
+        a1, a2 = np.zeros(lay.nq), np.zeros(lay.nq)
+        ok = bool(aba_loop(km, w, 0.0, pos, vel, tau, a1, 1) and dense_loop(km, w, 0.0, pos, vel, tau, a2, 1))
+        scale = float(np.max(np.abs(a2)))
+        rel = float(np.max(np.abs(a1 - a2)) / scale) if scale > 0 else 0.0
+        ta = timer(lambda k: aba_loop(km, w, 0.0, pos, vel, tau, a1, k))
+        td = timer(lambda k: dense_loop(km, w, 0.0, pos, vel, tau, a2, k))
+        rows.append({"links": n, "nq": lay.nq, "aba_us": ta["us"], "dense_us": td["us"],
+                     "ratio_dense_over_aba": td["us"] / ta["us"], "max_rel_diff": rel,
+                     "ok": bool(ok and ta["ok"] and td["ok"])})
+    crossover = next((r["links"] for r in rows if r["aba_us"] < r["dense_us"]), None)
+    upper = rows[len(rows) // 2:] if len(rows) >= 4 else rows
+    fit = [r["links"] for r in upper]
+    exponent = {"aba": _slope(fit, [r["aba_us"] for r in upper]) if len(upper) >= 2 else None,
+                "dense": _slope(fit, [r["dense_us"] for r in upper]) if len(upper) >= 2 else None,
+                "fit_links": fit}
+    return {"modes_per_link": 4, "rows": rows, "crossover_links": crossover, "exponent": exponent}
+
+
+# ----------------------------------------------------------------------------- report
+def _pf(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
+def format_report(rep: dict) -> str:
+    h = rep["host"]
+    lines = ["host",
+             f"  cpu        {h['cpu']} ({h['machine']}), {h['cores']} cores ({h['usable_cores']} usable)",
+             f"  versions   Python {h['python']}, numpy {h['numpy']}, numba {h['numba']}, "
+             f"pinocchio {h['pinocchio'] or 'not installed'}",
+             f"  OPENBLAS_CORETYPE  " + (f"set ({h['openblas_coretype']})" if h["openblas_coretype_set"] else "not set"),
+             "",
+             f"timing: time.perf_counter_ns, median of {rep['timing']['repeats']} repeats of the per-call time "
+             f"(batches of ~{rep['timing']['batch_s'] * 1e3:g} ms) after warm-up;",
+             "  kernel = calls inside an @njit loop (no Python overhead); Python = the same call from a Python loop"]
+    c = rep.get("numba_cache")
+    if c is not None:
+        if c["possibly_stale"]:
+            lines.append(f"  WARNING: {', '.join(c['possibly_stale'])} were loaded in this process, before the benchmark, "
+                         "from numba cache entries older than the kernel sources; they may run OLD code: re-run "
+                         "in a fresh process")
+        if c["bypassed"]:
+            lines.append(f"  numba cache: {len(c['bypassed'])} kernel function(s) cached before the latest kernel edit "
+                         "were recompiled in this process (their cache may embed old callees; not saved)")
+        if c["unchecked"]:
+            lines.append(f"  note: could not check the numba cache of {', '.join(c['unchecked'])}")
+
+    e = rep.get("ella")
+    if e is not None:
+        lines += ["", f"1. {e['model']} ({e['config']}): nq = {e['nq']} ({e['n_joints']} joints, {e['n_modes']} modes, "
+                      f"{e['n_motors']} rotors); warm-up {e['warmup_s']:.1f} s",
+                  f"  integrator plan: {e['plan']['describe']}",
+                  f"  {'':<26}{'kernel us':>10}{'Python us':>11}{'target us':>11}   kernel  Python"]
+        for key, label in (("aba", "forward dynamics (ABA)"), ("step", "1 ms step (advance)")):
+            d = e[f"{key}_us"]
+            lines.append(f"  {label:<26}{d['kernel']:>10.2f}{d['python']:>11.2f}{e['targets_us'][key]:>11g}   "
+                         f"{_pf(e['pass'][key + '_kernel']):<6}  {_pf(e['pass'][key + '_python'])}")
+        if not e["ok"]:
+            lines.append("  WARNING: a kernel call reported failure (singular inertia or non-finite state)")
+
+    p = rep.get("pinocchio")
+    if p is not None:
+        lines += ["", "2. rigid limit vs Pinocchio (random rigid chains, tests/chains.py; same q, v, tau)"]
+        if not p["available"]:
+            lines.append(f"  skipped: {p['note']}")
+        else:
+            lines += [f"  pinocchio {p['version']}: pin.aba called from Python; ratio = our time / Pinocchio's "
+                      f"(< 1: ours faster); agree: max |diff| <= {p['tolerance_rel']:g} max |qdd|",
+                      f"  {'joints':>6}{'ours kernel':>13}{'ours Python':>13}{'pin.aba':>10}{'ratio Python':>14}"
+                      f"{'ratio kernel':>14}{'max |diff|':>12}  agree",
+                      f"  {'':>6}{'us':>13}{'us':>13}{'us':>10}"]
+            for r in p["chains"]:
+                lines.append(f"  {r['joints']:>6}{r['ours_kernel_us']:>13.2f}{r['ours_python_us']:>13.2f}"
+                             f"{r['pinocchio_us']:>10.2f}{r['ratio_python']:>14.2f}{r['ratio_kernel']:>14.2f}"
+                             f"{r['max_abs_diff']:>12.1e}  {'yes' if r['agree'] else 'NO'}")
+            lines.append(f"  accelerations agree: {'yes, all chains' if p['all_agree'] else 'NO'}")
+
+    s = rep.get("scaling")
+    if s is not None:
+        lines += ["", f"3. scaling: chains of n uniform flexible links ({s['modes_per_link']} bending modes each, "
+                      "nq = 5 n); kernel time per forward-dynamics evaluation",
+                  f"  {'links':>5}{'nq':>6}{'ABA us':>11}{'dense us':>11}{'dense/ABA':>11}{'max rel diff':>14}"]
+        for r in s["rows"]:
+            lines.append(f"  {r['links']:>5}{r['nq']:>6}{r['aba_us']:>11.2f}{r['dense_us']:>11.2f}"
+                         f"{r['ratio_dense_over_aba']:>11.2f}{r['max_rel_diff']:>14.1e}")
+        x = s["crossover_links"]
+        lines.append("  crossover: " + (f"ABA faster from n = {x} link(s)" if x is not None
+                                        else "ABA not faster at any size measured"))
+        ex = s["exponent"]
+        if ex["aba"] is not None:
+            lines.append(f"  fitted exponent t ~ n^k over n = {', '.join(map(str, ex['fit_links']))}: "
+                         f"ABA k = {ex['aba']:.2f}, dense k = {ex['dense']:.2f}")
+        if not all(r["ok"] for r in s["rows"]):
+            lines.append("  WARNING: a kernel call reported failure (singular inertia)")
+    lines += ["", f"total {rep['elapsed_s']:.1f} s"]
+    return "\n".join(lines)
+
+
+def _sections(text: str) -> list[str]:
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    bad = [s for s in names if s not in SECTIONS]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a comma-separated subset of {','.join(SECTIONS)}")
+    return names
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="hil bench kernel", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.add_argument("--quick", action="store_true", help="fewer sizes and repeats (for tests)")
+    p.add_argument("--sections", type=_sections, default=list(SECTIONS), metavar="LIST",
+                   help=f"comma-separated subset of {','.join(SECTIONS)} (default: all)")
+    p.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="arm preset for section 1 (default: ELLA)")
+    return p
+
+
+def run(args: argparse.Namespace) -> dict:
+    t0 = time.perf_counter()
+    repeats, batch_s = (3, 0.005) if args.quick else (7, 0.05)
+    timer = Timer(repeats, batch_s)
+    rep = {"host": host_info(), "timing": {"timer": "time.perf_counter_ns", "statistic": "median",
+                                           "repeats": repeats, "batch_s": batch_s, "unit": "us per call",
+                                           "quick": bool(args.quick)}}
+    rep["numba_cache"] = cache = bypass_stale_cache()
+    if "ella" in args.sections:
+        rep["ella"] = bench_ella(timer, args.config)
+    if "pinocchio" in args.sections:
+        rep["pinocchio"] = bench_pinocchio(timer, PIN_JOINTS_QUICK if args.quick else PIN_JOINTS)
+    if "scaling" in args.sections:
+        rep["scaling"] = bench_scaling(timer, SCALING_LINKS_QUICK if args.quick else SCALING_LINKS)
+    cache["possibly_stale"] = cache_check({"forward_dynamics": forward_dynamics, "forward_dynamics_dense":
+                                           forward_dynamics_dense, "advance": integrate.advance})
+    rep["elapsed_s"] = time.perf_counter() - t0
+    return rep
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "kernel":
+        argv = argv[1:]
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:             # --help or a usage error: return its status
+        return int(exc.code or 0)
+    rep = run(args)
+    print(json.dumps(rep, indent=2) if args.json else format_report(rep))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
