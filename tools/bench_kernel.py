@@ -14,20 +14,14 @@ Timing method (every number is a median over repeats of a per-call time, in us):
   real-time loop (Plant.step) and Pinocchio's ``pin.aba`` are called; this is the
   like-for-like comparison with Pinocchio.
 
-Everything is compiled (or loaded from the numba cache) and run once before timing.
-numba keys a cache entry on the function's own file only, so an entry can embed an
-older version of a callee from another file that has since changed. Hence the loops
-here are keyed on a hash of hil/kernels/*.py, and any kernel function whose cache
-entries are older than the newest kernel source is recompiled in this process (not
-saved) before timing; the report lists those.
+Everything is compiled (or loaded from the numba cache, which hil.jit_cache keys on the
+kernel sources) and run once before timing.
 """
 from __future__ import annotations
 
 import argparse
 import gc
-import hashlib
 import json
-import math
 import os
 import platform
 import statistics
@@ -41,14 +35,12 @@ from numba import njit
 from hil import model as md
 from hil.assembly import assemble, make_work
 from hil.config import load_model
-from hil.kernels import integrate
 from hil.kernels.aba import forward_dynamics
 from hil.kernels.integrate import advance
 from hil.kernels.oracle import forward_dynamics_dense
 from hil.plant import METHODS, Plant
 
 ROOT = Path(__file__).resolve().parent.parent
-KERNEL_DIR = ROOT / "hil" / "kernels"
 DEFAULT_CONFIG = ROOT / "configs" / "ella.toml"
 SECTIONS = ("ella", "pinocchio", "scaling")
 TARGET_ABA_US = 5.0
@@ -61,53 +53,31 @@ AGREE_TOL = 1e-9          # |ours - pinocchio| <= AGREE_TOL * max |pinocchio|
 
 
 # ----------------------------------------------------------------------------- timing loops
-def _kernel_sources_hash() -> str:
-    h = hashlib.sha256()
-    for path in sorted(KERNEL_DIR.glob("*.py")):
-        h.update(path.name.encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()
+@njit(cache=True)
+def aba_loop(m, w, t, pos, vel, tau, acc, n):
+    ok = True
+    for _ in range(n):
+        if not forward_dynamics(m, w, t, pos, vel, tau, pos, vel, 0.0, 0.0, acc):
+            ok = False
+    return ok
 
 
-def _make_loops(salt: int):
-    """The njit timing loops. `salt` (a hash of the kernel sources) is a closure variable,
-    which numba includes in the cache key: an edit of any kernel recompiles these loops."""
-
-    @njit(cache=True)
-    def aba_loop(m, w, t, pos, vel, tau, acc, n):
-        ok = salt >= 0
-        for _ in range(n):
-            if not forward_dynamics(m, w, t, pos, vel, tau, pos, vel, 0.0, 0.0, acc):
-                ok = False
-        return ok
-
-    @njit(cache=True)
-    def dense_loop(m, w, t, pos, vel, tau, acc, n):
-        ok = salt >= 0
-        for _ in range(n):
-            if not forward_dynamics_dense(m, w, t, pos, vel, tau, pos, vel, 0.0, 0.0, acc):
-                ok = False
-        return ok
-
-    @njit(cache=True)
-    def step_loop(m, w, t, pos, vel, tau, dt, nsub, method, n):
-        ok = salt >= 0
-        for i in range(n):
-            if not advance(m, w, t + i * dt, pos, vel, tau, dt, nsub, method):
-                ok = False
-        return ok
-
-    return aba_loop, dense_loop, step_loop
+@njit(cache=True)
+def dense_loop(m, w, t, pos, vel, tau, acc, n):
+    ok = True
+    for _ in range(n):
+        if not forward_dynamics_dense(m, w, t, pos, vel, tau, pos, vel, 0.0, 0.0, acc):
+            ok = False
+    return ok
 
 
-_LOOPS = None
-
-
-def _loops():
-    global _LOOPS
-    if _LOOPS is None:
-        _LOOPS = _make_loops(int(_kernel_sources_hash()[:15], 16))
-    return _LOOPS
+@njit(cache=True)
+def step_loop(m, w, t, pos, vel, tau, dt, nsub, method, n):
+    ok = True
+    for i in range(n):
+        if not advance(m, w, t + i * dt, pos, vel, tau, dt, nsub, method):
+            ok = False
+    return ok
 
 
 class Timer:
@@ -152,8 +122,9 @@ def _py_loop(f, *args):
     def run(n):
         ok = True
         for _ in range(n):
-            ok = f(*args)
-        return ok is not False
+            if f(*args) is False:         # our kernels return False on failure; pin.aba an array
+                ok = False
+        return ok
     return run
 
 
@@ -186,74 +157,8 @@ def host_info() -> dict:
             "openblas_coretype_set": coretype is not None, "openblas_coretype": coretype}
 
 
-def _newest_kernel_source() -> float:
-    return max(p.stat().st_mtime for p in KERNEL_DIR.glob("*.py"))
-
-
-def _cached_before(disp, when: float):
-    """True if `disp` would load numba cache entries written before `when`, False if not,
-    None if that cannot be told (numba internals; best effort)."""
-    try:
-        cf = disp._cache._cache_file
-    except AttributeError:
-        return False                      # not cached (or caching bypassed): compiled from the sources
-    try:
-        index = cf._load_index()          # {} when absent or invalidated by the function's own file
-        files = [Path(cf._cache_path) / name for name in index.values()]
-        return bool(files) and min(f.stat().st_mtime for f in files) < when
-    except Exception:                     # noqa: BLE001
-        return None
-
-
-def kernel_dispatchers() -> dict:
-    """Every numba function defined in hil/kernels/*.py, by module.name."""
-    import importlib
-    from numba.core.dispatcher import Dispatcher
-    out = {}
-    for path in sorted(KERNEL_DIR.glob("*.py")):
-        if path.stem.startswith("_"):
-            continue
-        try:
-            mod = importlib.import_module(f"hil.kernels.{path.stem}")
-        except Exception:                 # noqa: BLE001 - a module being edited: its users fail later
-            continue
-        for name, obj in vars(mod).items():
-            if isinstance(obj, Dispatcher) and getattr(obj.py_func, "__module__", None) == mod.__name__:
-                out[f"{path.stem}.{name}"] = obj
-    return out
-
-
-def bypass_stale_cache() -> dict:
-    """Compile in this process (without saving) every kernel whose numba cache entries predate
-    a kernel source: numba keys a cache entry on its own file only, so such an entry may
-    embed an older version of a callee from another file."""
-    from numba.core.caching import NullCache
-    from numba.core import config
-    newest = _newest_kernel_source()
-    bypassed, unchecked = [], []
-    for name, disp in kernel_dispatchers().items():
-        if disp.overloads:
-            continue                      # already compiled or loaded in this process
-        stale = _cached_before(disp, newest)
-        if stale is None:
-            unchecked.append(name)
-        elif stale:
-            disp._cache = NullCache()
-            bypassed.append(name)
-    return {"dir": config.CACHE_DIR or None, "bypassed": bypassed, "unchecked": unchecked}
-
-
-def cache_check(dispatchers: dict) -> list[str]:
-    """The entry points that ran from cache entries older than the newest kernel source
-    (possible when they were loaded in this process before the benchmark started)."""
-    newest = _newest_kernel_source()
-    return [name for name, disp in dispatchers.items()
-            if disp.stats.cache_hits and _cached_before(disp, newest) is not False]
-
-
 # ----------------------------------------------------------------------------- section 1
 def bench_ella(timer: Timer, config: Path) -> dict:
-    aba_loop, _, step_loop = _loops()
     t0 = time.perf_counter()
     plant = Plant(load_model(str(config)))
     km, w, lay, plan = plant.km, plant.work, plant.layout, plant.plan
@@ -313,9 +218,8 @@ def bench_pinocchio(timer: Timer, joints) -> dict:
     try:
         import pinocchio as pin
     except ImportError:
-        return {"available": False, "note": "pinocchio is not installed (pip install pin); section skipped"}
+        return {"available": False, "note": "pinocchio is not installed (pip install pin)"}
     chains = _chains()
-    aba_loop, _, _ = _loops()
     rows = []
     for n in joints:
         rng = np.random.default_rng(100 + n)
@@ -366,7 +270,6 @@ def _slope(x, y) -> float:
 
 
 def bench_scaling(timer: Timer, links) -> dict:
-    aba_loop, dense_loop, _ = _loops()
     rows = []
     for n in links:
         asm = assemble(uniform_flexible_chain(n))
@@ -412,18 +315,6 @@ def format_report(rep: dict) -> str:
              f"timing: time.perf_counter_ns, median of {rep['timing']['repeats']} repeats of the per-call time "
              f"(batches of ~{rep['timing']['batch_s'] * 1e3:g} ms) after warm-up;",
              "  kernel = calls inside an @njit loop (no Python overhead); Python = the same call from a Python loop"]
-    c = rep.get("numba_cache")
-    if c is not None:
-        if c["possibly_stale"]:
-            lines.append(f"  WARNING: {', '.join(c['possibly_stale'])} were loaded in this process, before the benchmark, "
-                         "from numba cache entries older than the kernel sources; they may run OLD code: re-run "
-                         "in a fresh process")
-        if c["bypassed"]:
-            lines.append(f"  numba cache: {len(c['bypassed'])} kernel function(s) cached before the latest kernel edit "
-                         "were recompiled in this process (their cache may embed old callees; not saved)")
-        if c["unchecked"]:
-            lines.append(f"  note: could not check the numba cache of {', '.join(c['unchecked'])}")
-
     e = rep.get("ella")
     if e is not None:
         lines += ["", f"1. {e['model']} ({e['config']}): nq = {e['nq']} ({e['n_joints']} joints, {e['n_modes']} modes, "
@@ -484,8 +375,9 @@ def _sections(text: str) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hil bench kernel", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    parts = __doc__.split("\n\n")
+    p = argparse.ArgumentParser(prog="hil bench kernel", description=parts[0],
+                                epilog="\n\n".join(parts[2:]), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument("--quick", action="store_true", help="fewer sizes and repeats (for tests)")
     p.add_argument("--sections", type=_sections, default=list(SECTIONS), metavar="LIST",
@@ -501,15 +393,14 @@ def run(args: argparse.Namespace) -> dict:
     rep = {"host": host_info(), "timing": {"timer": "time.perf_counter_ns", "statistic": "median",
                                            "repeats": repeats, "batch_s": batch_s, "unit": "us per call",
                                            "quick": bool(args.quick)}}
-    rep["numba_cache"] = cache = bypass_stale_cache()
+    from numba.core import config
+    rep["numba_cache_dir"] = config.CACHE_DIR
     if "ella" in args.sections:
         rep["ella"] = bench_ella(timer, args.config)
     if "pinocchio" in args.sections:
         rep["pinocchio"] = bench_pinocchio(timer, PIN_JOINTS_QUICK if args.quick else PIN_JOINTS)
     if "scaling" in args.sections:
         rep["scaling"] = bench_scaling(timer, SCALING_LINKS_QUICK if args.quick else SCALING_LINKS)
-    cache["possibly_stale"] = cache_check({"forward_dynamics": forward_dynamics, "forward_dynamics_dense":
-                                           forward_dynamics_dense, "advance": integrate.advance})
     rep["elapsed_s"] = time.perf_counter() - t0
     return rep
 

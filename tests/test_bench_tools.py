@@ -1,0 +1,90 @@
+"""tools/bench_kernel.py (``hil bench kernel``): the quick benchmark runs and reports sane numbers."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from hil.cli import main as hil_main
+from tools import bench_kernel
+
+
+def _timings(obj, key: str = ""):
+    """Every number under a key that names a time in us ("us", "..._us"), with its path."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _timings(v, f"{key}.{k}" if key else k)
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _timings(v, f"{key}[{i}]")
+    elif isinstance(obj, (int, float)) and not isinstance(obj, bool):
+        names = [part.split("[")[0] for part in key.split(".")]
+        if any(n == "us" or n.endswith("_us") for n in names) and names[-1] != "targets_us":
+            yield key, float(obj)
+
+
+@pytest.fixture(scope="module")
+def quick_report():
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = bench_kernel.main(["--quick", "--json"])
+    assert code == 0
+    return json.loads(out.getvalue())
+
+
+def test_quick_json_has_every_section(quick_report):
+    rep = quick_report
+    assert {"host", "timing", "numba_cache_dir", "ella", "pinocchio", "scaling", "elapsed_s"} <= rep.keys()
+    host = rep["host"]
+    for key in ("cpu", "cores", "python", "numpy", "numba", "pinocchio", "openblas_coretype_set"):
+        assert key in host
+    ella = rep["ella"]
+    assert ella["ok"]
+    assert {"aba_us", "step_us", "plan", "targets_us", "pass"} <= ella.keys()
+    assert set(ella["aba_us"]) == set(ella["step_us"]) == {"kernel", "python"}
+    assert ella["targets_us"] == {"aba": 5.0, "step": 50.0}
+    assert ella["plan"]["describe"] and ella["plan"]["substeps"] >= 1
+    sc = rep["scaling"]
+    assert [r["links"] for r in sc["rows"]] == list(bench_kernel.SCALING_LINKS_QUICK)
+    assert all(r["ok"] and r["max_rel_diff"] < 1e-8 for r in sc["rows"])
+    assert "crossover_links" in sc and math.isfinite(sc["exponent"]["aba"]) and math.isfinite(sc["exponent"]["dense"])
+
+
+def test_quick_json_times_are_positive_and_finite(quick_report):
+    times = dict(_timings(quick_report))
+    assert len(times) >= 10
+    assert "ella.aba_us.kernel" in times and "ella.step_us.python" in times
+    bad = {k: v for k, v in times.items() if not (math.isfinite(v) and v > 0)}
+    assert not bad
+
+
+def test_quick_json_agrees_with_pinocchio(quick_report):
+    pin = quick_report["pinocchio"]
+    if not pin["available"]:
+        pytest.skip("pinocchio is not installed")
+    assert [r["joints"] for r in pin["chains"]] == list(bench_kernel.PIN_JOINTS_QUICK)
+    for r in pin["chains"]:
+        assert r["agree"] and r["ok"], r
+        assert r["max_abs_diff"] >= 0
+        assert r["pinocchio_us"] > 0 and r["ours_kernel_us"] > 0 and r["ours_python_us"] > 0
+    assert pin["all_agree"]
+
+
+def test_hil_bench_kernel_tables(capsys, quick_report):
+    code = hil_main(["bench", "kernel", "--quick", "--sections", "ella"])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    assert out.startswith("host")
+    assert "OPENBLAS_CORETYPE" in out and "integrator plan:" in out
+    assert "forward dynamics (ABA)" in out and "1 ms step (advance)" in out
+    assert ("PASS" in out) or ("MISS" in out)
+    assert "2. rigid limit" not in out and "3. scaling" not in out
+
+
+def test_bad_section_is_a_usage_error(capsys):
+    assert bench_kernel.main(["--sections", "ella,nonsense"]) == 2
+    assert "nonsense" in capsys.readouterr().err
