@@ -127,8 +127,11 @@ class CsvRunWriter:
 
 
 def open_writer(path: str | Path, header: dict[str, Any]) -> CsvRunWriter | MsgpackRunWriter:
-    """Writer chosen by the file suffix (.csv or .msgpack); ``header["columns"]`` is required."""
+    """Writer chosen by the file suffix (.csv or .msgpack); ``header["columns"]`` is required.
+    Missing parent folders are created."""
     suffix = Path(path).suffix.lower()
+    if suffix in SUFFIXES:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
     if suffix == ".csv":
         return CsvRunWriter(path, header)
     if suffix == ".msgpack":
