@@ -15,9 +15,8 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed
 
 run: setup
-	$(HIL) modes configs/ella.toml
-	$(HIL) simulate configs/ella.toml --duration 5 --out out/ella_free_fall.csv
-	$(HIL) simulate configs/canadarm.toml --duration 20 --out out/canadarm_trajectory.csv
+	$(HIL) run configs/ella.toml --bus configs/bus/serial_frame.toml --link pty --spawn-firmware \
+		--duration 6 --log out/ella_hil.msgpack
 
 test: setup
 	$(PY) -m pytest -q

@@ -254,10 +254,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _register_hil_commands() -> None:
+    """`run`, `firmware` and `log` live in hil.cli_hil (they import the firmware bridge)."""
+    from . import cli_hil  # noqa: F401  (registers its commands)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``hil`` with argv (default: sys.argv[1:]); returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
     name = argv[0] if argv else None
+    _register_hil_commands()
     try:
         if name in COMMANDS and COMMANDS[name].passthrough:
             return COMMANDS[name].run(argv[1:])

@@ -43,6 +43,23 @@ def component_frequencies_hz(asm: Assembled) -> dict[str, np.ndarray]:
     return out
 
 
+def static_forces(asm: Assembled, pos: np.ndarray, w=None) -> np.ndarray:
+    """Generalized forces h(q) at rest with zero drive torque: gravity, elastic and spring forces
+    (seed 002 eq. 4.2 with zero rates and accelerations, M qdd = tau - h). h[joint] is the drive
+    torque that holds the arm still at pos; h[modes] = 0 is the static deflection."""
+    km = asm.km
+    w = make_work(km) if w is None else w
+    nq = asm.layout.nq
+    zero = np.zeros(nq)
+    h = np.zeros(nq)
+    prepare(km, w, 0.0, pos, zero)
+    joint_torques(km, w, np.zeros(max(asm.layout.n_joints, 1)))
+    forward_kinematics(km, w)
+    bias_forces(km, w, pos, zero, h)
+    _add_spring_rows(asm, w, h)
+    return h
+
+
 def stiffness_and_mass(asm: Assembled, pos: np.ndarray, eps: float = 1e-7) -> tuple[np.ndarray, np.ndarray]:
     """Mass matrix and tangent stiffness d(h)/dq at zero velocity and zero drive torque.
 
@@ -55,18 +72,10 @@ def stiffness_and_mass(asm: Assembled, pos: np.ndarray, eps: float = 1e-7) -> tu
     zero = np.zeros(nq)
     tau = np.zeros(max(asm.layout.n_joints, 1))
     K = np.zeros((nq, nq))
-    h1 = np.zeros(nq)
-    h2 = np.zeros(nq)
     for i in range(nq):
-        for sgn, h in ((1.0, h1), (-1.0, h2)):
-            p = pos.copy()
-            p[i] += sgn * eps
-            prepare(km, w, 0.0, p, zero)
-            joint_torques(km, w, tau)
-            forward_kinematics(km, w)
-            bias_forces(km, w, p, zero, h)
-            _add_spring_rows(asm, w, h)
-        K[:, i] = (h1 - h2) / (2 * eps)
+        dp = np.zeros(nq)
+        dp[i] = eps
+        K[:, i] = (static_forces(asm, pos + dp, w) - static_forces(asm, pos - dp, w)) / (2 * eps)
     prepare(km, w, 0.0, pos, zero)
     joint_torques(km, w, tau)
     forward_kinematics(km, w)

@@ -14,6 +14,7 @@ import numpy as np
 from . import model as md
 from .assembly import Assembled, assemble, make_work
 from .kernels import integrate
+from .kernels.cycle import step_and_sample
 from .kernels.aba import forward_dynamics, forward_kinematics, prepare
 from .kernels.outputs import energy, power, station_state, world_poses
 from .linearize import arm_frequencies_hz, spring_frequencies_hz, substeps_for
@@ -95,6 +96,8 @@ class Plant:
         """Compile and run every kernel a cycle uses once, on a copy of the state."""
         p, v = self.pos.copy(), self.vel.copy()
         integrate.advance(self.km, self.work, 0.0, p, v, self.tau, self.dt, self.plan.substeps, self._method)
+        step_and_sample(self.km, self.work, 0.0, p, v, self.tau, self.dt, self.plan.substeps, self._method,
+                        np.zeros(1, np.int64), np.zeros((1, 24)))
         self.evaluate()
 
     def step(self, tau: np.ndarray | None = None) -> None:
@@ -103,6 +106,17 @@ class Plant:
             self.tau[:] = tau
         ok = integrate.advance(self.km, self.work, self.t, self.pos, self.vel, self.tau, self.dt,
                                self.plan.substeps, self._method)
+        self.t += self.dt
+        if not ok:
+            raise SimulationError(f"t = {self.t:.6f} s: non-finite state or singular inertia "
+                                  f"({self.plan.describe()}); reduce dt, add substeps or use imex_midpoint")
+
+    def step_and_sample(self, tau: np.ndarray, stations: np.ndarray, out: np.ndarray) -> None:
+        """One real-time cycle in one kernel call: step with tau, then write the world kinematics of
+        the station indices `stations` into out (n, 24) (layout of Plant.station's fields)."""
+        self.tau[:] = tau
+        ok = step_and_sample(self.km, self.work, self.t, self.pos, self.vel, self.tau, self.dt,
+                             self.plan.substeps, self._method, stations, out)
         self.t += self.dt
         if not ok:
             raise SimulationError(f"t = {self.t:.6f} s: non-finite state or singular inertia "
@@ -152,24 +166,31 @@ class Plant:
         a = self.layout.n_joints + self.layout.mode_offsets[k]
         return self.pos[a: a + int(self.km.nm[k])]
 
-    def equilibrium_eta(self) -> None:
+    def equilibrium_eta(self) -> np.ndarray:
         """Set the modal coordinates to the static deflection under gravity at the current joint
-        angles (Newton iterations on the linearised elastic equations)."""
-        from .linearize import stiffness_and_mass
+        angles, joints held (Newton iterations on h_modes(q) = 0). Returns the drive torques that
+        hold the arm still there (and holds them in Plant.tau); rotor angles of Spong joints are set
+        to the loaded spring."""
+        from .linearize import static_forces, stiffness_and_mass
         lay = self.layout
-        modal = np.arange(lay.n_joints, lay.n_joints + lay.n_eta)
-        if modal.size == 0:
-            return
+        free = np.arange(lay.n_joints, lay.nq)
+        self.vel[:] = 0.0
         for _ in range(20):
-            self.vel[:] = 0.0
-            self.evaluate()
-            K, M = stiffness_and_mass(self.asm, self.pos)
-            r = M[np.ix_(modal, modal)] @ self.acc[modal]
-            d = np.linalg.solve(K[np.ix_(modal, modal)], r)
-            self.pos[modal] += d
-            if np.max(np.abs(d)) < 1e-13 + 1e-10 * np.max(np.abs(self.pos[modal])):
+            if free.size == 0:
                 break
+            K, _ = stiffness_and_mass(self.asm, self.pos)
+            d = -np.linalg.solve(K[np.ix_(free, free)], static_forces(self.asm, self.pos)[free])
+            self.pos[free] += d
+            if np.max(np.abs(d)) < 1e-13 + 1e-10 * np.max(np.abs(self.pos[free])):
+                break
+        h = static_forces(self.asm, self.pos)    # h = C + g - tau at tau = 0; rest needs tau = h
+        hold = h[: lay.n_joints].copy()
+        for k in range(lay.n_joints):
+            if lay.motor_of_joint[k] >= 0:
+                hold[k] = h[lay.motor_index(k)]
+        self.tau[:] = hold
         self.evaluate()
+        return hold
 
 
 def wall_time_per_step(plant: Plant, steps: int = 200) -> float:

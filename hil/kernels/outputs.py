@@ -30,60 +30,61 @@ def world_poses(m, w):
 
 
 @njit(cache=True)
+def _cross(a0, a1, a2, b0, b1, b2):
+    return a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0
+
+
+@njit(cache=True)
 def station_state(m, w, s, out):
     """World kinematics of output station s after forward_dynamics and world_poses.
 
     out (24,): position (3), rotation matrix row-major (9), velocity (3),
     angular velocity (3), specific force (acceleration minus gravity, 3),
-    angular acceleration (3); all in world axes.
+    angular acceleration (3); all in world axes. Allocation-free (scratch in w.SV, w.SM).
     """
     k = m.os_body[s]
     nm = m.nm[k]
     base = m.dims[0] + m.mo[k]
-    etadd = w.nud[k, 6:6 + nm]
-    r = np.empty(3)
-    R = np.empty((3, 3))
-    RE = np.empty((2, 3, 3))
-    th = np.empty(3)
-    station_pose(m.os_G[s], m.os_L[s], m.os_S[s], m.os_p0[s], m.os_R0[s], w.pos, base, nm, r, R, RE, th)
-    E = RE[1]
-    w_rel = np.empty(3)
-    v_rel = np.empty(3)
-    w_b = np.empty(3)
-    v_b = np.empty(3)
-    Ghat = np.empty((3, max(nm, 1)))
-    station_rates(m.os_G[s], m.os_L[s], m.os_S[s], w.pos, w.vel, base, nm, E, th, np.empty(3), w_rel, v_rel, w_b, v_b, Ghat)
-    V = w.V[k]
-    a = w.nud[k]
-    om = V[0:3]
-    al = a[0:3]
-    vb = np.empty(3)
-    ab = np.empty(3)
-    wb = np.empty(3)
-    alb = np.empty(3)
-    ELdd = np.zeros(3)
+    SV = w.SV
+    SM = w.SM
+    r, th, thd, w_rel, v_rel, w_b, v_b = SV[0], SV[1], SV[2], SV[3], SV[4], SV[5], SV[6]
+    R = SM[0]
+    station_pose(m.os_G[s], m.os_L[s], m.os_S[s], m.os_p0[s], m.os_R0[s], w.pos, base, nm, r, R, SM[1:3], th)
+    E = SM[2]
+    Ghat = w.Ghat
+    station_rates(m.os_G[s], m.os_L[s], m.os_S[s], w.pos, w.vel, base, nm, E, th, thd, w_rel, v_rel, w_b, v_b, Ghat)
+    V = w.V
+    a = w.nud
     osL = m.os_L[s]
+    el0 = 0.0
+    el1 = 0.0
+    el2 = 0.0
+    rdd0 = v_b[0]
+    rdd1 = v_b[1]
+    rdd2 = v_b[2]
+    for e in range(nm):
+        dd = a[k, 6 + e]
+        el0 += (E[0, 0] * osL[0, e] + E[0, 1] * osL[1, e] + E[0, 2] * osL[2, e]) * dd
+        el1 += (E[1, 0] * osL[0, e] + E[1, 1] * osL[1, e] + E[1, 2] * osL[2, e]) * dd
+        el2 += (E[2, 0] * osL[0, e] + E[2, 1] * osL[1, e] + E[2, 2] * osL[2, e]) * dd
+        rdd0 += Ghat[0, e] * dd
+        rdd1 += Ghat[1, e] * dd
+        rdd2 += Ghat[2, e] * dd
+    o0, o1, o2 = V[k, 0], V[k, 1], V[k, 2]
+    wr = _cross(o0, o1, o2, r[0], r[1], r[2])
+    wv = _cross(o0, o1, o2, V[k, 3], V[k, 4], V[k, 5])
+    wwr = _cross(o0, o1, o2, wr[0], wr[1], wr[2])
+    ar = _cross(a[k, 0], a[k, 1], a[k, 2], r[0], r[1], r[2])
+    wrd = _cross(o0, o1, o2, v_rel[0], v_rel[1], v_rel[2])
+    wwrel = _cross(o0, o1, o2, w_rel[0], w_rel[1], w_rel[2])
+    rdd = (rdd0, rdd1, rdd2)
+    el = (el0, el1, el2)
+    body = SV[7:11]   # velocity, angular velocity, specific force, angular acceleration in body axes
     for i in range(3):
-        for e in range(nm):
-            acc = 0.0
-            for j in range(3):
-                acc += E[i, j] * osL[j, e]
-            ELdd[i] += acc * etadd[e]
-    wxr = np.cross(om, r)
-    for i in range(3):
-        vb[i] = V[3 + i] + wxr[i] + v_rel[i]
-        wb[i] = om[i] + w_rel[i]
-    wxv = np.cross(om, V[3:6])
-    wxwxr = np.cross(om, wxr)
-    alxr = np.cross(al, r)
-    wxrd = np.cross(om, v_rel)
-    wxwrel = np.cross(om, w_rel)
-    for i in range(3):
-        rdd = v_b[i]
-        for e in range(nm):
-            rdd += Ghat[i, e] * etadd[e]
-        ab[i] = a[3 + i] + wxv[i] + alxr[i] + wxwxr[i] + 2.0 * wxrd[i] + rdd
-        alb[i] = al[i] + ELdd[i] + w_b[i] + wxwrel[i]
+        body[0, i] = V[k, 3 + i] + wr[i] + v_rel[i]
+        body[1, i] = V[k, i] + w_rel[i]
+        body[2, i] = a[k, 3 + i] + wv[i] + ar[i] + wwr[i] + 2.0 * wrd[i] + rdd[i]
+        body[3, i] = a[k, i] + el[i] + w_b[i] + wwrel[i]
     Rk = w.Rw[k]
     for i in range(3):
         ps = w.pw[k, i]
@@ -92,10 +93,8 @@ def station_state(m, w, s, out):
         out[i] = ps
         for j in range(3):
             out[3 + 3 * i + j] = Rk[i, 0] * R[0, j] + Rk[i, 1] * R[1, j] + Rk[i, 2] * R[2, j]
-        out[12 + i] = Rk[i, 0] * vb[0] + Rk[i, 1] * vb[1] + Rk[i, 2] * vb[2]
-        out[15 + i] = Rk[i, 0] * wb[0] + Rk[i, 1] * wb[1] + Rk[i, 2] * wb[2]
-        out[18 + i] = Rk[i, 0] * ab[0] + Rk[i, 1] * ab[1] + Rk[i, 2] * ab[2]
-        out[21 + i] = Rk[i, 0] * alb[0] + Rk[i, 1] * alb[1] + Rk[i, 2] * alb[2]
+        for q in range(4):
+            out[12 + 3 * q + i] = Rk[i, 0] * body[q, 0] + Rk[i, 1] * body[q, 1] + Rk[i, 2] * body[q, 2]
 
 
 @njit(cache=True)

@@ -1,0 +1,110 @@
+"""The reference firmware: the controller side of the protocol, in its own process.
+
+It waits for each sensor frame, computes joint torques with the reference
+controller (firmware_bridge.controller) and answers with the command frame(s).
+Time is the emulator's cycle counter times the cycle period, so a lockstep run
+is deterministic.
+"""
+from __future__ import annotations
+
+import select
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from hil.assembly import assemble, make_work
+from hil.config import load_model
+from hil.linearize import static_forces
+from .controller import ELLA_SETPOINTS, ControllerGains, ReferenceController
+from .link import Link
+from .messages import BusMap
+from .signals import CommandOutput, SensorInput
+
+ELLA_GAINS = ControllerGains(kp=np.array([3000.0, 3000.0, 800.0]), kd=np.array([300.0, 300.0, 80.0]),
+                             ki=np.array([3000.0, 3000.0, 800.0]))
+COUNTS_PER_REV = 4096 * 4
+
+
+class GravityModel:
+    """Gravity torque of the undeformed arm at joint angles q, from the arm model the firmware
+    is written for (the feedforward a real firmware computes from its own model)."""
+
+    def __init__(self, model) -> None:
+        self.asm = assemble(model)
+        self.work = make_work(self.asm.km)
+        self.pos = np.zeros(self.asm.layout.nq)
+        self.nj = self.asm.layout.n_joints
+        self(np.zeros(self.nj))          # compile before the first cycle
+
+    def __call__(self, q: np.ndarray) -> np.ndarray:
+        self.pos[: self.nj] = q
+        return static_forces(self.asm, self.pos, self.work)[: self.nj]
+
+
+@dataclass
+class FirmwareResult:
+    cycles: int
+    q: list
+    q_error: list
+    link: dict
+    sensors: dict
+
+
+class Firmware:
+    """The reference firmware for one arm on one bus map; serve() runs it on a link."""
+
+    def __init__(self, bus: BusMap, arm_config: str, move_time_s: float = 2.0):
+        model = load_model(arm_config)
+        names = [b.joint.name for b in model.bodies]
+        gear = np.array([b.joint.gear_ratio for b in model.bodies])
+        q0 = np.array([b.joint.q0_rad for b in model.bodies])
+        self.goal = np.array([ELLA_SETPOINTS.get(n, q) for n, q in zip(names, q0)])
+        self.bus = bus
+        self.sensors = SensorInput(bus, names)
+        self.commands = CommandOutput(bus, names)
+        self.ctl = ReferenceController(gear, COUNTS_PER_REV, q0, self.goal, move_time_s, ELLA_GAINS, bus.cycle_s)
+        self.gravity = GravityModel(model)
+
+
+def run_firmware(link: Link, bus: BusMap, arm_config: str, duration_s: float, move_time_s: float = 2.0,
+                 idle_timeout_s: float = 2.0) -> FirmwareResult:
+    """Serve the emulator until its cycle counter passes duration_s, or it falls silent."""
+    return serve(Firmware(bus, arm_config, move_time_s), link, duration_s, idle_timeout_s)
+
+
+def serve(fw: Firmware, link: Link, duration_s: float, idle_timeout_s: float = 2.0) -> FirmwareResult:
+    """Answer every encoder frame with a command until the emulator's time passes duration_s."""
+    bus, sensors, commands, ctl, gravity, goal = fw.bus, fw.sensors, fw.commands, fw.ctl, fw.gravity, fw.goal
+    last_rx = time.monotonic()
+    fd = _descriptor(link)
+    while time.monotonic() - last_rx < idle_timeout_s:
+        frame = link.recv()
+        if frame is None:
+            _wait(fd)
+            continue
+        last_rx = time.monotonic()
+        if not sensors.feed(frame):
+            continue
+        tau = ctl.update(sensors.cycle * bus.cycle_s, sensors.counts, gravity)
+        for f in commands.frames(tau, sensors.cycle):
+            link.send(f)
+        if sensors.cycle * bus.cycle_s >= duration_s:
+            break
+    return FirmwareResult(sensors.cycle, ctl.q.tolist(), (goal - ctl.q).tolist(), link.counters.as_dict(),
+                          sensors.reader.stats())
+
+
+def _descriptor(link: Link) -> int | None:
+    try:
+        return link.fileno()
+    except (AttributeError, NotImplementedError, OSError):
+        return None
+
+
+def _wait(fd: int | None) -> None:
+    """Block briefly for input: select on the link's descriptor if it has one, else a short sleep."""
+    if fd is not None and fd >= 0:
+        select.select([fd], [], [], 1e-3)
+    else:
+        time.sleep(50e-6)

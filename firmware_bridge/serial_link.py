@@ -1,0 +1,141 @@
+"""Non-blocking serial Link: COBS + CRC-16 packets over a UART or a pseudo-terminal.
+
+Real ports are opened and configured by pyserial; I/O then goes straight through ``os.read`` /
+``os.write`` on the non-blocking fd, so both ends of a pty (pyserial on the slave path, a plain fd
+on the master) share one code path. See ``firmware_bridge.framing`` for the packet format.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import termios
+import time
+import tty
+from collections import deque
+
+import serial
+
+from firmware_bridge.framing import MAX_PAYLOAD, StreamDecoder, encode_frame
+from firmware_bridge.link import Frame, LinkCounters
+
+READ_SIZE = 65536
+
+
+def _make_raw_nonblocking(fd: int) -> None:
+    """Set O_NONBLOCK, and raw termios (no echo, no CR/LF translation) if ``fd`` is a tty."""
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
+    if os.isatty(fd):
+        tty.setraw(fd, termios.TCSANOW)
+
+
+def open_pty_pair() -> tuple[int, str]:
+    """A raw pty: the master fd (for ``SerialLink.from_fd``) and the slave path (for ``SerialLink``).
+
+    The slave fd is closed again; until a process opens the slave path, reads on the master fail
+    with EIO, which ``SerialLink.recv`` treats as "nothing received".
+    """
+    master, slave = os.openpty()
+    try:
+        tty.setraw(master, termios.TCSANOW)
+        tty.setraw(slave, termios.TCSANOW)
+        return master, os.ttyname(slave)
+    finally:
+        os.close(slave)
+
+
+class SerialLink:
+    """A ``Link`` over a serial port path (pyserial) or an already open fd (``from_fd``).
+
+    ``send`` writes a whole packet or nothing: if the OS buffer is full the frame is dropped and
+    counted in ``tx_dropped``. Should the OS take only part of a packet, the rest is kept in a
+    pending buffer (counted in ``tx_partial_writes``) and written before anything else, at the
+    next ``send``/``recv``. OS errors on reading (e.g. EIO after the peer closed a pty) are
+    counted in ``rx_io_errors`` and reported as "no frame".
+    """
+
+    def __init__(self, port_or_fd: str | int, baudrate: int = 1_000_000, name: str | None = None,
+                 max_payload: int = MAX_PAYLOAD):
+        if isinstance(port_or_fd, int):
+            self._serial = None
+            self._fd = port_or_fd
+        else:
+            self._serial = serial.Serial(port_or_fd, baudrate, timeout=0, write_timeout=0)
+            self._fd = self._serial.fileno()
+        _make_raw_nonblocking(self._fd)
+        self.name = name if name is not None else f"serial:{port_or_fd}"
+        self.counters = LinkCounters()
+        self.max_payload = max_payload
+        self.tx_partial_writes = 0
+        self.rx_io_errors = 0
+        self._decoder = StreamDecoder(self.counters, max_payload)
+        self._received: deque[Frame] = deque()
+        self._pending = b""
+
+    @classmethod
+    def from_fd(cls, fd: int, name: str | None = None, max_payload: int = MAX_PAYLOAD) -> SerialLink:
+        """Wrap an open fd, e.g. a pty master; the link owns it and closes it in ``close``."""
+        return cls(fd, name=name if name is not None else f"fd:{fd}", max_payload=max_payload)
+
+    def fileno(self) -> int:
+        """The fd to wait on with select/poll."""
+        return self._fd
+
+    def send(self, frame: Frame) -> bool:
+        """Write one packet without blocking; False (counted in ``tx_dropped``) if it can't go."""
+        try:
+            packet = encode_frame(frame, self.max_payload)
+        except ValueError:
+            self.counters.tx_dropped += 1
+            return False
+        if self._pending and not self._flush_pending():
+            self.counters.tx_dropped += 1
+            return False
+        try:
+            written = os.write(self._fd, packet)
+        except OSError:
+            self.counters.tx_dropped += 1
+            return False
+        if written < len(packet):
+            self._pending = packet[written:]
+            self.tx_partial_writes += 1
+        self.counters.tx_frames += 1
+        return True
+
+    def recv(self) -> Frame | None:
+        """The next received frame, or None at once; reads the OS buffer only when none is queued."""
+        if self._pending:
+            self._flush_pending()
+        if not self._received:
+            try:
+                data = os.read(self._fd, READ_SIZE)
+            except BlockingIOError:
+                return None
+            except OSError:
+                self.rx_io_errors += 1
+                return None
+            self._received.extend(self._decoder.feed(data, time.monotonic()))
+            if not self._received:
+                return None
+        return self._received.popleft()
+
+    def close(self) -> None:
+        """Close the port or fd; idempotent."""
+        if self._fd < 0:
+            return
+        if self._serial is not None:
+            self._serial.close()
+        else:
+            os.close(self._fd)
+        self._fd = -1
+
+    def _flush_pending(self) -> bool:
+        """Write the rest of a partly written packet; True once nothing is pending."""
+        try:
+            written = os.write(self._fd, self._pending)
+        except BlockingIOError:
+            return False
+        except OSError:
+            self._pending = b""
+            return True
+        self._pending = self._pending[written:]
+        return not self._pending

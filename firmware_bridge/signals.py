@@ -1,0 +1,206 @@
+"""Between named bus signals and the arrays the emulator and the firmware compute with.
+
+Signal names (see configs/bus/*.toml): commands `tau_<joint>` [N m, link side] with a
+rolling counter; sensors `enc_<joint>` [counts], `imu_ax..imu_az` [m/s^2],
+`imu_gx..imu_gz` [rad/s], `status` (StatusFlag bits) and `cycle`. Every rejected
+frame is counted by kind (firmware_bridge.messages.REJECTION_KINDS), never raised.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from .link import Frame
+from .messages import REJECTION_KINDS, BusMap, Codec, DecodeError, StatusFlag
+
+IMU_SIGNALS = ("imu_ax", "imu_ay", "imu_az", "imu_gx", "imu_gy", "imu_gz")
+STATUS_WATCHDOG = int(StatusFlag.COMMAND_TIMEOUT)
+
+
+def _slots(bus: BusMap, direction: str, names: list[str]) -> list[tuple[Codec, int]]:
+    """(codec, index) of each named signal among the messages of one direction."""
+    out = []
+    for name in names:
+        hits = [(c, i) for c, i in bus.find(name) if c.direction == direction]
+        if not hits:
+            raise KeyError(f"{bus.source}: no {direction} message carries signal {name!r}")
+        out.append(hits[0])
+    return out
+
+
+class CounterCheck:
+    """Rolling-counter expectation per message; resynchronises after a mismatch."""
+
+    def __init__(self) -> None:
+        self.expected: dict[int, int] = {}
+
+    def expect(self, codec: Codec) -> int | None:
+        return self.expected.get(id(codec)) if codec.counter_index is not None else None
+
+    def advance(self, codec: Codec, received: float) -> None:
+        if codec.counter_index is not None:
+            self.expected[id(codec)] = codec.next_counter(int(received))
+
+
+class FrameReader:
+    """Decodes the frames of one direction into per-message value arrays, counting rejections."""
+
+    def __init__(self, bus: BusMap, direction: str):
+        self.bus = bus
+        self.direction = direction
+        self.values = {id(c): np.zeros(len(c.signal_names)) for c in bus.messages(direction)}
+        self.rejected: Counter = Counter({k: 0 for k in REJECTION_KINDS})
+        self.accepted = 0
+        self.ignored = 0            # frames of the other direction (e.g. own frames on a shared bus)
+        self.counters = CounterCheck()
+
+    def read(self, frame: Frame) -> Codec | None:
+        """The codec whose values were updated by `frame`, or None if it was rejected or foreign."""
+        codec = self.bus.by_id(frame.arbitration_id, frame.is_extended_id)
+        if codec is None:
+            self.rejected["unknown_id"] += 1
+            return None
+        if codec.direction != self.direction:
+            self.ignored += 1
+            return None
+        out = self.values[id(codec)]
+        try:
+            codec.decode(frame, out, expected_counter=self.counters.expect(codec))
+        except DecodeError as exc:
+            self.rejected[exc.kind] += 1
+            if exc.kind == "counter":
+                self.counters.advance(codec, codec.decode(frame)[codec.counter_index])
+            return None
+        self.counters.advance(codec, out[codec.counter_index] if codec.counter_index is not None else 0)
+        self.accepted += 1
+        return codec
+
+    def stats(self) -> dict:
+        return {"accepted": self.accepted, "ignored": self.ignored, "rejected": dict(self.rejected)}
+
+
+class FrameWriter:
+    """Encodes value arrays into the due frames of one direction, with rolling counters."""
+
+    def __init__(self, bus: BusMap, direction: str):
+        self.codecs = bus.messages(direction)
+        self.values = {id(c): np.zeros(len(c.signal_names)) for c in self.codecs}
+        self.counter = {id(c): 0 for c in self.codecs}
+
+    def frames(self, cycle: int) -> list[Frame]:
+        out = []
+        for c in self.codecs:
+            if c.is_due(cycle):
+                n = self.counter[id(c)]
+                out.append(c.encode(self.values[id(c)], counter=n if c.counter_index is not None else None))
+                self.counter[id(c)] = c.next_counter(n) if c.counter_index is not None else 0
+        return out
+
+
+class CommandInput:
+    """Plant side: torque commands from the firmware (one valid frame refreshes the watchdog)."""
+
+    def __init__(self, bus: BusMap, joint_names: list[str]):
+        self.reader = FrameReader(bus, "to_plant")
+        self.slots = _slots(bus, "to_plant", [f"tau_{j}" for j in joint_names])
+        self.tau = np.zeros(len(joint_names))
+
+    def feed(self, frame: Frame) -> bool:
+        codec = self.reader.read(frame)
+        if codec is None:
+            return False
+        vals = self.reader.values[id(codec)]
+        for k, (c, i) in enumerate(self.slots):
+            if c is codec:
+                self.tau[k] = vals[i]
+        return True
+
+    def counters(self) -> dict:
+        return self.reader.stats()
+
+
+class SensorOutput:
+    """Plant side: encoder counts, IMU readings, status and cycle into the sensor frames."""
+
+    def __init__(self, bus: BusMap, joint_names: list[str]):
+        self.writer = FrameWriter(bus, "to_firmware")
+        self.enc = self._optional(bus, [f"enc_{j}" for j in joint_names])
+        self.imu = self._optional(bus, list(IMU_SIGNALS))
+        self.status = self._optional(bus, ["status"])
+        self.cycle = self._optional(bus, ["cycle"])
+
+    @staticmethod
+    def _optional(bus: BusMap, names: list[str]) -> list[tuple[int, int, int]]:
+        """(value-array key, index, source position) for each named signal the map carries."""
+        out = []
+        for pos, name in enumerate(names):
+            if not any(name in c.signal_names for c in bus.codecs):
+                continue
+            out += [(id(c), i, pos) for c, i in bus.find(name) if c.direction == "to_firmware"]
+        return out
+
+    def frames(self, cycle: int, counts: np.ndarray, imu: np.ndarray, status: int) -> list[Frame]:
+        v = self.writer.values
+        for key, i, pos in self.enc:
+            v[key][i] = counts[pos]
+        for key, i, pos in self.imu:
+            v[key][i] = imu[0, pos]
+        for key, i, _ in self.status:
+            v[key][i] = status
+        for key, i, _ in self.cycle:
+            v[key][i] = cycle
+        return self.writer.frames(cycle)
+
+
+class SensorInput:
+    """Firmware side: the latest encoder counts, IMU values, status and cycle."""
+
+    def __init__(self, bus: BusMap, joint_names: list[str]):
+        self.reader = FrameReader(bus, "to_firmware")
+        self.enc = _slots(bus, "to_firmware", [f"enc_{j}" for j in joint_names])
+        self.counts = np.zeros(len(joint_names), np.int64)
+        self.cycle = -1                     # the emulator's cycle counter, unwrapped
+        self.status = 0
+        self._cycle_slots = [(c, c.index("cycle")) for c in bus.messages("to_firmware") if "cycle" in c.signal_names]
+        self._cycle_raw = None
+        self._status_slots = [(c, c.index("status")) for c in bus.messages("to_firmware")
+                              if "status" in c.signal_names]
+        self.encoder_codecs = {id(c) for c, _ in self.enc}
+
+    def _unwrap_cycle(self, raw: int, bits: int) -> None:
+        if self._cycle_raw is None:
+            self.cycle = raw
+        else:
+            self.cycle += (raw - self._cycle_raw) % (1 << bits)
+        self._cycle_raw = raw
+
+    def feed(self, frame: Frame) -> bool:
+        """True when the frame updated the encoder counts (the firmware's cue to compute)."""
+        codec = self.reader.read(frame)
+        if codec is None:
+            return False
+        vals = self.reader.values[id(codec)]
+        for c, i in self._cycle_slots:
+            if c is codec:
+                self._unwrap_cycle(int(vals[i]), c.spec.signals[i].length_bits)
+        for c, i in self._status_slots:
+            if c is codec:
+                self.status = int(vals[i])
+        for k, (c, i) in enumerate(self.enc):
+            if c is codec:
+                self.counts[k] = int(vals[i])
+        return id(codec) in self.encoder_codecs
+
+
+class CommandOutput:
+    """Firmware side: torques into the command frame(s)."""
+
+    def __init__(self, bus: BusMap, joint_names: list[str]):
+        self.writer = FrameWriter(bus, "to_plant")
+        self.slots = [(id(c), i) for c, i in _slots(bus, "to_plant", [f"tau_{j}" for j in joint_names])]
+
+    def frames(self, tau: np.ndarray, cycle: int = 0) -> list[Frame]:
+        for k, (key, i) in enumerate(self.slots):
+            self.writer.values[key][i] = tau[k]
+        return self.writer.frames(cycle)

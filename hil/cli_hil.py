@@ -1,0 +1,186 @@
+"""`hil run`, `hil firmware` and `hil log`: the emulator and the reference firmware on a link."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+from .cli import command
+
+
+def _run_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", help="arm preset (TOML)")
+    p.add_argument("--bus", required=True, help="bus map (configs/bus/*.toml)")
+    p.add_argument("--link", default="pty", help="serial:PATH | can:IF:CH | canfd:IF:CH | slcan-adapter:PATH | pty "
+                                                 "(a new pty pair; use with --spawn-firmware)")
+    p.add_argument("--spawn-firmware", action="store_true", help="start the reference firmware in a second process")
+    p.add_argument("--firmware-link", help="link spec the spawned firmware opens (default: the pty's other end)")
+    p.add_argument("--mode", choices=("realtime", "afap", "lockstep"), default="realtime")
+    p.add_argument("--duration", type=float, default=None, help="simulated time in s (default: until SIGINT)")
+    p.add_argument("--period", type=float, default=1e-3, help="cycle period in s (realtime mode)")
+    p.add_argument("--log", help="run log (.msgpack), readable up to its last flush if the process is killed")
+    p.add_argument("--no-realtime", action="store_true", help="skip SCHED_FIFO, mlockall and gc freezing")
+    p.add_argument("--cpu", type=int, default=None, help="pin the loop (and a spawned firmware) to this CPU")
+    p.add_argument("--watchdog", type=float, default=0.05, help="command timeout in s before the safe state")
+    p.add_argument("--safe-state", choices=("zero_torque", "hold", "brake"), default="zero_torque")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+@command("run", "the emulator: real-time loop behind a CAN or serial link", _run_arguments)
+def _cmd_run(args: argparse.Namespace) -> int:
+    from firmware_bridge.connect import open_link
+    from firmware_bridge.messages import BusMap
+    from firmware_bridge.signals import CommandInput, SensorOutput
+    from .config import load_model
+    from .plant import Plant
+    from .runtime import Emulator, RuntimeOptions
+
+    bus = BusMap.load(args.bus)
+    model = load_model(args.config)
+    plant = Plant(model)
+    plant.equilibrium_eta()
+    firmware = None
+    if args.link == "pty":
+        from firmware_bridge.serial_link import SerialLink, open_pty_pair
+        master, slave = open_pty_pair()
+        link = SerialLink.from_fd(master, name=f"pty {slave}")
+        fw_link = args.firmware_link or f"serial:{slave}"
+    else:
+        link = open_link(args.link)
+        fw_link = args.firmware_link or args.link
+    names = plant.layout.joint_names
+    opts = RuntimeOptions(mode=args.mode, period_s=args.period, duration_s=args.duration,
+                          watchdog_s=args.watchdog, safe_state=args.safe_state, realtime=not args.no_realtime,
+                          cpu=args.cpu, log_path=args.log)
+    header = {"config": args.config, "config_text": open(args.config, encoding="utf-8").read(), "bus": args.bus,
+              "link": args.link, "mode": args.mode, "versions": _versions()}
+    emulator = Emulator(plant, link, CommandInput(bus, names), SensorOutput(bus, names), opts, header)
+    if args.spawn_firmware:
+        firmware = _spawn_firmware(args, fw_link)
+    try:
+        summary = emulator.run()
+    finally:
+        link.close()
+    if firmware is not None:
+        out, _ = firmware.communicate(timeout=30)
+        summary["firmware"] = json.loads(out.strip().splitlines()[-1]) if out.strip() else None
+    summary["final_joint_error_rad"] = _joint_errors(names, plant.q())
+    if args.log:
+        summary["tip_residual_mm"] = _tip_residual(args.log)
+    print(json.dumps(summary, default=float) if args.json else format_summary(summary))
+    return 0
+
+
+def _spawn_firmware(args: argparse.Namespace, link_spec: str) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "hil", "firmware", "--arm", args.config, "--bus", args.bus,
+           "--link", link_spec, "--json"]
+    if args.duration:
+        cmd += ["--duration", str(args.duration)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
+                            preexec_fn=(lambda: os.sched_setaffinity(0, {args.cpu})) if args.cpu is not None else None)
+    line = proc.stdout.readline()           # "ready": the firmware has opened its end of the link
+    if line.strip() != "ready":
+        raise RuntimeError(f"the reference firmware failed to start: {line!r}")
+    return proc
+
+
+def _joint_errors(names: list[str], q: np.ndarray) -> dict:
+    from firmware_bridge.controller import ELLA_SETPOINTS
+    return {n: float(ELLA_SETPOINTS[n] - qi) for n, qi in zip(names, q) if n in ELLA_SETPOINTS}
+
+
+def _tip_residual(log_path: str, window_s: float = 1.0) -> float | None:
+    """Peak-to-peak tip excursion [mm] over the last window of the run (residual vibration)."""
+    from .runlog import read_run
+    header, rows = read_run(log_path)
+    cols = header["columns"]
+    t = rows[:, cols.index("t")]
+    if len(t) < 2:
+        return None
+    tip = rows[:, [cols.index(c) for c in ("tip_x", "tip_y", "tip_z")]]
+    last = tip[t >= t[-1] - window_s]
+    return float(np.linalg.norm(last.max(axis=0) - last.min(axis=0)) * 1e3)
+
+
+def format_summary(s: dict) -> str:
+    tm = s["timing"]
+    lines = [f"cycles {s['cycles']} ({s['t_s']:.3f} s simulated, mode {s['mode']})"
+             + (f", stopped: {s['halted']}" if s["halted"] else "")]
+    if s["realtime"]:
+        feats = ", ".join(f"{name} {'on' if f['active'] else 'off'}" for name, f in s["realtime"]["features"].items())
+        lines.append(f"real-time setup: {feats}")
+    for key in ("lateness", "compute", "io", "total"):
+        if key in tm:
+            v = tm[key]
+            lines.append(f"  {key:9s} us  min {v['min']:8.1f}  p50 {v['p50']:8.1f}  p99 {v['p99']:8.1f}  "
+                         f"p99.9 {v['p99.9']:8.1f}  max {v['max']:8.1f}")
+    p = s["pacer"]
+    lines.append(f"overruns {p['overruns']} (max consecutive {p['max_consecutive']}, skipped periods "
+                 f"{p['skipped_periods']})")
+    lines.append(f"link {s['link']}")
+    lines.append(f"commands {s['commands']}")
+    lines.append(f"watchdog trips {s['watchdog']['trips']}")
+    lines.append("final joint errors [rad]: " + ", ".join(f"{k} {v:+.5f}" for k, v in s["final_joint_error_rad"].items()))
+    if s.get("tip_residual_mm") is not None:
+        lines.append(f"tip residual vibration over the last 1 s: {s['tip_residual_mm']:.3f} mm peak to peak")
+    if s.get("firmware"):
+        fw = s["firmware"]
+        lines.append(f"firmware: {fw['cycles']} cycles, link {fw['link']}, sensor frames {fw['sensors']}")
+    return "\n".join(lines)
+
+
+def _versions() -> dict:
+    import numba
+    return {"python": sys.version.split()[0], "numpy": np.__version__, "numba": numba.__version__}
+
+
+def _firmware_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--arm", required=True, help="arm preset the firmware is written for (joint names, gears)")
+    p.add_argument("--bus", required=True, help="bus map (configs/bus/*.toml)")
+    p.add_argument("--link", required=True, help="link spec (see hil run --help)")
+    p.add_argument("--duration", type=float, default=1e9, help="stop after this much emulator time in s")
+    p.add_argument("--move-time", type=float, default=2.0, help="duration of the set-point manoeuvre in s")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+@command("firmware", "the reference firmware (controller side) on a link", _firmware_arguments)
+def _cmd_firmware(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+    from firmware_bridge.connect import open_link
+    from firmware_bridge.firmware import Firmware, serve
+    from firmware_bridge.messages import BusMap
+
+    bus = BusMap.load(args.bus)
+    firmware = Firmware(bus, args.arm, args.move_time)     # compiled and ready before the link opens
+    link = open_link(args.link)
+    print("ready", flush=True)
+    try:
+        result = serve(firmware, link, args.duration)
+    finally:
+        link.close()
+    print(json.dumps(asdict(result)) if args.json else asdict(result), flush=True)
+    return 0
+
+
+def _log_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=("export",))
+    p.add_argument("path", help="run log (.msgpack)")
+    p.add_argument("--csv", metavar="OUT", nargs="?", const="", help="write CSV (default: the log name with .csv)")
+
+
+@command("log", "run logs: export a msgpack log as CSV", _log_arguments)
+def _cmd_log(args: argparse.Namespace) -> int:
+    from .runlog import open_writer, read_run
+    header, rows = read_run(args.path)
+    out = args.csv or os.path.splitext(args.path)[0] + ".csv"
+    writer = open_writer(out, {"columns": header["columns"]})
+    for row in rows:
+        writer.write(row)
+    writer.close()
+    print(f"{len(rows)} rows -> {out}" + (f" ({header['trailing_bytes']} trailing bytes of a cut record ignored)"
+                                          if header.get("trailing_bytes") else ""))
+    return 0

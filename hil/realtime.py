@@ -1,0 +1,408 @@
+"""Pieces for one fixed-period loop thread: real-time setup, a pacer and cycle statistics.
+
+The loop itself lives elsewhere and does, once per cycle::
+
+    lateness = pacer.wait()        # sleep, then spin, until the next absolute deadline
+    ...                            # I/O and the plant step, timed by the caller
+    stats.record(lateness, compute_ns, io_ns, total_ns)
+
+Measured on the project VM (research/io_probe.md §6): SCHED_FIFO + gc frozen/disabled + the
+hybrid sleep-then-spin wait held 1 kHz with no missed deadline. A pure busy-wait under
+SCHED_FIFO is worse than sleeping: RT throttling (`sched_rt_runtime_us`) stops it for about
+50 ms per second. Spinning also holds the GIL, so keep other Python threads out of the
+process that runs the loop.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import gc
+import os
+import resource
+import time
+from collections.abc import Callable, Iterable
+from contextlib import suppress
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Feature", "RealtimeReport", "RealtimeSetup", "apply_realtime", "system_info",
+           "OverrunHalt", "Pacer", "CycleStats", "SERIES", "HIST_EDGES_NS"]
+
+MCL_CURRENT = 1  # <sys/mman.h> values on x86 and arm Linux
+MCL_FUTURE = 2
+GC_MODES = ("freeze", "disable", "keep")
+
+
+# --------------------------------------------------------------------------- real-time setup
+
+@dataclass(frozen=True)
+class Feature:
+    """One real-time feature: whether it is active, and what was done or why it failed."""
+    name: str
+    active: bool
+    detail: str
+
+
+@dataclass
+class RealtimeReport:
+    """Outcome of RealtimeSetup.apply(): the features plus scheduler-relevant system facts."""
+    features: list[Feature]
+    system: dict[str, Any]
+    setup: RealtimeSetup | None = field(default=None, repr=False, compare=False)
+
+    def __getitem__(self, name: str) -> Feature:
+        return next(f for f in self.features if f.name == name)
+
+    def restore(self) -> None:
+        """Undo the setup that produced this report."""
+        if self.setup is not None:
+            self.setup.restore()
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain dict for a log header."""
+        return {"features": {f.name: {"active": f.active, "detail": f.detail}
+                             for f in self.features},
+                "system": dict(self.system)}
+
+    def format(self) -> str:
+        """Start-up block, one line per feature and per system fact."""
+        lines = ["real-time setup:"]
+        lines += [f"  {f.name:<11} {'on ' if f.active else 'off'}  {f.detail}"
+                  for f in self.features]
+        lines.append(f"  rt throttle {_throttle_text(self.system)}")
+        lines.append(f"  clocksource {self.system['clocksource']}, kernel "
+                     f"{self.system['kernel']}, {self.system['cpus']} CPUs, "
+                     f"euid {self.system['euid']}")
+        return "\n".join(lines)
+
+    __str__ = format
+
+
+def _throttle_text(system: dict[str, Any]) -> str:
+    runtime, period = system["sched_rt_runtime_us"], system["sched_rt_period_us"]
+    if runtime is None or period is None:
+        return "unknown"
+    if runtime < 0:
+        return "off (sched_rt_runtime_us=-1)"
+    return (f"{runtime} us per {period} us ({100 * runtime / period:.0f} % for RT tasks; "
+            "a pure spin loop gets throttled)")
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _read_int(path: str) -> int | None:
+    text = _read(path)
+    return int(text) if text is not None else None
+
+
+def system_info() -> dict[str, Any]:
+    """RT throttling, clocksource, kernel, CPU count and effective uid."""
+    return {
+        "sched_rt_runtime_us": _read_int("/proc/sys/kernel/sched_rt_runtime_us"),
+        "sched_rt_period_us": _read_int("/proc/sys/kernel/sched_rt_period_us"),
+        "clocksource": _read("/sys/devices/system/clocksource/clocksource0/current_clocksource"),
+        "kernel": os.uname().release,
+        "cpus": os.cpu_count(),
+        "euid": os.geteuid(),
+    }
+
+
+def _attempt(name: str, action: Callable[[], str]) -> Feature:
+    """Run one feature's action; a refusal becomes an inactive Feature, never an exception."""
+    try:
+        return Feature(name, True, action())
+    except Exception as exc:  # noqa: BLE001 - every failure is reported, none is fatal
+        return Feature(name, False, f"{type(exc).__name__}: {exc}")
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+
+
+class RealtimeSetup:
+    """Real-time settings for the loop thread, each tried independently.
+
+    The scheduler and the affinity apply to the *calling thread* (pid 0 on Linux), so call
+    apply() and restore() from the loop thread. Memory locking and gc are process-wide.
+    gc_mode: "freeze" (collect, freeze, disable), "disable" (collect, disable) or "keep".
+    `priority=None`, `cpu=None`, `lock_memory=False` or `gc_mode="keep"` skip that feature.
+    """
+
+    def __init__(self, priority: int | None = 80, cpu: int | Iterable[int] | None = None,
+                 lock_memory: bool = True, gc_mode: str = "freeze") -> None:
+        if gc_mode not in GC_MODES:
+            raise ValueError(f"gc_mode must be one of {GC_MODES}, not {gc_mode!r}")
+        self.priority = priority
+        self.cpus = None if cpu is None else ({cpu} if isinstance(cpu, int) else set(cpu))
+        self.lock_memory = lock_memory
+        self.gc_mode = gc_mode
+        self._saved_sched: tuple[int, int] | None = None
+        self._saved_affinity: set[int] | None = None
+        self._locked = False
+        self._saved_gc: tuple[bool, bool] | None = None  # (was enabled, froze)
+
+    def apply(self) -> RealtimeReport:
+        """Try every requested feature; never raises for a refused one."""
+        features = [
+            self._maybe("sched_fifo", self.priority is not None, self._set_fifo),
+            self._maybe("affinity", self.cpus is not None, self._set_affinity),
+            self._maybe("mlockall", self.lock_memory, self._lock_memory),
+            self._maybe("gc", self.gc_mode != "keep", self._set_gc),
+        ]
+        return RealtimeReport(features, system_info(), self)
+
+    @staticmethod
+    def _maybe(name: str, requested: bool, action: Callable[[], str]) -> Feature:
+        return _attempt(name, action) if requested else Feature(name, False, "not requested")
+
+    def _set_fifo(self) -> str:
+        saved = (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority)
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self.priority))
+        self._saved_sched = saved
+        return f"SCHED_FIFO priority {self.priority}"
+
+    def _set_affinity(self) -> str:
+        saved = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, self.cpus)
+        self._saved_affinity = saved
+        return f"CPUs {sorted(self.cpus)}"
+
+    def _lock_memory(self) -> str:
+        if _libc().mlockall(MCL_CURRENT | MCL_FUTURE) != 0:
+            err = ctypes.get_errno()
+            soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+            raise OSError(err, f"{os.strerror(err)} (RLIMIT_MEMLOCK soft limit {soft} B; "
+                               "needs CAP_IPC_LOCK or a larger ulimit -l)")
+        self._locked = True
+        return "MCL_CURRENT|MCL_FUTURE"
+
+    def _set_gc(self) -> str:
+        self._saved_gc = (gc.isenabled(), self.gc_mode == "freeze")
+        collected = gc.collect()
+        if self.gc_mode == "freeze":
+            gc.freeze()
+        gc.disable()
+        return f"collected {collected}, frozen {gc.get_freeze_count()} objects, disabled"
+
+    def restore(self) -> None:
+        """Undo what apply() changed (scheduler, affinity, memory lock, gc); never raises."""
+        if self._saved_sched is not None:
+            policy, priority = self._saved_sched
+            with suppress(OSError):
+                os.sched_setscheduler(0, policy, os.sched_param(priority))
+            self._saved_sched = None
+        if self._saved_affinity is not None:
+            with suppress(OSError):
+                os.sched_setaffinity(0, self._saved_affinity)
+            self._saved_affinity = None
+        if self._locked:
+            _libc().munlockall()
+            self._locked = False
+        if self._saved_gc is not None:
+            was_enabled, froze = self._saved_gc
+            if froze:
+                gc.unfreeze()
+            if was_enabled:
+                gc.enable()
+            self._saved_gc = None
+
+    def __enter__(self) -> RealtimeReport:
+        return self.apply()
+
+    def __exit__(self, *exc: object) -> None:
+        self.restore()
+
+
+def apply_realtime(priority: int | None = 80, cpu: int | Iterable[int] | None = None,
+                   lock_memory: bool = True, gc_mode: str = "freeze") -> RealtimeReport:
+    """RealtimeSetup(...).apply(); undo with report.restore()."""
+    return RealtimeSetup(priority, cpu, lock_memory, gc_mode).apply()
+
+
+# --------------------------------------------------------------------------- pacer
+
+class OverrunHalt(RuntimeError):
+    """Raised by Pacer.wait() after `halt_after` consecutive overruns."""
+
+
+class Pacer:
+    """Fixed-period pacing on absolute deadlines of a monotonic integer-ns clock.
+
+    The first wait() starts cycle 0 at once and anchors the grid there. Each later wait()
+    sleeps until `spin_s` before the next deadline, then spins on the clock, and returns the
+    wake-up lateness in ns (wake time minus the deadline actually waited for).
+
+    An overrun is a call to wait() after the deadline it should wait for, i.e. the last
+    cycle's work ran past it. "skip" keeps the grid and waits for the next future grid
+    point (`skipped_periods` counts the grid points passed over); "slip" re-anchors the grid
+    at now and starts the cycle at once. After `halt_after` (> 0) consecutive overruns
+    wait() raises OverrunHalt. Overruns within `ignore_first_s` of the start go to
+    `ignored_overruns` instead and never halt. Mode "afap" never waits and returns 0.
+    """
+
+    def __init__(self, period_s: float, mode: str = "realtime", spin_s: float = 150e-6,
+                 overrun_policy: str = "skip", halt_after: int = 0,
+                 ignore_first_s: float = 0.0, clock: Callable[[], int] = time.monotonic_ns,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        if period_s <= 0 or spin_s < 0 or halt_after < 0 or ignore_first_s < 0:
+            raise ValueError("period_s must be > 0; spin_s, halt_after, ignore_first_s >= 0")
+        if mode not in ("realtime", "afap"):
+            raise ValueError(f"mode must be 'realtime' or 'afap', not {mode!r}")
+        if overrun_policy not in ("skip", "slip"):
+            raise ValueError(f"overrun_policy must be 'skip' or 'slip', not {overrun_policy!r}")
+        self.period_ns = round(period_s * 1e9)
+        self.spin_ns = round(spin_s * 1e9)
+        self.mode = mode
+        self.overrun_policy = overrun_policy
+        self.halt_after = halt_after
+        self._ignore_ns = round(ignore_first_s * 1e9)
+        self._clock = clock
+        self._sleep = sleep
+        self._start_ns: int | None = None
+        self._deadline = 0
+        self.cycles = 0
+        self.overruns = 0
+        self.ignored_overruns = 0
+        self.consecutive = 0
+        self.max_consecutive = 0
+        self.skipped_periods = 0
+
+    def wait(self) -> int:
+        """Block until the next deadline; return the wake-up lateness in ns."""
+        now = self._clock()
+        self.cycles += 1
+        if self._start_ns is None:
+            self._start_ns = now
+            self._deadline = now + self.period_ns
+            return 0
+        if self.mode == "afap":
+            return 0
+        deadline = self._deadline
+        if now > deadline:
+            deadline = self._overrun(now, deadline)
+        else:
+            self.consecutive = 0
+        self._deadline = deadline + self.period_ns
+        return self._until(now, deadline)
+
+    def _overrun(self, now: int, deadline: int) -> int:
+        """Count an overrun, maybe halt, and return this cycle's deadline under the policy."""
+        if now - self._start_ns < self._ignore_ns:
+            self.ignored_overruns += 1
+        else:
+            self.overruns += 1
+            self.consecutive += 1
+            self.max_consecutive = max(self.max_consecutive, self.consecutive)
+            if self.halt_after and self.consecutive >= self.halt_after:
+                raise OverrunHalt(f"{self.consecutive} consecutive overruns of the "
+                                  f"{self.period_ns / 1e6:g} ms period (cycle {self.cycles})")
+        if self.overrun_policy == "slip":
+            return now
+        missed = (now - deadline) // self.period_ns + 1
+        self.skipped_periods += missed
+        return deadline + missed * self.period_ns
+
+    def _until(self, now: int, deadline: int) -> int:
+        """Hybrid wait: sleep to `spin_ns` before the deadline, then spin on the clock."""
+        remaining = deadline - now
+        if remaining > self.spin_ns:
+            self._sleep((remaining - self.spin_ns) * 1e-9)
+        clock = self._clock
+        while (now := clock()) < deadline:
+            pass
+        return now - deadline
+
+    def elapsed_ns(self) -> int:
+        """Clock time since the first wait() (0 before it)."""
+        return 0 if self._start_ns is None else self._clock() - self._start_ns
+
+    def counters(self) -> dict[str, Any]:
+        """Cycle and overrun counters plus elapsed time, for the log."""
+        return {"cycles": self.cycles, "overruns": self.overruns,
+                "ignored_overruns": self.ignored_overruns,
+                "max_consecutive": self.max_consecutive,
+                "skipped_periods": self.skipped_periods,
+                "elapsed_s": self.elapsed_ns() * 1e-9}
+
+
+# --------------------------------------------------------------------------- cycle statistics
+
+SERIES = ("lateness", "compute", "io", "total")
+HIST_EDGES_NS = np.round(np.logspace(3, 7, 21)).astype(np.int64)  # 1 us..10 ms, 5 per decade
+_QUANTILES = (("min", 0.0), ("p50", 50.0), ("p99", 99.0), ("p99.9", 99.9), ("max", 100.0))
+
+
+class CycleStats:
+    """Ring buffers (int64 ns) of the last `capacity` cycles' lateness, compute, I/O and total time.
+
+    Summaries (in us) cover the retained samples; `count` is every record ever made.
+    Histogram counts use HIST_EDGES_NS: entry 0 is below 1 us, entry -1 is 10 ms or more,
+    entry j counts [edge j-1, edge j).
+    """
+
+    def __init__(self, capacity: int) -> None:
+        if capacity <= 0:
+            raise ValueError("capacity must be > 0")
+        self.capacity = capacity
+        self.count = 0
+        self._buf = np.zeros((len(SERIES), capacity), np.int64)
+        self._lateness, self._compute, self._io, self._total = self._buf
+
+    def record(self, lateness_ns: int, compute_ns: int, io_ns: int, total_ns: int) -> None:
+        """Store one cycle (no allocation: index arithmetic and in-place stores)."""
+        i = self.count % self.capacity
+        self._lateness[i] = lateness_ns
+        self._compute[i] = compute_ns
+        self._io[i] = io_ns
+        self._total[i] = total_ns
+        self.count += 1
+
+    def retained(self) -> np.ndarray:
+        """View (series x samples) of the retained samples, in buffer (not time) order."""
+        return self._buf[:, :min(self.count, self.capacity)]
+
+    def summary(self) -> dict[str, Any]:
+        """min/p50/p99/p99.9/max/mean (us) per series, counts and histograms; plain Python."""
+        data = self.retained()
+        out: dict[str, Any] = {"unit": "us", "count": self.count, "retained": data.shape[1]}
+        hist: dict[str, Any] = {"edges_us": (HIST_EDGES_NS / 1e3).tolist()}
+        for name, values in zip(SERIES, data):
+            out[name] = _series_summary(values)
+            hist[name] = np.bincount(np.searchsorted(HIST_EDGES_NS, values, side="right"),
+                                     minlength=len(HIST_EDGES_NS) + 1).tolist()
+        out["histogram"] = hist
+        return out
+
+    def format_summary(self) -> str:
+        """Text table of the per-series summary."""
+        s = self.summary()
+        keys = [k for k, _ in _QUANTILES] + ["mean"]
+        lines = [f"cycles {s['count']} ({s['retained']} retained), times in us",
+                 f"{'series':<9}" + "".join(f"{k:>10}" for k in keys)]
+        for name in SERIES:
+            cells = (s[name][k] for k in keys)
+            lines.append(f"{name:<9}" + "".join(
+                f"{'-':>10}" if v is None else f"{v:10.1f}" for v in cells))
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Summary plus capacity, for the log."""
+        return {"capacity": self.capacity, **self.summary()}
+
+
+def _series_summary(values_ns: np.ndarray) -> dict[str, float | None]:
+    if values_ns.size == 0:
+        return {k: None for k, _ in _QUANTILES} | {"mean": None}
+    qs = np.percentile(values_ns, [q for _, q in _QUANTILES]) / 1e3
+    return {k: float(v) for (k, _), v in zip(_QUANTILES, qs)} | {
+        "mean": float(values_ns.mean() / 1e3)}

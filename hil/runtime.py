@@ -1,0 +1,258 @@
+"""The emulator's cycle: receive commands, step the plant, sample the sensors, answer.
+
+One thread owns the loop (receive, decode, step, sample, encode, send) on absolute
+deadlines (hil.realtime.Pacer); records go to a logger thread through a bounded queue,
+so file I/O never runs in the loop. Modes: `realtime` (fixed period), `afap` (as fast
+as possible) and `lockstep` (one step per received command frame, deterministic).
+"""
+from __future__ import annotations
+
+import queue
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from firmware_bridge.link import Link
+from firmware_bridge.signals import CommandInput, SensorOutput, STATUS_WATCHDOG
+from .plant import Plant
+from .realtime import CycleStats, OverrunHalt, Pacer, RealtimeSetup
+from .runlog import MsgpackRunWriter
+from .sensors import SensorSuite
+
+MODES = ("realtime", "afap", "lockstep")
+SAFE_STATES = ("zero_torque", "hold", "brake")
+
+
+@dataclass
+class RuntimeOptions:
+    mode: str = "realtime"
+    period_s: float = 1e-3
+    duration_s: float | None = None
+    overrun_policy: str = "skip"
+    halt_after: int = 0
+    ignore_first_s: float = 0.5
+    watchdog_s: float = 0.05            # no valid command for this long trips the watchdog
+    safe_state: str = "zero_torque"
+    hold_gains: tuple[float, float] = (2000.0, 100.0)   # kp [N m/rad], kd [N m s/rad] of the hold state
+    brake_damping_N_m_s_rad: float = 500.0
+    lockstep_timeout_s: float = 1.0     # lockstep: give up waiting for a command after this long
+    realtime: bool = True               # try SCHED_FIFO, mlockall, gc freeze
+    priority: int = 80
+    cpu: int | None = None
+    imu_stations: tuple[str, ...] = ("tip",)
+    log_path: str | None = None
+    stats_capacity: int = 600_000
+
+    def validate(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode {self.mode!r}: expected one of {', '.join(MODES)}")
+        if self.safe_state not in SAFE_STATES:
+            raise ValueError(f"safe_state {self.safe_state!r}: expected one of {', '.join(SAFE_STATES)}")
+        if not self.period_s > 0:
+            raise ValueError(f"period_s = {self.period_s}: expected a positive period in s")
+
+
+@dataclass
+class Watchdog:
+    """Trips when no valid command arrived for `timeout_s`; a valid command clears it."""
+
+    timeout_s: float
+    last_valid_s: float = 0.0
+    tripped: bool = False
+    trips: int = 0
+    events: list = field(default_factory=list)
+
+    def check(self, now_s: float, fresh: bool) -> bool:
+        if fresh:
+            self.last_valid_s = now_s
+            if self.tripped:
+                self.tripped = False
+                self.events.append(("cleared", now_s))
+        elif not self.tripped and now_s - self.last_valid_s > self.timeout_s:
+            self.tripped = True
+            self.trips += 1
+            self.events.append(("tripped", now_s))
+        return self.tripped
+
+
+class RunLogger:
+    """Writes per-cycle records from a queue on its own thread (a full queue drops and counts)."""
+
+    def __init__(self, path: str, header: dict, columns: list[str], depth: int = 4096):
+        self.writer = MsgpackRunWriter(path, {**header, "columns": columns})
+        self.queue: queue.Queue = queue.Queue(depth)
+        self.dropped = 0
+        self._thread = threading.Thread(target=self._drain, name="hil-log", daemon=True)
+        self._thread.start()
+
+    def put(self, row: np.ndarray) -> None:
+        try:
+            self.queue.put_nowait(row)
+        except queue.Full:
+            self.dropped += 1
+
+    def _drain(self) -> None:
+        while True:
+            row = self.queue.get()
+            if row is None:
+                return
+            self.writer.write(row)
+
+    def close(self) -> None:
+        self.queue.put(None)
+        self._thread.join(timeout=5.0)
+        self.writer.close()
+
+
+class Emulator:
+    """The plant behind a link, speaking the bus map's protocol."""
+
+    def __init__(self, plant: Plant, link: Link, commands: CommandInput, sensors_out: SensorOutput,
+                 options: RuntimeOptions, header: dict | None = None):
+        options.validate()
+        self.plant = plant
+        self.link = link
+        self.commands = commands
+        self.sensors_out = sensors_out
+        self.opt = options
+        self.sensors = SensorSuite(plant, options.imu_stations)
+        self.watchdog = Watchdog(options.watchdog_s)
+        self.header = header or {}
+        self.stats = CycleStats(options.stats_capacity)
+        self.cycle = 0
+        self.stop_requested = False
+        nj = plant.layout.n_joints
+        self.tau = np.zeros(nj)
+        self.hold_q = plant.q().copy()
+        self.hold_tau = plant.tau[:nj].copy()     # the torque holding the arm at start (Plant.equilibrium_eta)
+        commands.tau[:] = self.hold_tau          # until the first command: as if the drives held the arm
+        self.columns = (["cycle", "t", "status"] + [f"tau_cmd_{j}" for j in plant.layout.joint_names]
+                        + [f"tau_{j}" for j in plant.layout.joint_names]
+                        + [f"q_{j}" for j in plant.layout.joint_names] + [f"qd_{j}" for j in plant.layout.joint_names]
+                        + [f"enc_{j}" for j in plant.layout.joint_names]
+                        + [f"imu_{s}_{c}" for s in options.imu_stations for c in ("ax", "ay", "az", "gx", "gy", "gz")]
+                        + ["tip_x", "tip_y", "tip_z", "lateness_us", "compute_us", "io_us"])
+        self._row = np.zeros(len(self.columns))
+        self.logger: RunLogger | None = None
+
+    # ------------------------------------------------------------------ one cycle
+    def _receive(self) -> bool:
+        fresh = False
+        while (frame := self.link.recv()) is not None:
+            fresh |= self.commands.feed(frame)
+        return fresh
+
+    def _applied_torque(self) -> np.ndarray:
+        if not self.watchdog.tripped:
+            self.hold_q[:] = self.plant.q()
+            return self.commands.tau
+        qd = self.plant.vel[: len(self.tau)]
+        if self.opt.safe_state == "zero_torque":
+            self.tau[:] = 0.0
+        elif self.opt.safe_state == "hold":
+            kp, kd = self.opt.hold_gains
+            self.tau[:] = self.hold_tau + kp * (self.hold_q - self.plant.q()) - kd * qd
+        else:
+            self.tau[:] = -self.opt.brake_damping_N_m_s_rad * qd
+        return self.tau
+
+    def _status(self) -> int:
+        return STATUS_WATCHDOG if self.watchdog.tripped else 0
+
+    def _send(self, status: int) -> None:
+        for frame in self.sensors_out.frames(self.cycle, self.sensors.counts, self.sensors.imu, status):
+            self.link.send(frame)
+
+    def _log(self, tau: np.ndarray, status: int, lateness: int, compute: int, io: int) -> None:
+        if self.logger is None:
+            return
+        lay = self.plant.layout
+        nj = lay.n_joints
+        r = self._row
+        r[0], r[1], r[2] = self.cycle, self.plant.t, status
+        i = 3
+        for block in (self.commands.tau, tau, self.plant.q(), self.plant.vel[:nj], self.sensors.counts,
+                      self.sensors.imu.ravel(), self.sensors.station_out[0, 0:3]):
+            r[i:i + len(block)] = block
+            i += len(block)
+        r[i:i + 3] = lateness * 1e-3, compute * 1e-3, io * 1e-3
+        self.logger.put(r.copy())
+
+    def step_once(self, lateness_ns: int = 0) -> None:
+        t0 = time.monotonic_ns()
+        fresh = self._receive()
+        self.watchdog.check(self.plant.t, fresh)
+        t1 = time.monotonic_ns()
+        tau = self._applied_torque()
+        self.sensors.step(tau)
+        self.cycle += 1
+        t2 = time.monotonic_ns()
+        status = self._status()
+        self._send(status)
+        t3 = time.monotonic_ns()
+        self._log(tau, status, lateness_ns, t2 - t1, (t1 - t0) + (t3 - t2))
+        self.stats.record(lateness_ns, t2 - t1, (t1 - t0) + (t3 - t2), t3 - t0)
+
+    # ------------------------------------------------------------------ the loop
+    def _wait_for_command(self) -> bool:
+        """Lockstep: block (polling the link) until a command frame arrives or the timeout."""
+        deadline = time.monotonic() + self.opt.lockstep_timeout_s
+        while not self.stop_requested and time.monotonic() < deadline:
+            if self.commands.pending(self.link):
+                return True
+            time.sleep(20e-6)
+        return False
+
+    def run(self) -> dict:
+        """Run until the duration, a signal, or an overrun halt; returns the summary."""
+        self._install_signals()
+        if self.opt.log_path:
+            Path(self.opt.log_path).parent.mkdir(parents=True, exist_ok=True)
+            self.logger = RunLogger(self.opt.log_path, self.header, self.columns)
+        rt = RealtimeSetup(self.opt.priority, self.opt.cpu) if self.opt.realtime else None
+        report = rt.apply() if rt else None
+        pacer = Pacer(self.opt.period_s, "afap" if self.opt.mode != "realtime" else "realtime",
+                      overrun_policy=self.opt.overrun_policy, halt_after=self.opt.halt_after,
+                      ignore_first_s=self.opt.ignore_first_s)
+        n_cycles = None if self.opt.duration_s is None else int(round(self.opt.duration_s / self.plant.dt))
+        self._send(0)                          # first sensor frame: the firmware's cue to start
+        halted = None
+        try:
+            while not self.stop_requested and (n_cycles is None or self.cycle < n_cycles):
+                if self.opt.mode == "lockstep" and not self._wait_for_command():
+                    halted = "lockstep: no command within the timeout"
+                    break
+                lateness = pacer.wait()
+                self.step_once(lateness)
+        except OverrunHalt as exc:
+            halted = f"overrun halt: {exc}"
+        finally:
+            if rt:
+                rt.restore()
+            if self.logger:
+                self.logger.close()
+        return self.summary(pacer, report, halted)
+
+    def _install_signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def stop(signum, _frame):
+            self.stop_requested = True
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+
+    def summary(self, pacer: Pacer, report, halted: str | None) -> dict:
+        return {
+            "cycles": self.cycle, "t_s": self.plant.t, "mode": self.opt.mode, "halted": halted,
+            "realtime": None if report is None else report.as_dict(),
+            "pacer": pacer.counters(), "timing": self.stats.summary(),
+            "link": self.link.counters.as_dict(), "commands": self.commands.counters(),
+            "watchdog": {"trips": self.watchdog.trips, "events": self.watchdog.events},
+            "log_dropped": 0 if self.logger is None else self.logger.dropped,
+            "q": self.plant.q().tolist(), "tip": self.sensors.station_out[0, 0:3].tolist(),
+        }
