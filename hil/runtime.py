@@ -125,6 +125,7 @@ class Emulator:
         self.stats = CycleStats(options.stats_capacity)
         self.cycle = 0
         self.stop_requested = False
+        self._held_fresh = False            # lockstep: a command taken in while waiting
         nj = plant.layout.n_joints
         self.tau = np.zeros(nj)
         self.hold_q = plant.q().copy()
@@ -141,7 +142,8 @@ class Emulator:
 
     # ------------------------------------------------------------------ one cycle
     def _receive(self) -> bool:
-        fresh = False
+        fresh = self._held_fresh
+        self._held_fresh = False
         while (frame := self.link.recv()) is not None:
             fresh |= self.commands.feed(frame)
         return fresh
@@ -199,12 +201,15 @@ class Emulator:
 
     # ------------------------------------------------------------------ the loop
     def _wait_for_command(self) -> bool:
-        """Lockstep: block (polling the link) until a command frame arrives or the timeout."""
+        """Lockstep: poll the link until a valid command frame has been taken in, or the timeout."""
         deadline = time.monotonic() + self.opt.lockstep_timeout_s
         while not self.stop_requested and time.monotonic() < deadline:
-            if self.commands.pending(self.link):
+            frame = self.link.recv()
+            if frame is None:
+                time.sleep(20e-6)
+            elif self.commands.feed(frame):
+                self._held_fresh = True
                 return True
-            time.sleep(20e-6)
         return False
 
     def run(self) -> dict:
