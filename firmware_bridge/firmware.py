@@ -49,6 +49,7 @@ class FirmwareResult:
     q_error: list
     link: dict
     sensors: dict
+    command_to_sensor_us: dict     # command sent -> next sensor frame received (computed with it)
 
 
 class Firmware:
@@ -78,6 +79,8 @@ def serve(fw: Firmware, link: Link, duration_s: float, idle_timeout_s: float = 2
     bus, sensors, commands, ctl, gravity, goal = fw.bus, fw.sensors, fw.commands, fw.ctl, fw.gravity, fw.goal
     last_rx = time.monotonic()
     fd = _descriptor(link)
+    sent_at = None
+    latency = []
     while time.monotonic() - last_rx < idle_timeout_s:
         frame = link.recv()
         if frame is None:
@@ -86,13 +89,24 @@ def serve(fw: Firmware, link: Link, duration_s: float, idle_timeout_s: float = 2
         last_rx = time.monotonic()
         if not sensors.feed(frame):
             continue
+        if sent_at is not None:
+            latency.append(last_rx - sent_at)
         tau = ctl.update(sensors.cycle * bus.cycle_s, sensors.counts, gravity)
         for f in commands.frames(tau, sensors.cycle):
             link.send(f)
+        sent_at = time.monotonic()
         if sensors.cycle * bus.cycle_s >= duration_s:
             break
     return FirmwareResult(sensors.cycle, ctl.q.tolist(), (goal - ctl.q).tolist(), link.counters.as_dict(),
-                          sensors.reader.stats())
+                          sensors.reader.stats(), _distribution_us(latency))
+
+
+def _distribution_us(seconds: list[float]) -> dict:
+    if not seconds:
+        return {"count": 0}
+    v = np.asarray(seconds) * 1e6
+    return {"count": len(v), "min": float(v.min()), "p50": float(np.percentile(v, 50)),
+            "p99": float(np.percentile(v, 99)), "p99.9": float(np.percentile(v, 99.9)), "max": float(v.max())}
 
 
 def _descriptor(link: Link) -> int | None:

@@ -105,11 +105,13 @@ class CommandInput:
         self.reader = FrameReader(bus, "to_plant")
         self.slots = _slots(bus, "to_plant", [f"tau_{j}" for j in joint_names])
         self.tau = np.zeros(len(joint_names))
+        self.arrival_s = 0.0                # receive time (time.monotonic) of the last accepted command
 
     def feed(self, frame: Frame) -> bool:
         codec = self.reader.read(frame)
         if codec is None:
             return False
+        self.arrival_s = frame.timestamp
         vals = self.reader.values[id(codec)]
         for k, (c, i) in enumerate(self.slots):
             if c is codec:

@@ -222,23 +222,30 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------------------- hil bench
-def _bench_module():
-    """tools.bench_kernel, importable from the repository checkout (not part of the package)."""
+BENCHES = {"kernel": "tools.bench_kernel", "loop": "tools.bench_loop"}
+
+
+def _bench_module(name: str):
+    """A benchmark module of tools/, importable from the repository checkout (not part of the package)."""
+    module = BENCHES[name]
     try:
-        return importlib.import_module("tools.bench_kernel")
+        return importlib.import_module(module)
     except ModuleNotFoundError as exc:
-        if exc.name not in ("tools", "tools.bench_kernel"):
+        if exc.name not in ("tools", module):
             raise
     root = Path(__file__).resolve().parent.parent
-    if not (root / "tools" / "bench_kernel.py").is_file():
-        raise CliError("tools/bench_kernel.py is not available (it lives in the repository checkout)")
+    if not (root / (module.replace(".", "/") + ".py")).is_file():
+        raise CliError(f"{module} is not available (it lives in the repository checkout)")
     sys.path.insert(0, str(root))
-    return importlib.import_module("tools.bench_kernel")
+    return importlib.import_module(module)
 
 
-@command("bench", "kernel benchmarks (tools/bench_kernel.py; all arguments are passed on)", passthrough=True)
+@command("bench", "benchmarks: `hil bench kernel ...` (default) or `hil bench loop ...`; arguments are passed on",
+         passthrough=True)
 def _cmd_bench(argv: list[str]) -> int:
-    return int(_bench_module().main(argv) or 0)
+    name = argv[0] if argv and argv[0] in BENCHES else "kernel"
+    rest = argv[1:] if argv and argv[0] in BENCHES else argv
+    return int(_bench_module(name).main(rest) or 0)
 
 
 # ----------------------------------------------------------------------------- entry point

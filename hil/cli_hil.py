@@ -118,6 +118,10 @@ def format_summary(s: dict) -> str:
             v = tm[key]
             lines.append(f"  {key:9s} us  min {v['min']:8.1f}  p50 {v['p50']:8.1f}  p99 {v['p99']:8.1f}  "
                          f"p99.9 {v['p99.9']:8.1f}  max {v['max']:8.1f}")
+    lat = s.get("read_to_send_us", {})
+    if lat.get("count"):
+        lines.append(f"  read->send us  p50 {lat['p50']:8.1f}  p99 {lat['p99']:8.1f}  p99.9 {lat['p99.9']:8.1f}  "
+                     f"max {lat['max']:8.1f}  ({lat['count']} commands)")
     p = s["pacer"]
     lines.append(f"overruns {p['overruns']} (max consecutive {p['max_consecutive']}, skipped periods "
                  f"{p['skipped_periods']})")
@@ -130,6 +134,10 @@ def format_summary(s: dict) -> str:
     if s.get("firmware"):
         fw = s["firmware"]
         lines.append(f"firmware: {fw['cycles']} cycles, link {fw['link']}, sensor frames {fw['sensors']}")
+        lat = fw.get("command_to_sensor_us", {})
+        if lat.get("count"):
+            lines.append(f"firmware command->sensor us  p50 {lat['p50']:8.1f}  p99 {lat['p99']:8.1f}  "
+                         f"p99.9 {lat['p99.9']:8.1f}  max {lat['max']:8.1f}")
     return "\n".join(lines)
 
 
@@ -184,3 +192,10 @@ def _cmd_log(args: argparse.Namespace) -> int:
     print(f"{len(rows)} rows -> {out}" + (f" ({header['trailing_bytes']} trailing bytes of a cut record ignored)"
                                           if header.get("trailing_bytes") else ""))
     return 0
+
+
+@command("latency", "command-to-sensor latency per link type (runs tools/bench_loop.py; arguments passed on)",
+         passthrough=True)
+def _cmd_latency(argv: list[str]) -> int:
+    from .cli import _bench_module
+    return int(_bench_module("loop").main(argv) or 0)

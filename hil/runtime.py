@@ -123,6 +123,9 @@ class Emulator:
         self.watchdog = Watchdog(options.watchdog_s)
         self.header = header or {}
         self.stats = CycleStats(options.stats_capacity)
+        # read-to-send latency: a command frame taken off the link -> the first sensor frame computed with it
+        self.latency_ns = np.zeros(options.stats_capacity, np.int64)
+        self.latency_count = 0
         self.cycle = 0
         self.stop_requested = False
         self._held_fresh = False            # lockstep: a command taken in while waiting
@@ -196,6 +199,9 @@ class Emulator:
         status = self._status()
         self._send(status)
         t3 = time.monotonic_ns()
+        if fresh and self.commands.arrival_s > 0:
+            self.latency_ns[self.latency_count % len(self.latency_ns)] = t3 - int(self.commands.arrival_s * 1e9)
+            self.latency_count += 1
         self._log(tau, status, lateness_ns, t2 - t1, (t1 - t0) + (t3 - t2))
         self.stats.record(lateness_ns, t2 - t1, (t1 - t0) + (t3 - t2), t3 - t0)
 
@@ -260,4 +266,13 @@ class Emulator:
             "watchdog": {"trips": self.watchdog.trips, "events": self.watchdog.events},
             "log_dropped": 0 if self.logger is None else self.logger.dropped,
             "q": self.plant.q().tolist(), "tip": self.sensors.station_out[0, 0:3].tolist(),
+            "read_to_send_us": self._latency_summary(),
         }
+
+    def _latency_summary(self) -> dict:
+        n = min(self.latency_count, len(self.latency_ns))
+        if n == 0:
+            return {"count": 0}
+        v = self.latency_ns[:n] * 1e-3
+        return {"count": self.latency_count, "min": float(v.min()), "p50": float(np.percentile(v, 50)),
+                "p99": float(np.percentile(v, 99)), "p99.9": float(np.percentile(v, 99.9)), "max": float(v.max())}

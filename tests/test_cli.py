@@ -172,7 +172,13 @@ def test_bench_dispatch(monkeypatch):
     fake.main = lambda argv: calls.append(argv) or 0
     monkeypatch.setitem(sys.modules, "tools.bench_kernel", fake)
     assert main(["bench", "--help", "configs/ella.toml"]) == 0
-    assert calls == [["--help", "configs/ella.toml"]]
+    assert main(["bench", "kernel", "--quick"]) == 0
+    assert calls == [["--help", "configs/ella.toml"], ["--quick"]]
+    loop = types.ModuleType("tools.bench_loop")
+    loop.main = lambda argv: calls.append(("loop", argv)) or 0
+    monkeypatch.setitem(sys.modules, "tools.bench_loop", loop)
+    assert main(["bench", "loop", "--duration", "1"]) == 0
+    assert calls[-1] == ("loop", ["--duration", "1"])
 
 
 def test_progress_bar():
