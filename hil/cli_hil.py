@@ -27,6 +27,10 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cpu", type=int, default=None, help="pin the loop (and a spawned firmware) to this CPU")
     p.add_argument("--watchdog", type=float, default=0.05, help="command timeout in s before the safe state")
     p.add_argument("--safe-state", choices=("zero_torque", "hold", "brake"), default="zero_torque")
+    p.add_argument("--overrun-policy", choices=("skip", "slip"), default="skip",
+                   help="skip: keep the absolute grid; slip: re-anchor it after an overrun")
+    p.add_argument("--halt-after", type=int, default=0, help="stop after N consecutive overruns (0: never)")
+    p.add_argument("--ignore-first", type=float, default=0.5, help="overruns in the first S seconds never halt")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
@@ -55,7 +59,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     names = plant.layout.joint_names
     opts = RuntimeOptions(mode=args.mode, period_s=args.period, duration_s=args.duration,
                           watchdog_s=args.watchdog, safe_state=args.safe_state, realtime=not args.no_realtime,
-                          cpu=args.cpu, log_path=args.log)
+                          cpu=args.cpu, log_path=args.log, overrun_policy=args.overrun_policy,
+                          halt_after=args.halt_after, ignore_first_s=args.ignore_first)
     header = {"config": args.config, "config_text": open(args.config, encoding="utf-8").read(), "bus": args.bus,
               "link": args.link, "mode": args.mode, "versions": _versions()}
     emulator = Emulator(plant, link, CommandInput(bus, names), SensorOutput(bus, names), opts, header)
@@ -71,6 +76,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     summary["final_joint_error_rad"] = _joint_errors(names, plant.q())
     if args.log:
         summary["tip_residual_mm"] = _tip_residual(args.log)
+        with open(args.log + ".summary.json", "w", encoding="utf-8") as f:   # stored beside the log
+            json.dump(summary, f, default=float, indent=1)
     print(json.dumps(summary, default=float) if args.json else format_summary(summary))
     return 0
 
