@@ -15,8 +15,12 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed
 
 run: setup
+	@echo "== ELLA closed loop, joint PID (reference firmware in a second process, serial pty pair)"
 	$(HIL) run configs/ella.toml --bus configs/bus/serial_frame.toml --link pty --spawn-firmware \
-		--duration 6 --log out/ella_hil.msgpack
+		--duration 5 --move-time 1.0 --log out/ella_pid.msgpack
+	@echo "== the same manoeuvre with the IMU vibration suppression"
+	$(HIL) run configs/ella.toml --bus configs/bus/serial_frame.toml --link pty --spawn-firmware \
+		--duration 5 --move-time 1.0 --vibration-suppression --log out/ella_vs.msgpack
 
 test: setup
 	$(PY) -m pytest -q

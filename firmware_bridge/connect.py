@@ -5,6 +5,13 @@
   can:INTERFACE:CHANNEL       python-can by interface name (socketcan, pcan, virtual, udp_loopback, ...)
   canfd:INTERFACE:CHANNEL     the same with CAN FD
   slcan-adapter:PATH_OR_FD    this side emulates a LAWICEL adapter on a pty (firmware uses python-can slcan)
+
+A can/canfd spec may end in ``,KEY=VALUE`` options passed to ``can.Bus`` (ints, floats,
+true/false, else text), e.g. ``can:udp_loopback:bench,nodes=2`` or
+``can:slcan:/dev/pts/7,bitrate=1000000,sleep_after_open=0,timeout=0``.
+
+``open_pty_pair_link(kind)`` makes a new pty pair for a spawned firmware: ``pty`` (serial framing
+on both ends) or ``slcan-pty`` (this side an emulated slcan adapter, the firmware python-can slcan).
 """
 from __future__ import annotations
 
@@ -22,10 +29,54 @@ def open_link(spec: str) -> Link:
     if kind in ("can", "canfd"):
         from .can_link import CanLink
         interface, _, channel = rest.partition(":")
+        channel, *options = channel.split(",")
         if not interface or not channel:
-            raise ValueError(f"link {spec!r}: expected {kind}:INTERFACE:CHANNEL")
-        return CanLink(interface, channel, fd=kind == "canfd")
+            raise ValueError(f"link {spec!r}: expected {kind}:INTERFACE:CHANNEL[,KEY=VALUE...]")
+        return CanLink(interface, channel, fd=kind == "canfd", **_options(spec, options))
     if kind == "slcan-adapter":
         from .can_link import SlcanAdapterLink
         return SlcanAdapterLink(int(rest) if rest.isdigit() else rest)
     raise ValueError(f"link {spec!r}: expected serial:PATH, serial-fd:N, can:IF:CH, canfd:IF:CH or slcan-adapter:PATH")
+
+
+def _options(spec: str, items: list[str]) -> dict[str, object]:
+    """``KEY=VALUE`` items of a link spec as keyword arguments (int, float, bool, else str)."""
+    out: dict[str, object] = {}
+    for item in items:
+        key, eq, text = item.partition("=")
+        if not eq or not key.isidentifier():
+            raise ValueError(f"link {spec!r}: option {item!r}: expected KEY=VALUE")
+        value: object = text
+        if text.lower() in ("true", "false"):
+            value = text.lower() == "true"
+        else:
+            for convert in (int, float):
+                try:
+                    value = convert(text)
+                    break
+                except ValueError:
+                    pass
+        out[key] = value
+    return out
+
+
+def open_pty_pair_link(kind: str, bus=None) -> tuple[Link, str]:
+    """A new pty pair for a spawned firmware: (this side's Link, the spec the firmware opens).
+
+    ``pty``: serial framing on both ends. ``slcan-pty``: this side is an emulated slcan adapter
+    (SlcanAdapterLink.on_new_pty); the firmware opens the slave with python-can ``slcan`` at the
+    bus map's bitrate (``can:`` or, for a CAN FD map, ``canfd:``), without the 2 s settle time
+    meant for USB adapters and with non-blocking reads.
+    """
+    if kind == "pty":
+        from .serial_link import SerialLink, open_pty_pair
+        master, slave = open_pty_pair()
+        return SerialLink.from_fd(master, name=f"pty {slave}"), f"serial:{slave}"
+    if kind == "slcan-pty":
+        from .can_link import SlcanAdapterLink
+        link = SlcanAdapterLink.on_new_pty()
+        fd = bus is not None and bus.kind == "canfd"
+        bitrate = getattr(bus, "bitrate_bps", None) or 1_000_000
+        return link, (f"{'canfd' if fd else 'can'}:slcan:{link.slave_path},"
+                      f"bitrate={bitrate},sleep_after_open=0,timeout=0")
+    raise ValueError(f"pty pair {kind!r}: expected pty or slcan-pty")

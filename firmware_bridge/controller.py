@@ -1,7 +1,16 @@
 """The reference firmware's control law, free of any I/O.
 
 Joint PID on the motor encoders (collocated, so passive against the link modes),
-following smooth (quintic) trajectories to the set-points.
+following smooth (quintic) trajectories to the set-points, with an optional
+vibration-suppression term from the IMU at the tip.
+
+Vibration suppression: the gyro measures the tip frame's absolute angular rate.
+Subtracting the rate of the rigid arm (the joint rates from the encoders through the
+rigid kinematics) leaves the links' elastic rate w_e. Its projection on the joint axes,
+low-pass filtered below the first torsion and second bending modes (second order,
+`vs_cutoff_hz`), is fed back as tau_vs = -k_vs J_w^T w_e: the joints push against the
+tip's elastic swing, which damps the first bending modes that the stiff collocated PID
+leaves to structural damping.
 """
 from __future__ import annotations
 
@@ -23,12 +32,38 @@ def quintic(t: float, T: float) -> tuple[float, float]:
     return x ** 3 * (10 - 15 * x + 6 * x * x), 30 * x * x * (1 - x) ** 2 / T
 
 
+def _axis_rotation(a: np.ndarray, q: float) -> np.ndarray:
+    K = np.array([[0, -a[2], a[1]], [a[2], 0, -a[0]], [-a[1], a[0], 0]])
+    return np.eye(3) + np.sin(q) * K + (1 - np.cos(q)) * K @ K
+
+
+@dataclass
+class ChainGeometry:
+    """The rigid joint chain as the firmware knows it: per joint its unit axis and the fixed
+    rotation from the parent frame (a serial chain; the IMU sits on the last body)."""
+
+    axes: np.ndarray              # (n, 3)
+    placements: np.ndarray        # (n, 3, 3)
+
+    def imu_rotation_and_axes(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """World rotation of the last body's frame and the world joint axes (columns) at q."""
+        R = np.eye(3)
+        axes_w = np.zeros((3, len(q)))
+        for k, (a, P) in enumerate(zip(self.axes, self.placements)):
+            R = R @ P
+            axes_w[:, k] = R @ a
+            R = R @ _axis_rotation(a, q[k])
+        return R, axes_w
+
+
 @dataclass
 class ControllerGains:
     kp: np.ndarray
     kd: np.ndarray
     ki: np.ndarray
     integral_limit_N_m: float = 200.0
+    vs_gain_N_m_s_rad: float = 100.0     # k_vs of the vibration suppression
+    vs_cutoff_hz: float = 8.0
     rate_filter_hz: float = 80.0         # low-pass of the encoder-difference joint rates
     torque_limit_N_m: np.ndarray = field(default_factory=lambda: np.full(3, 250.0))
 
@@ -37,7 +72,8 @@ class ReferenceController:
     """Joint PID to set-points; call update() once per cycle with the latest encoder counts."""
 
     def __init__(self, gear: np.ndarray, counts_per_rev: int, q0: np.ndarray, goal: np.ndarray, move_time_s: float,
-                 gains: ControllerGains, dt: float, start_s: float = 0.2):
+                 gains: ControllerGains, dt: float, start_s: float = 0.2, geometry: ChainGeometry | None = None):
+        """`geometry` switches the IMU vibration suppression on (update() then needs the gyro)."""
         self.gear = np.asarray(gear, float)
         self.rad_per_count = 2 * np.pi / (counts_per_rev * self.gear)
         self.q0 = np.asarray(q0, float).copy()
@@ -47,6 +83,9 @@ class ReferenceController:
         self.g = gains
         self.dt = dt
         self.alpha = 1 - np.exp(-2 * np.pi * gains.rate_filter_hz * dt)
+        self.geometry = geometry
+        self.vs_alpha = 1 - np.exp(-2 * np.pi * gains.vs_cutoff_hz * dt)
+        self.vs_state = np.zeros((2, len(q0)))
         self.q = self.q0.copy()
         self.qd = np.zeros_like(self.q0)
         self.integral = np.zeros_like(self.q0)
@@ -67,9 +106,10 @@ class ReferenceController:
         s, sd = quintic(t - self.start, self.T)
         return self.q0 + s * (self.goal - self.q0), sd * (self.goal - self.q0)
 
-    def update(self, t: float, counts: np.ndarray, feedforward=None) -> np.ndarray:
+    def update(self, t: float, counts: np.ndarray, feedforward=None, gyro: np.ndarray | None = None) -> np.ndarray:
         """Drive torques [N m, link side] from the encoder counts; `feedforward(q)` (e.g. the
-        gravity torque of the arm model) is added before the torque limit."""
+        gravity torque of the arm model) is added before the torque limit; `gyro` (IMU angular
+        rate in its frame [rad/s]) feeds the vibration suppression when it is on."""
         q = self.joint_angles(counts)
         self.qd += self.alpha * ((q - self.q) / self.dt - self.qd)
         self.q = q
@@ -80,4 +120,14 @@ class ReferenceController:
         tau = self.g.kp * e + self.g.kd * (qd_ref - self.qd) + self.integral
         if feedforward is not None:
             tau = tau + feedforward(q)
+        if self.geometry is not None and gyro is not None:
+            tau = tau - self.g.vs_gain_N_m_s_rad * self._filtered_elastic_rate(q, gyro)
         return np.clip(tau, -self.g.torque_limit_N_m, self.g.torque_limit_N_m)
+
+    def _filtered_elastic_rate(self, q: np.ndarray, gyro: np.ndarray) -> np.ndarray:
+        """Elastic angular rate of the tip projected on the joint axes, second-order low-passed."""
+        R, axes_w = self.geometry.imu_rotation_and_axes(q)
+        w_e = axes_w.T @ (R @ gyro - axes_w @ self.qd)
+        self.vs_state[0] += self.vs_alpha * (w_e - self.vs_state[0])
+        self.vs_state[1] += self.vs_alpha * (self.vs_state[0] - self.vs_state[1])
+        return self.vs_state[1]

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import select
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from hil.assembly import assemble, make_work
 from hil.config import load_model
 from hil.linearize import static_forces
-from .controller import ELLA_SETPOINTS, ControllerGains, ReferenceController
+from hil.assembly import rpy_matrix
+from .controller import ELLA_SETPOINTS, ChainGeometry, ControllerGains, ReferenceController
 from .link import Link
 from .messages import BusMap
 from .signals import CommandOutput, SensorInput
@@ -55,7 +56,7 @@ class FirmwareResult:
 class Firmware:
     """The reference firmware for one arm on one bus map; serve() runs it on a link."""
 
-    def __init__(self, bus: BusMap, arm_config: str, move_time_s: float = 2.0):
+    def __init__(self, bus: BusMap, arm_config: str, move_time_s: float = 2.0, vibration_suppression: bool = False):
         model = load_model(arm_config)
         names = [b.joint.name for b in model.bodies]
         gear = np.array([b.joint.gear_ratio for b in model.bodies])
@@ -64,14 +65,18 @@ class Firmware:
         self.bus = bus
         self.sensors = SensorInput(bus, names)
         self.commands = CommandOutput(bus, names)
-        self.ctl = ReferenceController(gear, COUNTS_PER_REV, q0, self.goal, move_time_s, ELLA_GAINS, bus.cycle_s)
+        geometry = ChainGeometry(np.array([b.joint.axis / np.linalg.norm(b.joint.axis) for b in model.bodies]),
+                                 np.array([rpy_matrix(b.joint.rpy_rad) for b in model.bodies]))
+        self.ctl = ReferenceController(gear, COUNTS_PER_REV, q0, self.goal, move_time_s, ELLA_GAINS, bus.cycle_s,
+                                       geometry=geometry if vibration_suppression else None)
         self.gravity = GravityModel(model)
+        self.ctl.g = replace(self.ctl.g, torque_limit_N_m=np.minimum(self.ctl.g.torque_limit_N_m, self.commands.limit))
 
 
 def run_firmware(link: Link, bus: BusMap, arm_config: str, duration_s: float, move_time_s: float = 2.0,
-                 idle_timeout_s: float = 2.0) -> FirmwareResult:
+                 idle_timeout_s: float = 2.0, vibration_suppression: bool = False) -> FirmwareResult:
     """Serve the emulator until its cycle counter passes duration_s, or it falls silent."""
-    return serve(Firmware(bus, arm_config, move_time_s), link, duration_s, idle_timeout_s)
+    return serve(Firmware(bus, arm_config, move_time_s, vibration_suppression), link, duration_s, idle_timeout_s)
 
 
 def serve(fw: Firmware, link: Link, duration_s: float, idle_timeout_s: float = 2.0) -> FirmwareResult:
@@ -91,7 +96,7 @@ def serve(fw: Firmware, link: Link, duration_s: float, idle_timeout_s: float = 2
             continue
         if sent_at is not None:
             latency.append(last_rx - sent_at)
-        tau = ctl.update(sensors.cycle * bus.cycle_s, sensors.counts, gravity)
+        tau = ctl.update(sensors.cycle * bus.cycle_s, sensors.counts, gravity, sensors.gyro)
         for f in commands.frames(tau, sensors.cycle):
             link.send(f)
         sent_at = time.monotonic()

@@ -81,19 +81,30 @@ class FrameReader:
 
 
 class FrameWriter:
-    """Encodes value arrays into the due frames of one direction, with rolling counters."""
+    """Encodes value arrays into the due frames of one direction, with rolling counters.
+
+    Values beyond a signal's range saturate at its limit, as a real sensor or drive
+    interface does, and are counted in `saturated`."""
 
     def __init__(self, bus: BusMap, direction: str):
         self.codecs = bus.messages(direction)
         self.values = {id(c): np.zeros(len(c.signal_names)) for c in self.codecs}
         self.counter = {id(c): 0 for c in self.codecs}
+        self.lo = {id(c): np.array([s.minimum for s in c.spec.signals]) for c in self.codecs}
+        self.hi = {id(c): np.array([s.maximum for s in c.spec.signals]) for c in self.codecs}
+        self.saturated = 0
 
     def frames(self, cycle: int) -> list[Frame]:
         out = []
         for c in self.codecs:
             if c.is_due(cycle):
                 n = self.counter[id(c)]
-                out.append(c.encode(self.values[id(c)], counter=n if c.counter_index is not None else None))
+                v = self.values[id(c)]
+                lo, hi = self.lo[id(c)], self.hi[id(c)]
+                if np.any(v < lo) or np.any(v > hi):
+                    self.saturated += 1
+                    np.clip(v, lo, hi, out=v)
+                out.append(c.encode(v, counter=n if c.counter_index is not None else None))
                 self.counter[id(c)] = c.next_counter(n) if c.counter_index is not None else 0
         return out
 
@@ -164,11 +175,22 @@ class SensorInput:
         self.counts = np.zeros(len(joint_names), np.int64)
         self.cycle = -1                     # the emulator's cycle counter, unwrapped
         self.status = 0
-        self._cycle_slots = [(c, c.index("cycle")) for c in bus.messages("to_firmware") if "cycle" in c.signal_names]
+        # a rolling counter advances once per frame: in a message sent every N > 1 cycles (compact_classic's
+        # IMU frames) the "cycle" counter counts its own frames, so take the cycle from every-cycle messages
+        cycle_codecs = [c for c in bus.messages("to_firmware") if "cycle" in c.signal_names]
+        every_cycle = [c for c in cycle_codecs if c.rate_divider == 1]
+        self._cycle_slots = [(c, c.index("cycle")) for c in every_cycle or cycle_codecs]
         self._cycle_raw = None
         self._status_slots = [(c, c.index("status")) for c in bus.messages("to_firmware")
                               if "status" in c.signal_names]
         self.encoder_codecs = {id(c) for c, _ in self.enc}
+        self.gyro = np.zeros(3)
+        self._gyro_slots = [(k, c, c.index(n)) for k, n in enumerate(IMU_SIGNALS[3:])
+                            for c in bus.messages("to_firmware") if n in c.signal_names]
+        # the counts of one cycle may be split over several frames (compact_classic: enc_a, enc_b),
+        # sent in bus-map order: the cycle is complete with the last of them
+        self._last_encoder = [id(c) for c in bus.messages("to_firmware") if id(c) in self.encoder_codecs][-1]
+        self._seen_encoders: set[int] = set()
 
     def _unwrap_cycle(self, raw: int, bits: int) -> None:
         if self._cycle_raw is None:
@@ -178,7 +200,9 @@ class SensorInput:
         self._cycle_raw = raw
 
     def feed(self, frame: Frame) -> bool:
-        """True when the frame updated the encoder counts (the firmware's cue to compute)."""
+        """True when the frame completed a cycle's encoder counts (the firmware's cue to compute):
+        with the counts split over several frames, on the last one, and only if the others of
+        the cycle arrived too (a cycle with a lost encoder frame is not computed on)."""
         codec = self.reader.read(frame)
         if codec is None:
             return False
@@ -192,7 +216,17 @@ class SensorInput:
         for k, (c, i) in enumerate(self.enc):
             if c is codec:
                 self.counts[k] = int(vals[i])
-        return id(codec) in self.encoder_codecs
+        for k, c, i in self._gyro_slots:
+            if c is codec:
+                self.gyro[k] = vals[i]
+        if id(codec) not in self.encoder_codecs:
+            return False
+        self._seen_encoders.add(id(codec))
+        if id(codec) != self._last_encoder:
+            return False
+        complete = len(self._seen_encoders) == len(self.encoder_codecs)
+        self._seen_encoders.clear()
+        return complete
 
 
 class CommandOutput:
@@ -200,7 +234,10 @@ class CommandOutput:
 
     def __init__(self, bus: BusMap, joint_names: list[str]):
         self.writer = FrameWriter(bus, "to_plant")
-        self.slots = [(id(c), i) for c, i in _slots(bus, "to_plant", [f"tau_{j}" for j in joint_names])]
+        slots = _slots(bus, "to_plant", [f"tau_{j}" for j in joint_names])
+        self.slots = [(id(c), i) for c, i in slots]
+        # the largest |torque| [N m] each joint's command signal carries
+        self.limit = np.array([min(-c.spec.signals[i].minimum, c.spec.signals[i].maximum) for c, i in slots])
 
     def frames(self, tau: np.ndarray, cycle: int = 0) -> list[Frame]:
         for k, (key, i) in enumerate(self.slots):

@@ -15,10 +15,14 @@ from .cli import command
 def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", help="arm preset (TOML)")
     p.add_argument("--bus", required=True, help="bus map (configs/bus/*.toml)")
-    p.add_argument("--link", default="pty", help="serial:PATH | can:IF:CH | canfd:IF:CH | slcan-adapter:PATH | pty "
-                                                 "(a new pty pair; use with --spawn-firmware)")
+    p.add_argument("--link", default="pty", help="serial:PATH | can:IF:CH[,KEY=VALUE...] | canfd:IF:CH[,...] | "
+                                                 "slcan-adapter:PATH | pty (a new pty pair; use with --spawn-firmware) "
+                                                 "| slcan-pty (a new pty pair, this side an slcan adapter, the "
+                                                 "firmware python-can slcan)")
     p.add_argument("--spawn-firmware", action="store_true", help="start the reference firmware in a second process")
     p.add_argument("--firmware-link", help="link spec the spawned firmware opens (default: the pty's other end)")
+    p.add_argument("--move-time", type=float, default=2.0, help="spawned firmware: duration of the manoeuvre in s")
+    p.add_argument("--vibration-suppression", action="store_true", help="spawned firmware: IMU vibration suppression")
     p.add_argument("--mode", choices=("realtime", "afap", "lockstep"), default="realtime")
     p.add_argument("--duration", type=float, default=None, help="simulated time in s (default: until SIGINT)")
     p.add_argument("--period", type=float, default=1e-3, help="cycle period in s (realtime mode)")
@@ -48,11 +52,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     plant = Plant(model)
     plant.equilibrium_eta()
     firmware = None
-    if args.link == "pty":
-        from firmware_bridge.serial_link import SerialLink, open_pty_pair
-        master, slave = open_pty_pair()
-        link = SerialLink.from_fd(master, name=f"pty {slave}")
-        fw_link = args.firmware_link or f"serial:{slave}"
+    if args.link in ("pty", "slcan-pty"):
+        from firmware_bridge.connect import open_pty_pair_link
+        link, slave_spec = open_pty_pair_link(args.link, bus)
+        fw_link = args.firmware_link or slave_spec
     else:
         link = open_link(args.link)
         fw_link = args.firmware_link or args.link
@@ -66,16 +69,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
     emulator = Emulator(plant, link, CommandInput(bus, names), SensorOutput(bus, names), opts, header)
     if args.spawn_firmware:
         firmware = _spawn_firmware(args, fw_link)
+        _await_host(link)
+    out = ""
     try:
         summary = emulator.run()
+        if firmware is not None:     # keep this end open until the firmware has closed its own
+            out, _ = firmware.communicate(timeout=30)
     finally:
         link.close()
     if firmware is not None:
-        out, _ = firmware.communicate(timeout=30)
         summary["firmware"] = json.loads(out.strip().splitlines()[-1]) if out.strip() else None
     summary["final_joint_error_rad"] = _joint_errors(names, plant.q())
     if args.log:
         summary["tip_residual_mm"] = _tip_residual(args.log)
+        summary["tip_settling_s"] = _tip_settling(args.log, 0.2 + args.move_time)
         with open(args.log + ".summary.json", "w", encoding="utf-8") as f:   # stored beside the log
             json.dump(summary, f, default=float, indent=1)
     print(json.dumps(summary, default=float) if args.json else format_summary(summary))
@@ -87,12 +94,27 @@ def _spawn_firmware(args: argparse.Namespace, link_spec: str) -> subprocess.Pope
            "--link", link_spec, "--json"]
     if args.duration:
         cmd += ["--duration", str(args.duration)]
+    cmd += ["--move-time", str(args.move_time)] + (["--vibration-suppression"] if args.vibration_suppression else [])
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
                             preexec_fn=(lambda: os.sched_setaffinity(0, {args.cpu})) if args.cpu is not None else None)
     line = proc.stdout.readline()           # "ready": the firmware has opened its end of the link
     if line.strip() != "ready":
         raise RuntimeError(f"the reference firmware failed to start: {line!r}")
     return proc
+
+
+def _await_host(link, timeout_s: float = 5.0) -> None:
+    """An emulated slcan adapter refuses frames until the host's open command ("O") has been read:
+    take in the host's setup lines before the first sensor frame goes out (no-op for other links)."""
+    if not hasattr(link, "channel_open"):
+        return
+    import time
+    deadline = time.monotonic() + timeout_s
+    while not link.channel_open and time.monotonic() < deadline:
+        if link.recv() is None:
+            time.sleep(1e-3)
+    if not link.channel_open:
+        raise RuntimeError(f"{link.name}: the firmware did not open the slcan channel within {timeout_s} s")
 
 
 def _joint_errors(names: list[str], q: np.ndarray) -> dict:
@@ -111,6 +133,25 @@ def _tip_residual(log_path: str, window_s: float = 1.0) -> float | None:
     tip = rows[:, [cols.index(c) for c in ("tip_x", "tip_y", "tip_z")]]
     last = tip[t >= t[-1] - window_s]
     return float(np.linalg.norm(last.max(axis=0) - last.min(axis=0)) * 1e3)
+
+
+def _tip_settling(log_path: str, move_end_s: float, band_m: float = 2e-4, window_s: float = 0.1) -> float | None:
+    """Seconds after the end of the manoeuvre until the tip's oscillation (its deviation from a
+    `window_s` moving average) stays within `band_m`."""
+    from .runlog import read_run
+    header, rows = read_run(log_path)
+    cols = header["columns"]
+    t = rows[:, cols.index("t")]
+    tip = rows[:, [cols.index(c) for c in ("tip_x", "tip_y", "tip_z")]]
+    n = max(1, int(round(window_s / (t[1] - t[0])))) if len(t) > 1 else 1
+    if len(t) < 3 * n:
+        return None
+    kernel = np.ones(n) / n
+    trend = np.column_stack([np.convolve(tip[:, c], kernel, mode="same") for c in range(3)])
+    osc = np.linalg.norm(tip - trend, axis=1)
+    valid = (t > move_end_s) & (np.arange(len(t)) >= n) & (np.arange(len(t)) < len(t) - n)
+    outside = np.nonzero(valid & (osc > band_m))[0]
+    return float(t[outside[-1]] - move_end_s) if len(outside) else 0.0
 
 
 def format_summary(s: dict) -> str:
@@ -138,6 +179,8 @@ def format_summary(s: dict) -> str:
     lines.append("final joint errors [rad]: " + ", ".join(f"{k} {v:+.5f}" for k, v in s["final_joint_error_rad"].items()))
     if s.get("tip_residual_mm") is not None:
         lines.append(f"tip residual vibration over the last 1 s: {s['tip_residual_mm']:.3f} mm peak to peak")
+    if s.get("tip_settling_s") is not None:
+        lines.append(f"tip settling time (oscillation within 0.2 mm) after the manoeuvre: {s['tip_settling_s']:.3f} s")
     if s.get("firmware"):
         fw = s["firmware"]
         lines.append(f"firmware: {fw['cycles']} cycles, link {fw['link']}, sensor frames {fw['sensors']}")
@@ -159,6 +202,7 @@ def _firmware_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--link", required=True, help="link spec (see hil run --help)")
     p.add_argument("--duration", type=float, default=1e9, help="stop after this much emulator time in s")
     p.add_argument("--move-time", type=float, default=2.0, help="duration of the set-point manoeuvre in s")
+    p.add_argument("--vibration-suppression", action="store_true", help="damp the link modes with the tip IMU")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
@@ -170,13 +214,16 @@ def _cmd_firmware(args: argparse.Namespace) -> int:
     from firmware_bridge.messages import BusMap
 
     bus = BusMap.load(args.bus)
-    firmware = Firmware(bus, args.arm, args.move_time)     # compiled and ready before the link opens
+    firmware = Firmware(bus, args.arm, args.move_time, args.vibration_suppression)   # compiled before the link opens
     link = open_link(args.link)
     print("ready", flush=True)
     try:
         result = serve(firmware, link, args.duration)
     finally:
-        link.close()
+        try:
+            link.close()
+        except Exception as exc:     # e.g. python-can slcan writes "C" on close; the emulator may be gone
+            print(f"hil firmware: closing {link.name}: {exc}", file=sys.stderr)
     print(json.dumps(asdict(result)) if args.json else asdict(result), flush=True)
     return 0
 
