@@ -12,10 +12,9 @@ from collections import Counter
 import numpy as np
 
 from .link import Frame
-from .messages import REJECTION_KINDS, BusMap, Codec, DecodeError, StatusFlag
+from .messages import REJECTION_KINDS, BusMap, Codec, DecodeError, StatusFlag, counter_delta
 
 IMU_SIGNALS = ("imu_ax", "imu_ay", "imu_az", "imu_gx", "imu_gy", "imu_gz")
-STATUS_WATCHDOG = int(StatusFlag.COMMAND_TIMEOUT)
 
 
 def _slots(bus: BusMap, direction: str, names: list[str]) -> list[tuple[Codec, int]]:
@@ -30,17 +29,30 @@ def _slots(bus: BusMap, direction: str, names: list[str]) -> list[tuple[Codec, i
 
 
 class CounterCheck:
-    """Rolling-counter expectation per message; resynchronises after a mismatch."""
+    """Rolling-counter check per message, E2E style: the next counter is in order, a step of
+    up to MAX_DELTA means frames were lost (accepted, the loss counted), a repeat or a larger
+    jump is rejected and the check resynchronises on it."""
+
+    MAX_DELTA = 2
 
     def __init__(self) -> None:
-        self.expected: dict[int, int] = {}
+        self.last: dict[int, int] = {}
+        self.lost = 0
 
-    def expect(self, codec: Codec) -> int | None:
-        return self.expected.get(id(codec)) if codec.counter_index is not None else None
-
-    def advance(self, codec: Codec, received: float) -> None:
-        if codec.counter_index is not None:
-            self.expected[id(codec)] = codec.next_counter(int(received))
+    def accept(self, codec: Codec, received: float) -> bool:
+        if codec.counter_index is None:
+            return True
+        key = id(codec)
+        value = int(received)
+        previous = self.last.get(key)
+        self.last[key] = value
+        if previous is None:
+            return True
+        delta = counter_delta(previous, value, codec.counter_bits)
+        if 1 <= delta <= self.MAX_DELTA:
+            self.lost += delta - 1
+            return True
+        return False
 
 
 class FrameReader:
@@ -64,20 +76,21 @@ class FrameReader:
         if codec.direction != self.direction:
             self.ignored += 1
             return None
-        out = self.values[id(codec)]
         try:
-            codec.decode(frame, out, expected_counter=self.counters.expect(codec))
+            values = codec.decode(frame)
         except DecodeError as exc:
             self.rejected[exc.kind] += 1
-            if exc.kind == "counter":
-                self.counters.advance(codec, codec.decode(frame)[codec.counter_index])
             return None
-        self.counters.advance(codec, out[codec.counter_index] if codec.counter_index is not None else 0)
+        if not self.counters.accept(codec, values[codec.counter_index] if codec.counter_index is not None else 0):
+            self.rejected["counter"] += 1
+            return None
+        self.values[id(codec)][:] = values
         self.accepted += 1
         return codec
 
     def stats(self) -> dict:
-        return {"accepted": self.accepted, "ignored": self.ignored, "rejected": dict(self.rejected)}
+        return {"accepted": self.accepted, "ignored": self.ignored, "lost": self.counters.lost,
+                "rejected": dict(self.rejected)}
 
 
 class FrameWriter:

@@ -27,6 +27,7 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--duration", type=float, default=None, help="simulated time in s (default: until SIGINT)")
     p.add_argument("--period", type=float, default=1e-3, help="cycle period in s (realtime mode)")
     p.add_argument("--log", help="run log (.msgpack), readable up to its last flush if the process is killed")
+    p.add_argument("--record-bus", metavar="FILE", help="record every frame with python-can's writers (.asc, .blf)")
     p.add_argument("--no-realtime", action="store_true", help="skip SCHED_FIFO, mlockall and gc freezing")
     p.add_argument("--cpu", type=int, default=None, help="pin the loop (and a spawned firmware) to this CPU")
     p.add_argument("--watchdog", type=float, default=0.05, help="command timeout in s before the safe state")
@@ -63,7 +64,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     opts = RuntimeOptions(mode=args.mode, period_s=args.period, duration_s=args.duration,
                           watchdog_s=args.watchdog, safe_state=args.safe_state, realtime=not args.no_realtime,
                           cpu=args.cpu, log_path=args.log, overrun_policy=args.overrun_policy,
-                          halt_after=args.halt_after, ignore_first_s=args.ignore_first)
+                          halt_after=args.halt_after, ignore_first_s=args.ignore_first,
+                          bus_record_path=args.record_bus)
     header = {"config": args.config, "config_text": open(args.config, encoding="utf-8").read(), "bus": args.bus,
               "link": args.link, "mode": args.mode, "versions": _versions()}
     emulator = Emulator(plant, link, CommandInput(bus, names), SensorOutput(bus, names), opts, header)

@@ -17,7 +17,9 @@ from pathlib import Path
 import numpy as np
 
 from firmware_bridge.link import Link
-from firmware_bridge.signals import CommandInput, SensorOutput, STATUS_WATCHDOG
+from firmware_bridge.messages import StatusFlag
+from firmware_bridge.recording import BusRecorder
+from firmware_bridge.signals import CommandInput, SensorOutput
 from .plant import Plant
 from .realtime import CycleStats, OverrunHalt, Pacer, RealtimeSetup
 from .runlog import MsgpackRunWriter
@@ -38,13 +40,15 @@ class RuntimeOptions:
     watchdog_s: float = 0.05            # no valid command for this long trips the watchdog
     safe_state: str = "zero_torque"
     hold_gains: tuple[float, float] = (2000.0, 100.0)   # kp [N m/rad], kd [N m s/rad] of the hold state
-    brake_damping_N_m_s_rad: float = 500.0
+    brake_damping_N_m_s_rad: float = 100.0   # -c qd held over a step diverges once c dt > 2 J, J a joint's
+                                             # apparent inertia 1/(M^-1)_jj: ELLA elbow 0.133 kg m^2, c < 265
     lockstep_timeout_s: float = 1.0     # lockstep: give up waiting for a command after this long
     realtime: bool = True               # try SCHED_FIFO, mlockall, gc freeze
     priority: int = 80
     cpu: int | None = None
     imu_stations: tuple[str, ...] = ("tip",)
     log_path: str | None = None
+    bus_record_path: str | None = None  # every frame sent and received, python-can format by suffix (.asc, .blf)
     stats_capacity: int = 600_000
 
     def validate(self) -> None:
@@ -129,6 +133,8 @@ class Emulator:
         self.cycle = 0
         self.stop_requested = False
         self._held_fresh = False            # lockstep: a command taken in while waiting
+        self._rejected_now = False          # a command frame was rejected this cycle
+        self.recorder: BusRecorder | None = None
         nj = plant.layout.n_joints
         self.tau = np.zeros(nj)
         self.hold_q = plant.q().copy()
@@ -147,13 +153,19 @@ class Emulator:
     def _receive(self) -> bool:
         fresh = self._held_fresh
         self._held_fresh = False
+        rejected = self._rejections()
         while (frame := self.link.recv()) is not None:
             fresh |= self.commands.feed(frame)
+            if self.recorder:
+                self.recorder.put(frame, received=True)
+        self._rejected_now = self._rejections() > rejected
         return fresh
+
+    def _rejections(self) -> int:
+        return sum(self.commands.reader.rejected.values())
 
     def _applied_torque(self) -> np.ndarray:
         if not self.watchdog.tripped:
-            self.hold_q[:] = self.plant.q()
             return self.commands.tau
         qd = self.plant.vel[: len(self.tau)]
         if self.opt.safe_state == "zero_torque":
@@ -166,11 +178,18 @@ class Emulator:
         return self.tau
 
     def _status(self) -> int:
-        return STATUS_WATCHDOG if self.watchdog.tripped else 0
+        status = StatusFlag.RUNNING
+        if self.watchdog.tripped:
+            status |= StatusFlag.COMMAND_TIMEOUT
+        if self._rejected_now:
+            status |= StatusFlag.COMMAND_REJECTED
+        return int(status)
 
     def _send(self, status: int) -> None:
         for frame in self.sensors_out.frames(self.cycle, self.sensors.counts, self.sensors.imu, status):
             self.link.send(frame)
+            if self.recorder:
+                self.recorder.put(frame, received=False)
 
     def _log(self, tau: np.ndarray, status: int, lateness: int, compute: int, io: int) -> None:
         if self.logger is None:
@@ -190,7 +209,9 @@ class Emulator:
     def step_once(self, lateness_ns: int = 0) -> None:
         t0 = time.monotonic_ns()
         fresh = self._receive()
-        self.watchdog.check(self.plant.t, fresh)
+        was_tripped = self.watchdog.tripped
+        if self.watchdog.check(self.plant.t, fresh) and not was_tripped:
+            self.hold_q[:] = self.plant.q()          # the pose at the trip, held by safe_state "hold"
         t1 = time.monotonic_ns()
         tau = self._applied_torque()
         self.sensors.step(tau)
@@ -220,10 +241,12 @@ class Emulator:
 
     def run(self) -> dict:
         """Run until the duration, a signal, or an overrun halt; returns the summary."""
-        self._install_signals()
+        previous_handlers = self._install_signals()
         if self.opt.log_path:
             Path(self.opt.log_path).parent.mkdir(parents=True, exist_ok=True)
             self.logger = RunLogger(self.opt.log_path, self.header, self.columns)
+        if self.opt.bus_record_path:
+            self.recorder = BusRecorder(self.opt.bus_record_path)
         rt = RealtimeSetup(self.opt.priority, self.opt.cpu) if self.opt.realtime else None
         report = rt.apply() if rt else None
         pacer = Pacer(self.opt.period_s, "afap" if self.opt.mode != "realtime" else "realtime",
@@ -246,16 +269,20 @@ class Emulator:
                 rt.restore()
             if self.logger:
                 self.logger.close()
+            if self.recorder:
+                self.recorder.close()
+            for signum, handler in previous_handlers.items():
+                signal.signal(signum, signal.SIG_DFL if handler is None else handler)
         return self.summary(pacer, report, halted)
 
-    def _install_signals(self) -> None:
+    def _install_signals(self) -> dict:
+        """SIGINT/SIGTERM stop the loop; returns the handlers they replace (run() restores them)."""
         if threading.current_thread() is not threading.main_thread():
-            return
+            return {}
 
         def stop(signum, _frame):
             self.stop_requested = True
-        signal.signal(signal.SIGINT, stop)
-        signal.signal(signal.SIGTERM, stop)
+        return {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
 
     def summary(self, pacer: Pacer, report, halted: str | None) -> dict:
         return {

@@ -65,7 +65,7 @@ LINKS = {
 
 def _numbers(name: str, s: dict) -> str:
     t = s["timing"]
-    return (f"{name}: {s['cycles']} cycles; "
+    return (f"{name}: {s['cycles']} cycles, loop {s['pacer'].get('elapsed_s', float('nan')):.2f} s wall; "
             f"compute p50 {t['compute']['p50']:.1f} p99 {t['compute']['p99']:.1f} us, "
             f"io p50 {t['io']['p50']:.1f} p99 {t['io']['p99']:.1f} us")
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import select
 import signal
 import struct
 import termios
@@ -44,6 +43,8 @@ SERIAL = ROOT / "configs" / "bus" / "serial_frame.toml"
 LSB = 0.02                       # N m per LSB of the int16 torque signals
 NJ = 3                           # ELLA: base_yaw, shoulder_pitch, elbow
 TIMEOUT = int(StatusFlag.COMMAND_TIMEOUT)
+RUNNING = int(StatusFlag.RUNNING)
+REJECTED = int(StatusFlag.COMMAND_REJECTED)
 
 # A float32 command map (CAN FD) for real NaN payloads: the shipped maps carry int16 torques only.
 FLOAT_MAP = """
@@ -263,18 +264,21 @@ class Tally:
         self.emu = emu
         self.accepted = 0
         self.ignored = 0
+        self.lost = 0
         self.rejected = {k: 0 for k in REJECTION_KINDS}
 
-    def add(self, accepted: int = 0, ignored: int = 0, **rejected: int) -> None:
+    def add(self, accepted: int = 0, ignored: int = 0, lost: int = 0, **rejected: int) -> None:
         self.accepted += accepted
         self.ignored += ignored
+        self.lost += lost
         for k, n in rejected.items():
             assert k in self.rejected
             self.rejected[k] += n
 
     def check(self) -> None:
         got = self.emu.commands.counters()
-        assert got == {"accepted": self.accepted, "ignored": self.ignored, "rejected": self.rejected}
+        assert got == {"accepted": self.accepted, "ignored": self.ignored, "lost": self.lost,
+                       "rejected": self.rejected}
 
 
 # ----------------------------------------------------------------------------- 1. malformed input (CAN)
@@ -295,7 +299,8 @@ def test_malformed_can_frames_are_rejected_counted_and_never_applied(model):
         sensor_frames = fw.take_sensor_frames()
         ids = [f.arbitration_id for f in sensor_frames]
         assert ids == [0x110, 0x111, 0x112 if emu.cycle % 2 == 0 else 0x113]   # the loop keeps answering
-        assert fw.statuses(sensor_frames) == [0]
+        status = fw.statuses(sensor_frames)[0]
+        assert status & ~REJECTED == RUNNING
         tally.check()
         return applied(emu)
 
@@ -476,7 +481,7 @@ def test_serial_line_noise_and_malformed_packets_are_counted(model):
             wait_bytes(fw_link.fileno(), 31)                  # one 26-byte sensor packet per cycle
             frames = fw.take_sensor_frames()
             assert [f.arbitration_id for f in frames] == [0x81]
-            assert fw.statuses(frames) == [0]
+            assert [s & ~REJECTED for s in fw.statuses(frames)] == [RUNNING]
             return applied(emu)
 
         tau_a = quantized(hold + [1.0, -3.0, 0.5])
@@ -508,12 +513,11 @@ def test_serial_line_noise_and_malformed_packets_are_counted(model):
         assert len(cobs_decode(bytes(packet[:-1]))) == 1 + 7 + 2           # still valid COBS
         inject(bytes(packet))
         assert np.array_equal(cycle(rx_crc_errors=1, rx_garbage_bytes=len(packet) - 1), tau_a)
-        # ... so the firmware's next packet skips a counter value: rejected once (resync), the
-        # one after is accepted
+        # ... so the firmware's next packet skips a counter value: accepted, one frame counted lost
         skipped = quantized(hold + [2.5, -2.5, 1.5])
         send(fw.command(skipped))
-        tally.add(counter=1)
-        assert np.array_equal(cycle(rx_frames=1), tau_a)
+        tally.add(accepted=1, lost=1)
+        assert np.array_equal(cycle(rx_frames=1), skipped)
         tau_b = quantized(hold + [3.0, -3.0, 2.0])
         send(fw.command(tau_b))
         tally.add(accepted=1)
@@ -561,7 +565,7 @@ def test_serial_line_noise_and_malformed_packets_are_counted(model):
         tally.add(accepted=1)
         assert np.array_equal(cycle(rx_frames=1), tau_d)
 
-        assert tally.rejected == {"unknown_id": 1, "length": 3, "crc": 0, "counter": 2, "range": 4, "nan": 0}
+        assert tally.rejected == {"unknown_id": 1, "length": 3, "crc": 0, "counter": 1, "range": 4, "nan": 0}
         assert link["rx_crc_errors"] == 1 and link["rx_framing_errors"] == 6
         assert emu.watchdog.trips == 0
         print(f"\nserial after {emu.cycle} cycles: link {emu_link.counters.as_dict()}, "
@@ -574,12 +578,13 @@ def test_serial_line_noise_and_malformed_packets_are_counted(model):
 # ----------------------------------------------------------------------------- 1. the same, in real time
 class PtyFlooder:
     """Emulator-side pty master link whose send() makes the firmware end answer every sensor
-    packet at once: it drains its input and writes line noise, malformed packets and one valid
-    command (all in the emulator's thread: no second Python thread competes for the GIL)."""
+    packet at once: it discards its input and writes line noise, malformed packets and one valid
+    command, precomputed (all in the emulator's thread: no second Python thread competes for the
+    GIL, and the firmware's share of the cycle is two system calls)."""
 
-    def __init__(self, emu_link: SerialLink, fw_link: SerialLink, answer):
+    def __init__(self, emu_link: SerialLink, fw_fd: int, answer):
         self.inner = emu_link
-        self.fw = fw_link
+        self.fw_fd = fw_fd
         self.name = emu_link.name
         self.counters = emu_link.counters
         self.answer = answer
@@ -587,9 +592,11 @@ class PtyFlooder:
 
     def send(self, frame: Frame) -> bool:
         ok = self.inner.send(frame)
-        while self.fw.recv() is not None:
+        try:
+            os.read(self.fw_fd, 65536)
+        except BlockingIOError:
             pass
-        os.write(self.fw.fileno(), self.answer(self.cues))
+        os.write(self.fw_fd, self.answer(self.cues))
         self.cues += 1
         return ok
 
@@ -605,8 +612,8 @@ def test_realtime_loop_keeps_its_period_under_a_flood_of_malformed_frames(model,
     period, duration = 1e-3, 1.0
     bus = BusMap.load(CLASSIC if transport == "can" else SERIAL)
     cmd = bus.codec("cmd_torque")
-    hold_q = quantized(Plant(model).equilibrium_eta())
-    good = [cmd.encode([*hold_q, 0], counter=k) for k in range(256)]
+    hold_cmd = quantized(Plant(model).equilibrium_eta())
+    good = [cmd.encode([*hold_cmd, 0], counter=k) for k in range(256)]
     log = tmp_path / "flood.msgpack"
     opts = dict(mode="realtime", period_s=period, duration_s=duration, watchdog_s=0.05, log_path=str(log))
 
@@ -646,7 +653,8 @@ def test_realtime_loop_keeps_its_period_under_a_flood_of_malformed_frames(model,
                 out += encode_frame(good[(k - 1) & 0xFF])                                      # counter
             return out + encode_frame(good[c])
 
-        link = PtyFlooder(emu_side, fw_side, answer)
+        first, table = answer(0), [answer(256 + c) for c in range(256)]    # precomputed: cheap in the loop
+        link = PtyFlooder(emu_side, fw_side.fileno(), lambda k: table[k & 0xFF] if k else first)
         emu, hold = make_emulator(model, bus, link, **opts)
         closers = [fw_side, emu_side]
     try:
@@ -666,9 +674,10 @@ def test_realtime_loop_keeps_its_period_under_a_flood_of_malformed_frames(model,
     assert summary["halted"] is None
     assert summary["cycles"] == n and pacer["cycles"] == n
     assert summary["t_s"] == pytest.approx(duration, abs=1e-9)
-    # the loop kept its period: n cycles took (n - 1) periods, plus the periods skipped after overruns
+    # the loop kept its period: n cycles took (n - 1) periods, plus the periods skipped after
+    # overruns (the summary's elapsed time also covers the last cycle and closing the log)
     nominal = (n - 1 + pacer["skipped_periods"]) * period
-    assert nominal - 1e-4 <= pacer["elapsed_s"] <= nominal + 5e-3
+    assert nominal - 1e-4 <= pacer["elapsed_s"] <= nominal + 0.05
     assert lat["p99"] < 1000.0
     assert summary["watchdog"]["trips"] == 0
     rej = summary["commands"]["rejected"]
@@ -691,9 +700,9 @@ def test_realtime_loop_keeps_its_period_under_a_flood_of_malformed_frames(model,
     cols = header["columns"]
     assert len(rows) == n
     tau = rows[:, [cols.index(f"tau_{j}") for j in emu.plant.layout.joint_names]]
-    first = 0 if transport == "can" else int(np.argmax(np.all(tau == hold_q, axis=1)))
+    first = 0 if transport == "can" else int(np.argmax(np.all(tau == hold_cmd, axis=1)))
     assert np.array_equal(tau[:first], np.broadcast_to(hold, (first, NJ)))
-    assert np.array_equal(tau[first:], np.broadcast_to(hold_q, (n - first, NJ)))
+    assert np.array_equal(tau[first:], np.broadcast_to(hold_cmd, (n - first, NJ)))
     assert first <= 2
 
 
@@ -723,7 +732,7 @@ def test_watchdog_trips_once_applies_the_safe_state_and_clears(model, safe_state
         for _ in range(cycles):
             last_t, _, _, tau_applied, status = cycle(fw.command(tau))
             assert np.array_equal(tau_applied, tau)
-            assert status == 0 and not emu.watchdog.tripped
+            assert status & ~REJECTED == RUNNING and not emu.watchdog.tripped
         return last_t
 
     def silent(cycles, last_valid_t, command):
@@ -738,7 +747,7 @@ def test_watchdog_trips_once_applies_the_safe_state_and_clears(model, safe_state
             if trip is None and due:
                 trip = (t, q, k)
             assert emu.watchdog.tripped == due == (trip is not None)
-            assert status == (TIMEOUT if due else 0)
+            assert status & ~REJECTED == RUNNING | (TIMEOUT if due else 0)
             if not due:
                 assert np.array_equal(tau, command)               # the last command is held until then
                 continue
@@ -750,19 +759,20 @@ def test_watchdog_trips_once_applies_the_safe_state_and_clears(model, safe_state
             else:
                 expected = -opt.brake_damping_N_m_s_rad * qd
             np.testing.assert_allclose(tau, expected, rtol=1e-12, atol=1e-9)
+            assert np.all(np.isfinite(plant.pos)) and np.max(np.abs(plant.vel[:NJ])) < 3.0   # no divergence
         assert trip is not None and trip[2] in (50, 51)
         return trip
 
     tau_1 = quantized(hold + [3.0, 8.0, 1.0])                # moves the arm: the trip pose matters
     last_t = commanded(tau_1, 100)
     assert emu.watchdog.events == [] and emu.watchdog.trips == 0
-    t_trip, q_trip, _ = silent(80, last_t, tau_1)
+    t_trip, q_trip, _ = silent(300, last_t, tau_1)      # 250 ms in the safe state
     assert emu.watchdog.trips == 1 and emu.watchdog.events == [("tripped", t_trip)]
 
     # valid commands again: cleared in the first cycle with one, which applies it at once
     tau_2 = quantized(hold + [-2.0, 4.0, -1.0])
     t_clear, _, _, tau, status = cycle(fw.command(tau_2))
-    assert not emu.watchdog.tripped and status == 0
+    assert not emu.watchdog.tripped and status & ~REJECTED == RUNNING
     assert np.array_equal(tau, tau_2)
     assert emu.watchdog.events == [("tripped", t_trip), ("cleared", t_clear)]
     last_t = commanded(tau_2, 30)
@@ -772,7 +782,7 @@ def test_watchdog_trips_once_applies_the_safe_state_and_clears(model, safe_state
     assert not np.allclose(q_trip2, q_trip, rtol=0, atol=1e-9)
     assert emu.watchdog.trips == 2
     assert emu.watchdog.events == [("tripped", t_trip), ("cleared", t_clear), ("tripped", t_trip2)]
-    assert emu.commands.counters()["rejected"]["crc"] == 140
+    assert emu.commands.counters()["rejected"]["crc"] == 360
     assert np.all(np.isfinite(plant.pos))
 
 
@@ -818,7 +828,7 @@ def test_run_log_header_and_one_row_per_cycle(model, tmp_path):
     block = lambda prefix: rows[:, [header["columns"].index(f"{prefix}{j}") for j in joints]]  # noqa: E731
     np.testing.assert_array_equal(col["cycle"], np.arange(1, n + 1))
     np.testing.assert_allclose(col["t"], np.arange(1, n + 1) * emu.plant.dt, rtol=0, atol=1e-12)
-    assert np.all(col["status"] == 0)
+    assert np.all(col["status"] == RUNNING)
     # cycle k applied the answer to the sensor frame of cycle k - 1 (the first cue is run()'s)
     np.testing.assert_array_equal(block("tau_cmd_"), np.array(sent[:n]))
     np.testing.assert_array_equal(block("tau_"), block("tau_cmd_"))
