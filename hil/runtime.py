@@ -7,7 +7,6 @@ as possible) and `lockstep` (one step per received command frame, deterministic)
 """
 from __future__ import annotations
 
-import queue
 import signal
 import threading
 import time
@@ -18,7 +17,7 @@ import numpy as np
 
 from firmware_bridge.link import Link
 from firmware_bridge.messages import StatusFlag
-from firmware_bridge.recording import BusRecorder
+from firmware_bridge.recording import BackgroundWriter, BusRecorder
 from firmware_bridge.signals import CommandInput, SensorOutput
 from .plant import Plant
 from .realtime import CycleStats, OverrunHalt, Pacer, RealtimeSetup
@@ -84,31 +83,21 @@ class Watchdog:
 
 
 class RunLogger:
-    """Writes per-cycle records from a queue on its own thread (a full queue drops and counts)."""
+    """Writes per-cycle records on a background thread (a full queue drops and counts)."""
 
     def __init__(self, path: str, header: dict, columns: list[str], depth: int = 4096):
         self.writer = MsgpackRunWriter(path, {**header, "columns": columns})
-        self.queue: queue.Queue = queue.Queue(depth)
-        self.dropped = 0
-        self._thread = threading.Thread(target=self._drain, name="hil-log", daemon=True)
-        self._thread.start()
+        self._worker = BackgroundWriter(self.writer.write, "hil-log", depth)
+
+    @property
+    def dropped(self) -> int:
+        return self._worker.dropped
 
     def put(self, row: np.ndarray) -> None:
-        try:
-            self.queue.put_nowait(row)
-        except queue.Full:
-            self.dropped += 1
-
-    def _drain(self) -> None:
-        while True:
-            row = self.queue.get()
-            if row is None:
-                return
-            self.writer.write(row)
+        self._worker.put(row)
 
     def close(self) -> None:
-        self.queue.put(None)
-        self._thread.join(timeout=5.0)
+        self._worker.close()
         self.writer.close()
 
 

@@ -1,51 +1,27 @@
 """The reference firmware against the emulator, in one process over an in-memory link."""
-import collections
-
 import numpy as np
 import pytest
 
 from firmware_bridge.controller import ReferenceController, ControllerGains, quintic
 from firmware_bridge.firmware import Firmware
-from firmware_bridge.link import LinkCounters
 from firmware_bridge.messages import BusMap
 from firmware_bridge.signals import CommandInput, SensorOutput
 from hil.config import load_model
 from hil.plant import Plant
 from hil.runtime import Emulator, RuntimeOptions
-
-
-class MemoryLink:
-    """One end of an in-memory frame pipe (the Link protocol, no I/O)."""
-
-    def __init__(self, rx: collections.deque, tx: collections.deque):
-        self.rx, self.tx, self.counters, self.name = rx, tx, LinkCounters(), "memory"
-
-    def send(self, frame) -> bool:
-        self.tx.append(frame)
-        self.counters.tx_frames += 1
-        return True
-
-    def recv(self):
-        if not self.rx:
-            return None
-        self.counters.rx_frames += 1
-        return self.rx.popleft()
-
-    def close(self) -> None:
-        pass
+from links import memory_pair
 
 
 def closed_loop(vibration_suppression: bool, move_time: float = 1.0, duration: float = 3.0):
     """Tip positions of a closed-loop run of the ELLA preset with the reference firmware."""
-    a, b = collections.deque(), collections.deque()
+    emu_link, fw_link = memory_pair()
     bus = BusMap.load("configs/bus/serial_frame.toml")
     plant = Plant(load_model("configs/ella.toml"))
     plant.equilibrium_eta()
     names = plant.layout.joint_names
-    emu = Emulator(plant, MemoryLink(a, b), CommandInput(bus, names), SensorOutput(bus, names),
+    emu = Emulator(plant, emu_link, CommandInput(bus, names), SensorOutput(bus, names),
                    RuntimeOptions(mode="afap", realtime=False))
     fw = Firmware(bus, "configs/ella.toml", move_time, vibration_suppression)
-    fw_link = MemoryLink(b, a)
     emu._send(0)
     tips = []
     for _ in range(int(duration / plant.dt)):

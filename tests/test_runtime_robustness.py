@@ -35,6 +35,7 @@ from hil.config import load_model
 from hil.plant import Plant
 from hil.runlog import read_run
 from hil.runtime import Emulator, RuntimeOptions
+from links import MemoryLink, memory_pair
 
 ROOT = Path(__file__).resolve().parent.parent
 ARM = ROOT / "configs" / "ella.toml"
@@ -123,36 +124,6 @@ def model():
 
 
 # ----------------------------------------------------------------------------- links
-class MemoryLink:
-    """One end of an in-memory CAN-style link pair (the Link protocol): send() queues on the peer."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self.counters = LinkCounters()
-        self.inbox: deque[Frame] = deque()
-        self.peer: MemoryLink | None = None
-
-    def send(self, frame: Frame) -> bool:
-        self.counters.tx_frames += 1
-        self.peer.inbox.append(Frame(frame.arbitration_id, bytes(frame.data), frame.is_fd, frame.is_extended_id))
-        return True
-
-    def recv(self) -> Frame | None:
-        if not self.inbox:
-            return None
-        self.counters.rx_frames += 1
-        return self.inbox.popleft()
-
-    def close(self) -> None:
-        pass
-
-
-def memory_pair() -> tuple[MemoryLink, MemoryLink]:
-    a, b = MemoryLink("emulator"), MemoryLink("firmware")
-    a.peer, b.peer = b, a
-    return a, b
-
-
 class AnsweringLink(MemoryLink):
     """Emulator-side link with the firmware folded in: each sensor frame with id `cue_id` makes
     `answer(k)` (k = 0, 1, ... per cue) queue the firmware's frames for the emulator's next cycle."""
