@@ -4,6 +4,12 @@ It waits for each sensor frame, computes joint torques with the reference
 controller (firmware_bridge.controller) and answers with the command frame(s).
 Time is the emulator's cycle counter times the cycle period, so a lockstep run
 is deterministic.
+
+On a CANopen map (firmware_bridge.canopen) the firmware is the NMT master and SYNC
+producer: it starts all nodes once the drives have sent their boot-up (or any) heartbeat,
+sends one SYNC per cycle, computes on each complete set of position TPDOs, answers with the
+RPDOs (target torque, applied by the drives at the next SYNC) followed by the next SYNC, and
+stops the nodes at the end. Time is then the number of SYNCs sent times the cycle period.
 """
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ from hil.assembly import assemble, make_work
 from hil.config import load_model
 from hil.linearize import static_forces
 from hil.assembly import rpy_matrix
+from .canopen import CanopenMaster, is_canopen
 from .controller import ELLA_SETPOINTS, ChainGeometry, ControllerGains, ReferenceController
 from .link import Link
 from .messages import BusMap
@@ -51,6 +58,7 @@ class FirmwareResult:
     link: dict
     sensors: dict
     command_to_sensor_us: dict     # command sent -> next sensor frame received (computed with it)
+    canopen: dict | None = None    # CANopen maps: the master's counters
 
 
 class Firmware:
@@ -63,8 +71,9 @@ class Firmware:
         q0 = np.array([b.joint.q0_rad for b in model.bodies])
         self.goal = np.array([ELLA_SETPOINTS.get(n, q) for n, q in zip(names, q0)])
         self.bus = bus
+        self.master = CanopenMaster(bus, names) if is_canopen(bus) else None
         self.sensors = SensorInput(bus, names)
-        self.commands = CommandOutput(bus, names)
+        self.commands = CommandOutput(bus, names, self.master.own_ids if self.master else ())
         geometry = ChainGeometry(np.array([b.joint.axis / np.linalg.norm(b.joint.axis) for b in model.bodies]),
                                  np.array([rpy_matrix(b.joint.rpy_rad) for b in model.bodies]))
         self.ctl = ReferenceController(gear, COUNTS_PER_REV, q0, self.goal, move_time_s, ELLA_GAINS, bus.cycle_s,
@@ -80,30 +89,46 @@ def run_firmware(link: Link, bus: BusMap, arm_config: str, duration_s: float, mo
 
 
 def serve(fw: Firmware, link: Link, duration_s: float, idle_timeout_s: float = 2.0) -> FirmwareResult:
-    """Answer every encoder frame with a command until the emulator's time passes duration_s."""
+    """Answer every encoder frame with a command until the emulator's time passes duration_s.
+
+    CANopen: heartbeats go to the master (which starts the network); once it has started, only
+    PDOs count as activity for the idle timeout."""
     bus, sensors, commands, ctl, gravity, goal = fw.bus, fw.sensors, fw.commands, fw.ctl, fw.gravity, fw.goal
+    master = fw.master
     last_rx = time.monotonic()
     fd = _descriptor(link)
     sent_at = None
     latency = []
+    cycle = sensors.cycle
     while time.monotonic() - last_rx < idle_timeout_s:
         frame = link.recv()
         if frame is None:
             _wait(fd)
+            continue
+        if master is not None and master.is_protocol(frame):
+            if not master.started:
+                last_rx = time.monotonic()
+            for f in master.on_heartbeat(frame):       # NMT start and the first SYNC
+                link.send(f)
             continue
         last_rx = time.monotonic()
         if not sensors.feed(frame):
             continue
         if sent_at is not None:
             latency.append(last_rx - sent_at)
-        tau = ctl.update(sensors.cycle * bus.cycle_s, sensors.counts, gravity, sensors.gyro)
-        for f in commands.frames(tau, sensors.cycle):
+        cycle = sensors.cycle if master is None else master.syncs
+        tau = ctl.update(cycle * bus.cycle_s, sensors.counts, gravity, sensors.gyro)
+        for f in commands.frames(tau, cycle):
             link.send(f)
+        done = cycle * bus.cycle_s >= duration_s
+        if master is not None:
+            link.send(master.stop() if done else master.sync())
         sent_at = time.monotonic()
-        if sensors.cycle * bus.cycle_s >= duration_s:
+        if done:
             break
-    return FirmwareResult(sensors.cycle, ctl.q.tolist(), (goal - ctl.q).tolist(), link.counters.as_dict(),
-                          sensors.reader.stats(), _distribution_us(latency))
+    return FirmwareResult(sensors.cycle if master is None else cycle, ctl.q.tolist(), (goal - ctl.q).tolist(),
+                          link.counters.as_dict(), sensors.reader.stats(), _distribution_us(latency),
+                          None if master is None else master.stats())
 
 
 def _distribution_us(seconds: list[float]) -> dict:

@@ -1,9 +1,10 @@
 """Between named bus signals and the arrays the emulator and the firmware compute with.
 
 Signal names (see configs/bus/*.toml): commands `tau_<joint>` [N m, link side] with a
-rolling counter; sensors `enc_<joint>` [counts], `imu_ax..imu_az` [m/s^2],
-`imu_gx..imu_gz` [rad/s], `status` (StatusFlag bits) and `cycle`. Every rejected
-frame is counted by kind (firmware_bridge.messages.REJECTION_KINDS), never raised.
+rolling counter; sensors `enc_<joint>` [counts], `vel_<joint>` [motor counts/s, optional],
+`imu_ax..imu_az` [m/s^2], `imu_gx..imu_gz` [rad/s], `status` (StatusFlag bits) and `cycle`.
+Every rejected frame is counted by kind (firmware_bridge.messages.REJECTION_KINDS), never raised.
+A writer's `exclude` names message ids another component produces (CANopen SYNC, heartbeats).
 """
 from __future__ import annotations
 
@@ -99,8 +100,8 @@ class FrameWriter:
     Values beyond a signal's range saturate at its limit, as a real sensor or drive
     interface does, and are counted in `saturated`."""
 
-    def __init__(self, bus: BusMap, direction: str):
-        self.codecs = bus.messages(direction)
+    def __init__(self, bus: BusMap, direction: str, exclude: frozenset[int] | set[int] | tuple = ()):
+        self.codecs = tuple(c for c in bus.messages(direction) if c.arbitration_id not in exclude)
         self.values = {id(c): np.zeros(len(c.signal_names)) for c in self.codecs}
         self.counter = {id(c): 0 for c in self.codecs}
         self.lo = {id(c): np.array([s.minimum for s in c.spec.signals]) for c in self.codecs}
@@ -149,9 +150,10 @@ class CommandInput:
 class SensorOutput:
     """Plant side: encoder counts, IMU readings, status and cycle into the sensor frames."""
 
-    def __init__(self, bus: BusMap, joint_names: list[str]):
-        self.writer = FrameWriter(bus, "to_firmware")
+    def __init__(self, bus: BusMap, joint_names: list[str], exclude: frozenset[int] | set[int] | tuple = ()):
+        self.writer = FrameWriter(bus, "to_firmware", exclude)
         self.enc = self._optional(bus, [f"enc_{j}" for j in joint_names])
+        self.vel = self._optional(bus, [f"vel_{j}" for j in joint_names])
         self.imu = self._optional(bus, list(IMU_SIGNALS))
         self.status = self._optional(bus, ["status"])
         self.cycle = self._optional(bus, ["cycle"])
@@ -166,10 +168,15 @@ class SensorOutput:
             out += [(id(c), i, pos) for c, i in bus.find(name) if c.direction == "to_firmware"]
         return out
 
-    def frames(self, cycle: int, counts: np.ndarray, imu: np.ndarray, status: int) -> list[Frame]:
+    def frames(self, cycle: int, counts: np.ndarray, imu: np.ndarray, status: int,
+               vel: np.ndarray | None = None) -> list[Frame]:
+        """The frames due in `cycle`; `vel` [motor counts/s] fills the `vel_<joint>` signals."""
         v = self.writer.values
         for key, i, pos in self.enc:
             v[key][i] = counts[pos]
+        if vel is not None:
+            for key, i, pos in self.vel:
+                v[key][i] = vel[pos]
         for key, i, pos in self.imu:
             v[key][i] = imu[0, pos]
         for key, i, _ in self.status:
@@ -186,6 +193,9 @@ class SensorInput:
         self.reader = FrameReader(bus, "to_firmware")
         self.enc = _slots(bus, "to_firmware", [f"enc_{j}" for j in joint_names])
         self.counts = np.zeros(len(joint_names), np.int64)
+        self.vel = np.zeros(len(joint_names))          # motor counts/s, where the map carries vel_<joint>
+        self._vel_slots = [(k, c, c.index(f"vel_{j}")) for k, j in enumerate(joint_names)
+                           for c in bus.messages("to_firmware") if f"vel_{j}" in c.signal_names]
         self.cycle = -1                     # the emulator's cycle counter, unwrapped
         self.status = 0
         # a rolling counter advances once per frame: in a message sent every N > 1 cycles (compact_classic's
@@ -232,6 +242,9 @@ class SensorInput:
         for k, c, i in self._gyro_slots:
             if c is codec:
                 self.gyro[k] = vals[i]
+        for k, c, i in self._vel_slots:
+            if c is codec:
+                self.vel[k] = vals[i]
         if id(codec) not in self.encoder_codecs:
             return False
         self._seen_encoders.add(id(codec))
@@ -245,8 +258,8 @@ class SensorInput:
 class CommandOutput:
     """Firmware side: torques into the command frame(s)."""
 
-    def __init__(self, bus: BusMap, joint_names: list[str]):
-        self.writer = FrameWriter(bus, "to_plant")
+    def __init__(self, bus: BusMap, joint_names: list[str], exclude: frozenset[int] | set[int] | tuple = ()):
+        self.writer = FrameWriter(bus, "to_plant", exclude)
         slots = _slots(bus, "to_plant", [f"tau_{j}" for j in joint_names])
         self.slots = [(id(c), i) for c, i in slots]
         # the largest |torque| [N m] each joint's command signal carries

@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 
-from .cli import command
+from .cli import CliError, command
 
 
 def _run_arguments(p: argparse.ArgumentParser) -> None:
@@ -23,7 +23,9 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--firmware-link", help="link spec the spawned firmware opens (default: the pty's other end)")
     p.add_argument("--move-time", type=float, default=2.0, help="spawned firmware: duration of the manoeuvre in s")
     p.add_argument("--vibration-suppression", action="store_true", help="spawned firmware: IMU vibration suppression")
-    p.add_argument("--mode", choices=("realtime", "afap", "lockstep"), default="realtime")
+    p.add_argument("--mode", choices=("realtime", "afap", "lockstep"), default="realtime",
+                   help="realtime: fixed period; afap: as fast as possible; lockstep: one step per command "
+                        "frame (CANopen map: per SYNC), deterministic")
     p.add_argument("--duration", type=float, default=None, help="simulated time in s (default: until SIGINT)")
     p.add_argument("--period", type=float, default=1e-3, help="cycle period in s (realtime mode)")
     p.add_argument("--log", help="run log (.msgpack), readable up to its last flush if the process is killed")
@@ -31,7 +33,11 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-realtime", action="store_true", help="skip SCHED_FIFO, mlockall and gc freezing")
     p.add_argument("--cpu", type=int, default=None, help="pin the loop (and a spawned firmware) to this CPU")
     p.add_argument("--watchdog", type=float, default=0.05, help="command timeout in s before the safe state")
-    p.add_argument("--safe-state", choices=("zero_torque", "hold", "brake"), default="zero_torque")
+    p.add_argument("--safe-state", choices=("zero_torque", "hold", "brake"), default="zero_torque",
+                   help="torque after a command timeout (CANopen: also of a stopped drive)")
+    p.add_argument("--heartbeat-ms", type=float, default=None,
+                   help="CANopen map (NMT/SYNC, e.g. canopen_cst): heartbeat producer time of the emulated "
+                        "nodes in ms, wall clock (default: the map's heartbeat period, 100 ms; 0: off)")
     p.add_argument("--overrun-policy", choices=("skip", "slip"), default="skip",
                    help="skip: keep the absolute grid; slip: re-anchor it after an overrun")
     p.add_argument("--halt-after", type=int, default=0, help="stop after N consecutive overruns (0: never)")
@@ -41,6 +47,7 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("run", "the emulator: real-time loop behind a CAN or serial link", _run_arguments)
 def _cmd_run(args: argparse.Namespace) -> int:
+    from firmware_bridge.canopen import DriveNodes, is_canopen
     from firmware_bridge.connect import open_link
     from firmware_bridge.messages import BusMap
     from firmware_bridge.signals import CommandInput, SensorOutput
@@ -49,9 +56,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .runtime import Emulator, RuntimeOptions
 
     bus = BusMap.load(args.bus)
+    if args.heartbeat_ms is not None and not is_canopen(bus):
+        raise CliError(f"--heartbeat-ms needs a CANopen bus map; {args.bus} has no NMT and SYNC messages")
     model = load_model(args.config)
     plant = Plant(model)
     plant.equilibrium_eta()
+    names = plant.layout.joint_names
+    protocol = None                 # a CANopen map: the emulator plays its nodes (NMT, SYNC, heartbeats)
+    if is_canopen(bus):
+        protocol = DriveNodes(bus, names, None if args.heartbeat_ms is None else args.heartbeat_ms * 1e-3)
     firmware = None
     if args.link in ("pty", "slcan-pty"):
         from firmware_bridge.connect import open_pty_pair_link
@@ -60,7 +73,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     else:
         link = open_link(args.link)
         fw_link = args.firmware_link or args.link
-    names = plant.layout.joint_names
     opts = RuntimeOptions(mode=args.mode, period_s=args.period, duration_s=args.duration,
                           watchdog_s=args.watchdog, safe_state=args.safe_state, realtime=not args.no_realtime,
                           cpu=args.cpu, log_path=args.log, overrun_policy=args.overrun_policy,
@@ -68,7 +80,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
                           bus_record_path=args.record_bus)
     header = {"config": args.config, "config_text": open(args.config, encoding="utf-8").read(), "bus": args.bus,
               "link": args.link, "mode": args.mode, "versions": _versions()}
-    emulator = Emulator(plant, link, CommandInput(bus, names), SensorOutput(bus, names), opts, header)
+    emulator = Emulator(plant, link, CommandInput(bus, names),
+                        SensorOutput(bus, names, protocol.own_ids if protocol else ()), opts, header, protocol)
     if args.spawn_firmware:
         firmware = _spawn_firmware(args, fw_link)
         _await_host(link)
@@ -178,6 +191,10 @@ def format_summary(s: dict) -> str:
     lines.append(f"link {s['link']}")
     lines.append(f"commands {s['commands']}")
     lines.append(f"watchdog trips {s['watchdog']['trips']}")
+    if s.get("canopen"):
+        co = s["canopen"]
+        lines.append("canopen nodes " + ", ".join(f"{n} {st}" for n, st in co["nodes"].items())
+                     + "; " + ", ".join(f"{k} {v}" for k, v in co.items() if k not in ("nodes", "heartbeat_ms")))
     lines.append("final joint errors [rad]: " + ", ".join(f"{k} {v:+.5f}" for k, v in s["final_joint_error_rad"].items()))
     if s.get("tip_residual_mm") is not None:
         lines.append(f"tip residual vibration over the last 1 s: {s['tip_residual_mm']:.3f} mm peak to peak")
@@ -186,6 +203,8 @@ def format_summary(s: dict) -> str:
     if s.get("firmware"):
         fw = s["firmware"]
         lines.append(f"firmware: {fw['cycles']} cycles, link {fw['link']}, sensor frames {fw['sensors']}")
+        if fw.get("canopen"):
+            lines.append(f"firmware CANopen master: {fw['canopen']}")
         lat = fw.get("command_to_sensor_us", {})
         if lat.get("count"):
             lines.append(f"firmware command->sensor us  p50 {lat['p50']:8.1f}  p99 {lat['p99']:8.1f}  "

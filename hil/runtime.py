@@ -4,6 +4,13 @@ One thread owns the loop (receive, decode, step, sample, encode, send) on absolu
 deadlines (hil.realtime.Pacer); records go to a logger thread through a bounded queue,
 so file I/O never runs in the loop. Modes: `realtime` (fixed period), `afap` (as fast
 as possible) and `lockstep` (one step per received command frame, deterministic).
+
+CANopen maps (firmware_bridge.canopen.DriveNodes as `protocol`): the nodes take NMT and SYNC
+frames and drop RPDOs while not operational; lockstep steps once per SYNC (in any NMT state: the
+SYNC is the bus's clock), realtime/afap step on their own period and a SYNC only marks which
+cycle the operational nodes answer with their TPDOs (from the state after the step). Boot-up
+messages and heartbeats go out from the loop (also while lockstep waits); the joints of stopped
+drives, or drives that left operational, are in the safe state until NMT start.
 """
 from __future__ import annotations
 
@@ -15,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from firmware_bridge.link import Link
+from firmware_bridge.link import Frame, Link
 from firmware_bridge.messages import StatusFlag
 from firmware_bridge.recording import BackgroundWriter, BusRecorder
 from firmware_bridge.signals import CommandInput, SensorOutput
@@ -105,7 +112,8 @@ class Emulator:
     """The plant behind a link, speaking the bus map's protocol."""
 
     def __init__(self, plant: Plant, link: Link, commands: CommandInput, sensors_out: SensorOutput,
-                 options: RuntimeOptions, header: dict | None = None):
+                 options: RuntimeOptions, header: dict | None = None, protocol=None):
+        """`protocol`: the CANopen nodes (firmware_bridge.canopen.DriveNodes) for a CANopen map, else None."""
         options.validate()
         self.plant = plant
         self.link = link
@@ -124,7 +132,9 @@ class Emulator:
         self._held_fresh = False            # lockstep: a command taken in while waiting
         self._rejected_now = False          # a command frame was rejected this cycle
         self.recorder: BusRecorder | None = None
+        self.protocol = protocol
         nj = plant.layout.n_joints
+        self._safe_before = np.zeros(nj, bool)   # protocol: joints in the safe state last cycle
         self.tau = np.zeros(nj)
         self.hold_q = plant.q().copy()
         self.hold_tau = plant.tau[:nj].copy()     # the torque holding the arm at start (Plant.equilibrium_eta)
@@ -144,18 +154,41 @@ class Emulator:
         self._held_fresh = False
         rejected = self._rejections()
         while (frame := self.link.recv()) is not None:
-            fresh |= self.commands.feed(frame)
+            fresh |= self._take(frame)
             if self.recorder:
                 self.recorder.put(frame, received=True)
         self._rejected_now = self._rejections() > rejected
         return fresh
 
+    def _take(self, frame: Frame) -> bool:
+        """Feed a received frame; True if it was a valid command (refreshes the watchdog)."""
+        if self.protocol is not None and self.protocol.receive(frame):
+            return False                    # NMT, SYNC, or an RPDO its node does not take now
+        return self.commands.feed(frame)
+
     def _rejections(self) -> int:
         return sum(self.commands.reader.rejected.values())
 
     def _applied_torque(self) -> np.ndarray:
-        if not self.watchdog.tripped:
+        nodes_safe = self.protocol is not None and self.protocol.any_safe
+        if not self.watchdog.tripped and not nodes_safe:
             return self.commands.tau
+        self._safe_torque()
+        if not self.watchdog.tripped:       # only the joints of stopped drives in the safe state
+            keep = ~self.protocol.safe
+            self.tau[keep] = self.commands.tau[keep]
+        return self.tau
+
+    def _hold_newly_safe_joints(self) -> None:
+        """Protocol: the pose at which a drive was stopped is the one safe_state "hold" keeps."""
+        safe = self.protocol.safe
+        if self.protocol.any_safe or self._safe_before.any():
+            newly = safe & ~self._safe_before
+            if newly.any():
+                self.hold_q[newly] = self.plant.q()[newly]
+            self._safe_before[:] = safe
+
+    def _safe_torque(self) -> None:
         qd = self.plant.vel[: len(self.tau)]
         if self.opt.safe_state == "zero_torque":
             self.tau[:] = 0.0
@@ -164,7 +197,6 @@ class Emulator:
             self.tau[:] = self.hold_tau + kp * (self.hold_q - self.plant.q()) - kd * qd
         else:
             self.tau[:] = -self.opt.brake_damping_N_m_s_rad * qd
-        return self.tau
 
     def _status(self) -> int:
         status = StatusFlag.RUNNING
@@ -175,7 +207,15 @@ class Emulator:
         return int(status)
 
     def _send(self, status: int) -> None:
-        for frame in self.sensors_out.frames(self.cycle, self.sensors.counts, self.sensors.imu, status):
+        if self.protocol is None:
+            vel = self.sensors.motor_velocity_counts() if self.sensors_out.vel else None
+            self._emit(self.sensors_out.frames(self.cycle, self.sensors.counts, self.sensors.imu, status, vel))
+        else:                               # boot-up, heartbeats due, TPDOs answering a SYNC
+            self._emit(self.protocol.transmit(lambda k: self.sensors_out.frames(
+                k, self.sensors.counts, self.sensors.imu, status, self.sensors.motor_velocity_counts())))
+
+    def _emit(self, frames: list[Frame]) -> None:
+        for frame in frames:
             self.link.send(frame)
             if self.recorder:
                 self.recorder.put(frame, received=False)
@@ -201,6 +241,8 @@ class Emulator:
         was_tripped = self.watchdog.tripped
         if self.watchdog.check(self.plant.t, fresh) and not was_tripped:
             self.hold_q[:] = self.plant.q()          # the pose at the trip, held by safe_state "hold"
+        if self.protocol is not None:
+            self._hold_newly_safe_joints()
         t1 = time.monotonic_ns()
         tau = self._applied_torque()
         self.sensors.step(tau)
@@ -218,15 +260,37 @@ class Emulator:
     # ------------------------------------------------------------------ the loop
     def _wait_for_command(self) -> bool:
         """Lockstep: poll the link until a valid command frame has been taken in, or the timeout."""
+        if self.protocol is not None:
+            return self._wait_for_sync()
         deadline = time.monotonic() + self.opt.lockstep_timeout_s
         while not self.stop_requested and time.monotonic() < deadline:
             frame = self.link.recv()
             if frame is None:
                 time.sleep(20e-6)
-            elif self.commands.feed(frame):
+                continue
+            if self.recorder:
+                self.recorder.put(frame, received=True)
+            if self.commands.feed(frame):
                 self._held_fresh = True
                 return True
         return False
+
+    def _wait_for_sync(self) -> bool:
+        """Lockstep on a CANopen map: take frames (NMT, RPDOs) until a SYNC, or the timeout; the
+        nodes' heartbeats keep going out meanwhile."""
+        deadline = time.monotonic() + self.opt.lockstep_timeout_s
+        while not self.stop_requested and time.monotonic() < deadline:
+            self._emit(self.protocol.heartbeats())
+            if self.protocol.step_due:
+                return True
+            frame = self.link.recv()
+            if frame is None:
+                time.sleep(20e-6)
+                continue
+            self._held_fresh |= self._take(frame)
+            if self.recorder:
+                self.recorder.put(frame, received=True)
+        return self.protocol.step_due
 
     def run(self) -> dict:
         """Run until the duration, a signal, or an overrun halt; returns the summary."""
@@ -242,12 +306,12 @@ class Emulator:
                       overrun_policy=self.opt.overrun_policy, halt_after=self.opt.halt_after,
                       ignore_first_s=self.opt.ignore_first_s)
         n_cycles = None if self.opt.duration_s is None else int(round(self.opt.duration_s / self.plant.dt))
-        self._send(0)                          # first sensor frame: the firmware's cue to start
+        self._send(0)                          # first sensor frame (CANopen: boot-up): the firmware's cue
         halted = None
         try:
             while not self.stop_requested and (n_cycles is None or self.cycle < n_cycles):
                 if self.opt.mode == "lockstep" and not self._wait_for_command():
-                    halted = "lockstep: no command within the timeout"
+                    halted = f"lockstep: no {'SYNC' if self.protocol else 'command'} within the timeout"
                     break
                 lateness = pacer.wait()
                 self.step_once(lateness)
@@ -274,7 +338,7 @@ class Emulator:
         return {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
 
     def summary(self, pacer: Pacer, report, halted: str | None) -> dict:
-        return {
+        out = {
             "cycles": self.cycle, "t_s": self.plant.t, "mode": self.opt.mode, "halted": halted,
             "realtime": None if report is None else report.as_dict(),
             "pacer": pacer.counters(), "timing": self.stats.summary(),
@@ -284,6 +348,9 @@ class Emulator:
             "q": self.plant.q().tolist(), "tip": self.sensors.station_out[0, 0:3].tolist(),
             "read_to_send_us": self._latency_summary(),
         }
+        if self.protocol is not None:
+            out["canopen"] = self.protocol.counters()
+        return out
 
     def _latency_summary(self) -> dict:
         n = min(self.latency_count, len(self.latency_ns))

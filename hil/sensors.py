@@ -43,6 +43,7 @@ class SensorSuite:
         self.motor_index = np.array([lay.motor_index(k) if lay.motor_of_joint[k] >= 0 else k
                                      for k in range(lay.n_joints)], np.int64)
         self.counts = np.zeros(lay.n_joints, np.int64)
+        self.velocity_counts = np.zeros(lay.n_joints)      # motor-shaft counts/s (CiA 402 velocity actual)
         self.imu = np.zeros((len(self.station_index), 6))   # specific force (3), angular rate (3), sensor axes
         self._half = 1 << (self.encoder.counter_bits - 1)
         self._mod = 1 << self.encoder.counter_bits
@@ -57,6 +58,13 @@ class SensorSuite:
         """True motor-shaft angles [rad]: n q, or n phi for a Spong joint (phi, the rotor
         coordinate, is stored referred to the link side)."""
         return self.gear * self.plant.pos[self.motor_index]
+
+    def motor_velocity_counts(self) -> np.ndarray:
+        """Motor-shaft speeds in encoder counts/s at the last sample: n qd (or n phi_dot of a Spong
+        joint) times counts_per_rev / (2 pi); computed on request (only maps with vel_<joint> need it)."""
+        np.multiply(self.gear * (self.encoder.counts_per_rev / (2 * np.pi)), self.plant.vel[self.motor_index],
+                    out=self.velocity_counts)
+        return self.velocity_counts
 
     def _encoders(self) -> None:
         raw = np.floor(self.motor_angles() * (self.encoder.counts_per_rev / (2 * np.pi))).astype(np.int64)

@@ -1,0 +1,380 @@
+"""CANopen (configs/bus/canopen_cst.toml): the emulated CiA 402 drives and the firmware's NMT master.
+
+In-process: the emulator (hil.runtime.Emulator with firmware_bridge.canopen.DriveNodes) on one end
+of an in-memory link, the test playing the master on the other, cycle by cycle through
+Emulator.step_once(); the nodes' heartbeat clock is a fake the test advances. Then one closed loop
+through the CLI (`hil run ... --spawn-firmware --mode lockstep` over udp_loopback, SYNC-driven),
+run twice to show that it is deterministic.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from firmware_bridge.canopen import CanopenMaster, DriveNodes, is_canopen
+from firmware_bridge.link import Frame
+from firmware_bridge.messages import (NMT_PRE_OPERATIONAL, NMT_RESET_COMMUNICATION, NMT_RESET_NODE, NMT_START,
+                                      NMT_STOP, STATE_BOOTUP, STATE_OPERATIONAL, STATE_PRE_OPERATIONAL,
+                                      STATE_STOPPED, BusMap, heartbeat_frame, nmt_frame, sync_frame)
+from firmware_bridge.signals import CommandInput, SensorOutput
+from hil.config import load_model
+from hil.plant import Plant
+from hil.runlog import read_run
+from hil.runtime import Emulator, RuntimeOptions
+from links import memory_pair
+
+ROOT = Path(__file__).resolve().parent.parent
+ARM = ROOT / "configs" / "ella.toml"
+MAP = ROOT / "configs" / "bus" / "canopen_cst.toml"
+JOINTS = ("base_yaw", "shoulder_pitch", "elbow")
+SCALE = np.array([0.08, 0.12, 0.03])         # N m per mille of rated torque (the map's signal scales)
+TPDO1 = [0x181, 0x182, 0x183]
+IMU = {0: 0x184, 1: 0x284}                    # accel on even, gyro on odd SYNCs
+HEARTBEATS = [0x701, 0x702, 0x703, 0x704]
+COUNTS_PER_RAD = 16384 / (2 * np.pi)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return load_model(ARM)
+
+
+@pytest.fixture(scope="module")
+def bus():
+    return BusMap.load(MAP)
+
+
+class Clock:
+    """The nodes' heartbeat clock, advanced by the test."""
+
+    def __init__(self, t: float = 1000.0):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class Rig:
+    """Emulator + DriveNodes behind an in-memory link; the test is the CANopen master."""
+
+    def __init__(self, model, bus: BusMap, heartbeat_s: float | None = 0.1, **options):
+        self.bus = bus
+        self.plant = Plant(model)
+        self.hold = self.plant.equilibrium_eta()[:3].copy()
+        names = self.plant.layout.joint_names
+        assert tuple(names) == JOINTS
+        self.clock = Clock()
+        self.nodes = DriveNodes(bus, names, heartbeat_s, clock=self.clock)
+        self.emu_link, self.link = memory_pair()
+        opts = RuntimeOptions(**{"mode": "afap", "realtime": False, "watchdog_s": 10.0, **options})
+        self.emu = Emulator(self.plant, self.emu_link, CommandInput(bus, names),
+                            SensorOutput(bus, names, self.nodes.own_ids), opts, protocol=self.nodes)
+        self.gear = np.array([b.joint.gear_ratio for b in model.bodies])
+
+    def cycle(self, *frames: Frame) -> list[Frame]:
+        """Send frames, run one emulator cycle, return what the emulator sent."""
+        for f in frames:
+            self.link.send(f)
+        n = self.emu.cycle
+        self.emu.step_once()
+        assert self.emu.cycle == n + 1 and not self.emu_link.inbox
+        return self.take()
+
+    def take(self) -> list[Frame]:
+        out = []
+        while (f := self.link.recv()) is not None:
+            out.append(f)
+        return out
+
+    def rpdos(self, tau) -> list[Frame]:
+        return [self.bus.codec(f"rpdo1_{j}").encode([t]) for j, t in zip(JOINTS, tau)]
+
+    def applied(self) -> np.ndarray:
+        """The torque the last cycle applied (Plant.step_and_sample keeps it in Plant.tau)."""
+        return self.plant.tau[:3].copy()
+
+    def quantized(self, tau) -> np.ndarray:
+        return np.round(np.asarray(tau, float) / SCALE) * SCALE
+
+    def started(self) -> None:
+        """Boot-up, then NMT start of all nodes."""
+        assert ids(self.cycle()) == HEARTBEATS
+        assert self.cycle(nmt_frame(NMT_START)) == []
+        assert set(self.nodes.state.values()) == {STATE_OPERATIONAL}
+
+
+def ids(frames: list[Frame]) -> list[int]:
+    return [f.arbitration_id for f in frames]
+
+
+def beats(frames: list[Frame]) -> dict[int, int]:
+    return {f.arbitration_id - 0x700: f.data[0] for f in frames if 0x701 <= f.arbitration_id <= 0x77F}
+
+
+# ----------------------------------------------------------------------------- map and helpers
+def test_the_canopen_map_is_recognised_and_its_nodes_found(bus):
+    assert is_canopen(bus)
+    assert not is_canopen(BusMap.load(ROOT / "configs" / "bus" / "compact_classic.toml"))
+    nodes = DriveNodes(bus, list(JOINTS), clock=Clock())
+    assert nodes.node_ids == (1, 2, 3, 4) and nodes.joint_node == [1, 2, 3]
+    assert nodes.heartbeat_s == pytest.approx(0.1)                        # 100 x 1 ms in the map
+    assert nodes.phase_s == pytest.approx({1: 0.0, 2: 0.025, 3: 0.05, 4: 0.075})
+    assert nodes.own_ids == frozenset(HEARTBEATS)
+    master = CanopenMaster(bus, list(JOINTS))
+    assert master.required == (1, 2, 3) and master.own_ids == frozenset((0x000, 0x080))
+
+
+# ----------------------------------------------------------------------------- NMT state machine
+def test_boot_up_then_pre_operational_nodes_send_nothing_but_heartbeats(model, bus):
+    rig = Rig(model, bus)
+    sent = rig.cycle()
+    assert [(f.arbitration_id, f.data) for f in sent] == [(i, bytes((STATE_BOOTUP,))) for i in HEARTBEATS]
+    assert set(rig.nodes.state.values()) == {STATE_PRE_OPERATIONAL}
+    tau = rig.quantized(rig.hold + [3.0, -4.0, 1.0])
+    for _ in range(5):                         # SYNCs and RPDOs get no answer, the RPDOs are dropped
+        assert rig.cycle(sync_frame(), *rig.rpdos(tau)) == []
+        assert np.array_equal(rig.applied(), rig.hold)        # the drives hold the arm as at start
+    rig.clock.t += 0.2
+    assert beats(rig.cycle(sync_frame())) == {n: STATE_PRE_OPERATIONAL for n in (1, 2, 3, 4)}
+    c = rig.nodes.counters()
+    assert c["rpdos_ignored"] == 15 and c["syncs"] == 6 and c["tpdos_sent"] == 0 and c["bootups_sent"] == 4
+    assert rig.emu.commands.counters()["accepted"] == 0
+
+
+def test_nmt_start_makes_each_sync_answered_with_the_tpdos_of_the_stepped_state(model, bus):
+    rig = Rig(model, bus)
+    rig.started()
+    assert all(rig.plant.layout.motor_of_joint[k] < 0 for k in range(3))     # ELLA: stiff joints
+    tau = rig.quantized(rig.hold + [20.0, -30.0, 6.0])
+    assert rig.cycle(*rig.rpdos(tau)) == []        # no SYNC, no TPDOs (the RPDOs are taken)
+    assert np.array_equal(rig.applied(), tau)
+    for k in range(4):
+        sent = rig.cycle(sync_frame())
+        assert ids(sent) == TPDO1 + [IMU[k % 2]]
+        counts = rig.emu.sensors.counts
+        qd_counts = rig.gear * rig.plant.vel[:3] * COUNTS_PER_RAD     # after this cycle's step
+        for j, f in enumerate(sent[:3]):
+            codec = bus.by_id(f.arbitration_id)
+            enc, vel = codec.decode(f)
+            assert enc == counts[j]
+            assert abs(vel - qd_counts[j]) <= 0.5
+            assert vel != 0.0                       # the arm moves under the torque step
+    assert rig.cycle() == []                        # a cycle without SYNC: nothing
+    c = rig.nodes.counters()
+    assert c["syncs"] == c["syncs_answered"] == 4 and c["tpdos_sent"] == 16 and c["rpdos_ignored"] == 0
+
+
+def test_rpdos_are_ignored_and_counted_unless_their_node_is_operational(model, bus):
+    rig = Rig(model, bus)
+    rig.cycle()
+    tau_a = rig.quantized(rig.hold + [5.0, 5.0, 5.0])
+    rig.cycle(*rig.rpdos(tau_a))
+    assert np.array_equal(rig.applied(), rig.hold)
+    assert rig.nodes.counters()["rpdos_ignored"] == 3 and rig.emu.commands.counters()["accepted"] == 0
+    # NMT start of node 2 only, ahead of the RPDOs: only shoulder_pitch takes its torque
+    sent = rig.cycle(nmt_frame(NMT_START, 2), *rig.rpdos(tau_a), sync_frame())
+    assert np.array_equal(rig.applied(), [rig.hold[0], tau_a[1], rig.hold[2]])
+    assert ids(sent) == [0x182]                     # only node 2 answers the SYNC
+    assert rig.nodes.counters()["rpdos_ignored"] == 5 and rig.emu.commands.counters()["accepted"] == 1
+
+
+@pytest.mark.parametrize("safe_state", ["zero_torque", "brake"])
+def test_nmt_stop_silences_the_pdos_and_puts_the_joints_in_the_safe_state(model, bus, safe_state):
+    rig = Rig(model, bus, safe_state=safe_state)
+    rig.started()
+    c_brake = rig.emu.opt.brake_damping_N_m_s_rad
+
+    def safe(qd: np.ndarray) -> np.ndarray:
+        return np.zeros_like(qd) if safe_state == "zero_torque" else -c_brake * qd
+
+    tau_a = rig.quantized(rig.hold + [30.0, -40.0, 8.0])
+    assert ids(rig.cycle(*rig.rpdos(tau_a), sync_frame())) == TPDO1 + [IMU[0]]
+    assert np.array_equal(rig.applied(), tau_a)
+    # node 3 stopped: elbow in the safe state, the others follow their RPDOs; no TPDO from node 3
+    tau_b = rig.quantized(rig.hold + [-10.0, 12.0, -3.0])
+    qd = rig.plant.vel[:3].copy()
+    sent = rig.cycle(nmt_frame(NMT_STOP, 3), *rig.rpdos(tau_b), sync_frame())
+    assert ids(sent) == [0x181, 0x182, IMU[1]]
+    assert np.array_equal(rig.applied(), [tau_b[0], tau_b[1], safe(qd)[2]])
+    # all stopped: no PDO at all, every joint in the safe state, heartbeats say "stopped"
+    qd = rig.plant.vel[:3].copy()
+    assert rig.cycle(nmt_frame(NMT_STOP), *rig.rpdos(tau_a), sync_frame()) == []
+    assert np.array_equal(rig.applied(), safe(qd))
+    rig.clock.t += 0.2
+    assert beats(rig.cycle(sync_frame())) == {n: STATE_STOPPED for n in (1, 2, 3, 4)}
+    c = rig.nodes.counters()
+    assert c["rpdos_ignored"] == 1 + 3 and c["syncs"] == 4 and c["tpdos_sent"] == 4 + 3
+    assert rig.emu.watchdog.trips == 0              # the safe state came from NMT, not the watchdog
+    # started again: the new RPDOs apply and the TPDOs return
+    tau_c = rig.quantized(rig.hold + [1.0, 2.0, 3.0])
+    assert ids(rig.cycle(nmt_frame(NMT_START), *rig.rpdos(tau_c), sync_frame())) == TPDO1 + [IMU[0]]
+    assert np.array_equal(rig.applied(), tau_c)
+
+
+def test_pre_operational_and_resets_follow_cia301(model, bus):
+    rig = Rig(model, bus)
+    rig.started()
+    tau = rig.quantized(rig.hold + [2.0, 2.0, 2.0])
+    rig.cycle(*rig.rpdos(tau))
+    # reset node 2: boot-up message, pre-operational, its joint in the safe state (it left operational)
+    sent = rig.cycle(nmt_frame(NMT_RESET_NODE, 2), sync_frame())
+    assert [(f.arbitration_id, f.data) for f in sent] == [(0x702, b"\x00"), (0x181, sent[1].data),
+                                                          (0x183, sent[2].data), (IMU[0], sent[3].data)]
+    assert rig.nodes.state[2] == STATE_PRE_OPERATIONAL
+    assert np.array_equal(rig.applied(), [tau[0], 0.0, tau[2]])
+    # enter pre-operational (all): PDOs stop, every joint safe
+    assert rig.cycle(nmt_frame(NMT_PRE_OPERATIONAL), sync_frame()) == []
+    assert np.array_equal(rig.applied(), np.zeros(3))
+    # reset communication (all): boot-up messages of every node, then pre-operational heartbeats
+    assert [(f.arbitration_id, f.data) for f in rig.cycle(nmt_frame(NMT_RESET_COMMUNICATION))] == \
+        [(i, b"\x00") for i in HEARTBEATS]
+    # not ours, malformed, or a SYNC with a counter byte the map does not have: ignored, counted
+    assert rig.cycle(nmt_frame(NMT_START, 9), Frame(0x000, b"\x01"), Frame(0x000, b"\x03\x00"),
+                     sync_frame(5)) == []
+    assert set(rig.nodes.state.values()) == {STATE_PRE_OPERATIONAL}
+    c = rig.nodes.counters()
+    assert (c["nmt_other_node"], c["nmt_invalid"], c["syncs_invalid"]) == (1, 2, 1)
+    assert rig.emu.commands.counters()["rejected"] == {k: 0 for k in rig.emu.commands.counters()["rejected"]}
+    sent = rig.cycle(nmt_frame(NMT_START), *rig.rpdos(tau), sync_frame())
+    assert ids(sent) == TPDO1 + [IMU[0]] and np.array_equal(rig.applied(), tau)
+
+
+def test_heartbeats_every_producer_time_staggered_per_node(bus):
+    def schedule(heartbeat_s, span_s=0.5, start_at=None):
+        clock = Clock(0.0)
+        nodes = DriveNodes(bus, list(JOINTS), heartbeat_s, clock=clock)
+        boot = nodes.heartbeats()
+        assert [(f.arbitration_id, f.data[0]) for f in boot] == [(i, STATE_BOOTUP) for i in HEARTBEATS]
+        got = []
+        for ms in range(1, int(span_s * 1000) + 1):
+            clock.t = ms * 1e-3
+            if start_at is not None and ms == round(start_at * 1000):
+                assert nodes.receive(nmt_frame(NMT_START))
+            got += [(ms, f.arbitration_id - 0x700, f.data[0]) for f in nodes.heartbeats()]
+        return nodes, clock, got
+
+    def on_grid(got, node, first_ms, period_ms, span_ms):
+        """The node's heartbeats came on its grid, each within the 1 ms the clock advances by."""
+        times = [ms for ms, n, _ in got if n == node]
+        want = np.arange(first_ms, span_ms, period_ms)       # no beat due within 5 ms of the span's end
+        return len(times) == len(want) and all(0 <= t - w < 1 + 1e-9 for t, w in zip(times, want))
+
+    _, _, got = schedule(None, span_s=0.49)     # the map's: 100 ms, staggered by 25 ms
+    for n in (1, 2, 3, 4):
+        assert on_grid(got, n, 100 + 25 * (n - 1), 100, 490), (n, got)
+    assert {s for *_, s in got} == {STATE_PRE_OPERATIONAL}
+
+    nodes, clock, got = schedule(0.05, span_s=0.295, start_at=0.155)   # configurable: 50 ms, 12.5 ms stagger
+    for n in (1, 2, 3, 4):
+        assert on_grid(got, n, 50 + 12.5 * (n - 1), 50, 295), (n, got)
+    assert all(s == (STATE_OPERATIONAL if ms >= 155 else STATE_PRE_OPERATIONAL) for ms, _, s in got)
+    clock.t += 1.0                              # a long pause: one heartbeat per node, no burst
+    assert sorted(f.arbitration_id for f in nodes.heartbeats()) == HEARTBEATS
+    assert nodes.heartbeats() == []
+
+    _, _, got = schedule(0.0)                   # 0: off (the boot-up message still goes out)
+    assert got == []
+
+
+def test_lockstep_waits_for_a_sync_and_keeps_beating_meanwhile(model, bus):
+    rig = Rig(model, bus, mode="lockstep", lockstep_timeout_s=0.05)
+    tau = rig.quantized(rig.hold + [4.0, 4.0, 4.0])
+    rig.link.send(nmt_frame(NMT_START))
+    for f in rig.rpdos(tau):
+        rig.link.send(f)
+    assert rig.emu._wait_for_command() is False          # commands, but no SYNC: no step
+    assert ids(rig.take()) == HEARTBEATS                 # the boot-up went out while waiting
+    assert rig.emu.cycle == 0 and rig.emu.commands.counters()["accepted"] == 3
+    rig.clock.t += 0.2
+    rig.link.send(sync_frame())
+    assert rig.emu._wait_for_command() is True
+    assert beats(rig.take()) == {n: STATE_OPERATIONAL for n in (1, 2, 3, 4)}
+    rig.emu.step_once()
+    assert rig.emu.cycle == 1 and np.array_equal(rig.applied(), tau)
+    assert ids(rig.take()) == TPDO1 + [IMU[0]]
+    assert rig.emu.watchdog.events == []                 # the RPDOs taken while waiting were fresh
+
+
+def test_the_watchdog_still_applies(model, bus):
+    rig = Rig(model, bus, watchdog_s=0.005)
+    rig.started()
+    tau = rig.quantized(rig.hold + [1.0, 1.0, 1.0])
+    rig.cycle(*rig.rpdos(tau), sync_frame())
+    for _ in range(8):                                   # SYNCs only: no valid RPDO for 8 ms
+        assert ids(rig.cycle(sync_frame()))[:3] == TPDO1
+    assert rig.emu.watchdog.tripped and np.array_equal(rig.applied(), np.zeros(3))
+    rig.cycle(*rig.rpdos(tau), sync_frame())
+    assert not rig.emu.watchdog.tripped and np.array_equal(rig.applied(), tau)
+
+
+def test_master_starts_the_network_once_the_drives_report(bus):
+    master = CanopenMaster(bus, list(JOINTS))
+    assert master.is_protocol(heartbeat_frame(4, STATE_BOOTUP)) and not master.is_protocol(sync_frame())
+    assert master.on_heartbeat(heartbeat_frame(1, STATE_BOOTUP)) == []
+    assert master.on_heartbeat(heartbeat_frame(3, STATE_PRE_OPERATIONAL)) == []
+    assert master.on_heartbeat(heartbeat_frame(2, STATE_BOOTUP)) == [nmt_frame(NMT_START, 0), sync_frame()]
+    assert master.started and master.syncs == 1
+    assert master.on_heartbeat(heartbeat_frame(2, STATE_OPERATIONAL)) == []
+    assert master.on_heartbeat(heartbeat_frame(2, STATE_BOOTUP)) == [nmt_frame(NMT_START, 2)]   # rebooted
+    assert master.sync() == sync_frame() and master.syncs == 2
+    assert master.stop() == nmt_frame(NMT_STOP, 0)
+
+
+# ----------------------------------------------------------------------------- closed loop (CLI)
+DURATION_S = 4.0
+CYCLES = round(DURATION_S / 1e-3)
+
+
+def _run(channel: str, *extra: str) -> dict:
+    env = dict(os.environ)
+    env.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".numba_cache"))
+    proc = subprocess.run([sys.executable, "-m", "hil", "run", str(ARM), "--bus", str(MAP),
+                           "--link", f"can:udp_loopback:{channel},nodes=2", "--spawn-firmware", "--mode", "lockstep",
+                           "--no-realtime", "--duration", str(DURATION_S), "--json", *extra],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=90)
+    assert proc.returncode == 0, f"hil run failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    return json.loads([line for line in proc.stdout.splitlines() if line.strip()][-1])
+
+
+def test_closed_loop_sync_driven_lockstep_reaches_the_set_points(tmp_path):
+    runs = []
+    for k in range(2):
+        log = tmp_path / f"run{k}.msgpack"
+        s = _run(f"canopen-{os.getpid()}-{k}", "--log", str(log))
+        runs.append((s, log))
+        assert s["halted"] is None and s["cycles"] == CYCLES
+        for joint, err in s["final_joint_error_rad"].items():
+            assert abs(err) < 1e-3, f"{joint} ends {err:+.5f} rad from its set-point"
+        assert s["watchdog"]["trips"] == 0
+        emu_link, cmds, co = s["link"], s["commands"], s["canopen"]
+        assert all(v == 0 for v in cmds["rejected"].values()), cmds
+        assert cmds["accepted"] == 3 * (CYCLES - 1)       # the RPDOs of every SYNC but the last
+        assert co["nodes"] == {str(n): "operational" for n in (1, 2, 3, 4)}
+        assert co["syncs"] == co["syncs_answered"] == CYCLES and co["syncs_merged"] == 0
+        assert co["tpdos_sent"] == 4 * CYCLES               # 3 drives + the IMU every SYNC
+        assert co["rpdos_ignored"] == co["syncs_invalid"] == co["nmt_invalid"] == 0
+        assert co["bootups_sent"] == 4 and co["heartbeats_sent"] > 0
+        fw = s["firmware"]
+        fw_link, sensors, master = fw["link"], fw["sensors"], fw["canopen"]
+        assert fw["cycles"] == CYCLES and np.max(np.abs(fw["q_error"])) < 1e-3
+        assert all(v == 0 for v in sensors["rejected"].values()), sensors
+        assert master["started"] and master["syncs"] == CYCLES and master["heartbeats_invalid"] == 0
+        assert sensors["accepted"] + master["heartbeats"] == fw_link["rx_frames"]
+        for link in (emu_link, fw_link):
+            for key in ("rx_crc_errors", "rx_framing_errors", "rx_garbage_bytes", "rx_overruns", "tx_dropped"):
+                assert link[key] == 0, (key, link)
+        # everything sent was read, but the last SYNC's IMU TPDO and the last RPDOs + NMT stop
+        assert emu_link["tx_frames"] - fw_link["rx_frames"] == 1
+        assert fw_link["tx_frames"] - emu_link["rx_frames"] == 4
+    tables = []
+    for _, log in runs:
+        header, rows = read_run(log)
+        keep = [i for i, c in enumerate(header["columns"]) if not c.endswith("_us")]
+        tables.append(rows[:, keep])
+    assert tables[0].shape[0] == CYCLES and tables[0].tobytes() == tables[1].tobytes()
