@@ -82,12 +82,6 @@ class Firmware:
         self.ctl.g = replace(self.ctl.g, torque_limit_N_m=np.minimum(self.ctl.g.torque_limit_N_m, self.commands.limit))
 
 
-def run_firmware(link: Link, bus: BusMap, arm_config: str, duration_s: float, move_time_s: float = 2.0,
-                 idle_timeout_s: float = 2.0, vibration_suppression: bool = False) -> FirmwareResult:
-    """Serve the emulator until its cycle counter passes duration_s, or it falls silent."""
-    return serve(Firmware(bus, arm_config, move_time_s, vibration_suppression), link, duration_s, idle_timeout_s)
-
-
 def serve(fw: Firmware, link: Link, duration_s: float, idle_timeout_s: float = 2.0) -> FirmwareResult:
     """Answer every encoder frame with a command until the emulator's time passes duration_s.
 

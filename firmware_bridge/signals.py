@@ -13,7 +13,7 @@ from collections import Counter
 import numpy as np
 
 from .link import Frame
-from .messages import REJECTION_KINDS, BusMap, Codec, DecodeError, StatusFlag, counter_delta
+from .messages import REJECTION_KINDS, BusMap, Codec, DecodeError, counter_delta
 
 IMU_SIGNALS = ("imu_ax", "imu_ay", "imu_az", "imu_gx", "imu_gy", "imu_gz")
 

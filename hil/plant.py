@@ -5,7 +5,6 @@ substeps), allocation-free; everything is compiled and warmed up on creation.
 """
 from __future__ import annotations
 
-import math
 import warnings
 from dataclasses import dataclass
 
@@ -191,14 +190,3 @@ class Plant:
         self.tau[:] = hold
         self.evaluate()
         return hold
-
-
-def wall_time_per_step(plant: Plant, steps: int = 200) -> float:
-    """Median seconds per outer step over `steps` (for quick reports; benchmarks live in tools/)."""
-    import time
-    ts = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        plant.step()
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts)) if ts else math.nan

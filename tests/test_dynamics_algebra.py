@@ -62,7 +62,6 @@ def test_ella_rigid_equivalent_under_gravity_equals_pinocchio():
     for body in model.bodies:   # Pinocchio's ABA has no joint friction
         body.joint.viscous_N_m_s_rad = 0.0
         body.joint.coulomb_N_m = 0.0
-    asm = assemble(model)
     rng = np.random.default_rng(7)
     pm = pinocchio_model(model)
     for _ in range(5):

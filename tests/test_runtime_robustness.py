@@ -19,14 +19,13 @@ import signal
 import struct
 import termios
 import time
-from collections import deque
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from firmware_bridge.framing import CobsDecodeError, cobs_decode, encode_frame, encode_packet
-from firmware_bridge.link import Frame, LinkCounters
+from firmware_bridge.link import Frame
 from firmware_bridge.messages import (REJECTION_KINDS, BusMap, EncodeError, StatusFlag,
                                       crc8_sae_j1850)
 from firmware_bridge.serial_link import SerialLink, open_pty_pair

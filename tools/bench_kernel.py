@@ -310,7 +310,7 @@ def format_report(rep: dict) -> str:
              f"  cpu        {h['cpu']} ({h['machine']}), {h['cores']} cores ({h['usable_cores']} usable)",
              f"  versions   Python {h['python']}, numpy {h['numpy']}, numba {h['numba']}, "
              f"pinocchio {h['pinocchio'] or 'not installed'}",
-             f"  OPENBLAS_CORETYPE  " + (f"set ({h['openblas_coretype']})" if h["openblas_coretype_set"] else "not set"),
+             "  OPENBLAS_CORETYPE  " + (f"set ({h['openblas_coretype']})" if h["openblas_coretype_set"] else "not set"),
              "",
              f"timing: time.perf_counter_ns, median of {rep['timing']['repeats']} repeats of the per-call time "
              f"(batches of ~{rep['timing']['batch_s'] * 1e3:g} ms) after warm-up;",

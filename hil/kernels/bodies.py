@@ -19,7 +19,6 @@ A child joint sits on a station of its parent whose frame moves with the
 deformed cross-section: position p0 + Gamma eta + e_x eta^T S eta / 2, rotation
 Rxyz(Lambda eta) R0 (see spatial.xyz_rotation).
 """
-import numpy as np
 from numba import njit
 
 from .spatial import axis_rotation, xyz_rate_bias, xyz_rotation

@@ -6,7 +6,6 @@ It shares the per-body model (bodies.py) with the articulated-body algorithm but
 none of its recursion, so agreement of the two checks the O(n) algebra.
 Prescribed joints are moved to the right-hand side.
 """
-import numpy as np
 from numba import njit
 
 from .aba import DRIVE_PRESCRIBED, added_mass, elastic_forces, forward_kinematics, joint_torques, motor_accelerations, prepare

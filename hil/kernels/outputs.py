@@ -1,5 +1,4 @@
 """Quantities derived from a solved state: world poses, station kinematics, energy and power."""
-import numpy as np
 from numba import njit
 
 from .aba import DRIVE_PRESCRIBED, friction
