@@ -33,6 +33,8 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-realtime", action="store_true", help="skip SCHED_FIFO, mlockall and gc freezing")
     p.add_argument("--cpu", type=int, default=None, help="pin the loop (and a spawned firmware) to this CPU")
     p.add_argument("--firmware-cpu", type=int, default=None, help="pin a spawned firmware here instead of --cpu")
+    p.add_argument("--firmware-priority", type=int, default=None,
+                   help="run a spawned firmware under SCHED_FIFO at this priority (below the loop's 80)")
     p.add_argument("--watchdog", type=float, default=0.05, help="command timeout in s before the safe state")
     p.add_argument("--safe-state", choices=("zero_torque", "hold", "brake"), default="zero_torque",
                    help="torque after a command timeout (CANopen: also of a stopped drive)")
@@ -112,8 +114,13 @@ def _spawn_firmware(args: argparse.Namespace, link_spec: str) -> subprocess.Pope
         cmd += ["--duration", str(args.duration)]
     cmd += ["--move-time", str(args.move_time)] + (["--vibration-suppression"] if args.vibration_suppression else [])
     cpu = args.cpu if args.firmware_cpu is None else args.firmware_cpu
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
-                            preexec_fn=(lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None)
+
+    def placement() -> None:
+        if cpu is not None:
+            os.sched_setaffinity(0, {cpu})
+        if args.firmware_priority is not None:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(args.firmware_priority))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, preexec_fn=placement)
     line = proc.stdout.readline()           # "ready": the firmware has opened its end of the link
     if line.strip() != "ready":
         raise RuntimeError(f"the reference firmware failed to start: {line!r}")
