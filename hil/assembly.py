@@ -399,7 +399,7 @@ def make_work(km: KernelModel) -> Work:
         Phi=z((nb1, 6, NX)), kap=z((nb1, 6)), V=z((nb1, 6)), Mb=z((nb1, NX, NX)), bb=z((nb1, NX)),
         P=z((nb1, NX, NX)), p=z((nb1, NX)), Lff=z((nb1, NM, NM)), Y=z((nb1, NM, 6)), y=z((nb1, NM)),
         IA=z((nb1, 6, 6)), pA=z((nb1, 6)), U=z((nb1, 6)), Dj=z(nb1), uj=z(nb1), Ia=z((6, 6)), IaPhi=z((6, NX)),
-        nud=z((nb1, NX)), fj=z((nb1, 6)), Ghat=z((3, NM)), Se=z(NM), M33=z((4, 3, 3)), V3=z((4, 3)), V6=z((2, 6)), SV=z((11, 3)), SM=z((3, 3, 3)),
+        nud=z((nb1, NX)), fj=z((nb1, 6)), Ghat=z((3, NM)), Se=z(NM), M33=z((4, 3, 3)), V3=z((6, 3)), V6=z((2, 6)), SV=z((11, 3)), SM=z((3, 3, 3)),
         tn=z(NM), tx=z(NX), tx2=z(NX), tx3=z(NX), t3a=z(3), t6a=z(6), t6b=z(6), t6c=z(6),
         Mq=z((nq, nq)), hq=z(nq), Aq=z((1, nq, nq)), rq=z(nq), iq=np.zeros(nq, np.int64),
         k1=z(nq), k2=z(nq), k3=z(nq), k4=z(nq), ps=z(nq), vs=z(nq), pe=z(nq), acc=z(nq),

@@ -25,69 +25,70 @@ from .spatial import axis_rotation, xyz_rate_bias, xyz_rotation
 
 
 @njit(cache=True)
-def station_pose(G, L, S, p0, R0, pos, e0, nm, p, R, RE, th):
-    """Deformed pose (p, R) of a station frame in its body's frame; eta = pos[e0:e0 + nm].
-    RE[0], RE[1] receive the cross-section rotation and its rate matrix E, th the rotation vector."""
-    for i in range(3):
-        acc = p0[i]
-        t = 0.0
-        for a in range(nm):
-            acc += G[i, a] * pos[e0 + a]
-            t += L[i, a] * pos[e0 + a]
-        p[i] = acc
-        th[i] = t
+def station_pose(G, L, S, p0, R0, s, pos, e0, nm, P, ip, M, iR, iD, iE, T, ith):
+    """Deformed pose of station s in its body's frame, eta = pos[e0:e0 + nm]:
+    P[ip] = p0 + G eta + e_x eta^T S eta / 2, M[iR] = Rxyz(L eta) R0, M[iD] = Rxyz(L eta),
+    M[iE] = its rate matrix E, T[ith] = L eta. (Station arrays are indexed [s, ...], outputs by
+    row, so no views cross the call.)"""
     fs = 0.0
     for a in range(nm):
         sa = 0.0
         for b in range(nm):
-            sa += S[a, b] * pos[e0 + b]
+            sa += S[s, a, b] * pos[e0 + b]
         fs += sa * pos[e0 + a]
-    p[0] += 0.5 * fs
-    xyz_rotation(th[0], th[1], th[2], RE, 0, 1)
+    for i in range(3):
+        acc = p0[s, i]
+        t = 0.0
+        for a in range(nm):
+            acc += G[s, i, a] * pos[e0 + a]
+            t += L[s, i, a] * pos[e0 + a]
+        P[ip, i] = acc
+        T[ith, i] = t
+    P[ip, 0] += 0.5 * fs
+    xyz_rotation(T[ith, 0], T[ith, 1], T[ith, 2], M, iD, iE)
     for i in range(3):
         for j in range(3):
-            R[i, j] = RE[0, i, 0] * R0[0, j] + RE[0, i, 1] * R0[1, j] + RE[0, i, 2] * R0[2, j]
+            M[iR, i, j] = M[iD, i, 0] * R0[s, 0, j] + M[iD, i, 1] * R0[s, 1, j] + M[iD, i, 2] * R0[s, 2, j]
 
 
 @njit(cache=True)
-def station_rates(G, L, S, pos, vel, e0, nm, E, th, thd, w_rel, v_rel, w_bias, v_bias, Ghat):
-    """Relative twist of a station w.r.t. its body (body axes) and its eta_ddot-free rate bias.
-
-    Fills Ghat = Gamma + e_x (S eta)^T (3 x nm), w_rel = E Lambda eta_dot,
-    v_rel = Ghat eta_dot, w_bias = dE/dt Lambda eta_dot, v_bias = e_x eta_dot^T S eta_dot;
-    thd receives Lambda eta_dot; eta = pos[e0:e0 + nm], eta_dot = vel[e0:e0 + nm].
-    """
+def station_rates(G, L, S, s, pos, vel, e0, nm, M, iE, T, ith, Ghat):
+    """Relative twist of station s w.r.t. its body (body axes) and its eta_ddot-free rate bias,
+    after station_pose (M[iE] = E, T[ith] = L eta). Fills Ghat = G + e_x (S eta)^T (3 x nm) and
+    the rows after ith: T[ith+1] = L eta_dot, T[ith+2] = E L eta_dot (angular rate),
+    T[ith+3] = Ghat eta_dot (velocity), T[ith+4] = dE/dt L eta_dot, T[ith+5] = e_x eta_dot^T S eta_dot."""
+    thd, w_rel, v_rel, w_b, v_b = ith + 1, ith + 2, ith + 3, ith + 4, ith + 5
     for i in range(3):
         t = 0.0
         for a in range(nm):
-            t += L[i, a] * vel[e0 + a]
-        thd[i] = t
+            t += L[s, i, a] * vel[e0 + a]
+        T[thd, i] = t
     for a in range(nm):
         sa = 0.0
         for b in range(nm):
-            sa += S[a, b] * pos[e0 + b]
-        Ghat[0, a] = G[0, a] + sa
-        Ghat[1, a] = G[1, a]
-        Ghat[2, a] = G[2, a]
+            sa += S[s, a, b] * pos[e0 + b]
+        Ghat[0, a] = G[s, 0, a] + sa
+        Ghat[1, a] = G[s, 1, a]
+        Ghat[2, a] = G[s, 2, a]
     for i in range(3):
         w = 0.0
         v = 0.0
         for j in range(3):
-            w += E[i, j] * thd[j]
+            w += M[iE, i, j] * T[thd, j]
         for a in range(nm):
             v += Ghat[i, a] * vel[e0 + a]
-        w_rel[i] = w
-        v_rel[i] = v
-    w_bias[0], w_bias[1], w_bias[2] = xyz_rate_bias(th[0], th[1], thd[0], thd[1], thd[2])
+        T[w_rel, i] = w
+        T[v_rel, i] = v
+    T[w_b, 0], T[w_b, 1], T[w_b, 2] = xyz_rate_bias(T[ith, 0], T[ith, 1], T[thd, 0], T[thd, 1], T[thd, 2])
     q = 0.0
     for a in range(nm):
         sa = 0.0
         for b in range(nm):
-            sa += S[a, b] * vel[e0 + b]
+            sa += S[s, a, b] * vel[e0 + b]
         q += sa * vel[e0 + a]
-    v_bias[0] = q
-    v_bias[1] = 0.0
-    v_bias[2] = 0.0
+    T[v_b, 0] = q
+    T[v_b, 1] = 0.0
+    T[v_b, 2] = 0.0
 
 
 @njit(cache=True)
@@ -100,7 +101,7 @@ def joint_kinematics(k, nj, NM, parent, nmv, mov, axis, stG, stL, stS, stp0, stR
     For a root body Phi(k)[:, :6] maps the base acceleration.
     Arrays are passed and indexed whole: views or model tuples crossing a call cost
     numba an atomic reference count per array. M33[0:4] hold RS, Rdef, E, Rj;
-    V3[0:2] th, thd; V6[0:2] vrel, bias.
+    V3[0:6] the station rows of station_pose/station_rates; V6[0:2] vrel, bias.
     """
     par = parent[k]
     nmp = 0
@@ -108,29 +109,9 @@ def joint_kinematics(k, nj, NM, parent, nmv, mov, axis, stG, stL, stS, stp0, stR
     if par >= 0:
         nmp = nmv[par]
         e0 += mov[par]
-    # station pose on the parent: p = p0 + G eta + e_x eta^T S eta / 2, R = Rxyz(L eta) R0
-    fs = 0.0
-    for a in range(nmp):
-        sa = 0.0
-        for b in range(nmp):
-            sa += stS[k, a, b] * pos[e0 + b]
-        fs += sa * pos[e0 + a]
-    for i in range(3):
-        acc = stp0[k, i]
-        t = 0.0
-        td = 0.0
-        for a in range(nmp):
-            acc += stG[k, i, a] * pos[e0 + a]
-            t += stL[k, i, a] * pos[e0 + a]
-            td += stL[k, i, a] * vel[e0 + a]
-        ppc[k, i] = acc
-        V3[0, i] = t
-        V3[1, i] = td
-    ppc[k, 0] += 0.5 * fs
-    xyz_rotation(V3[0, 0], V3[0, 1], V3[0, 2], M33, 1, 2)
-    for i in range(3):
-        for j in range(3):
-            M33[0, i, j] = M33[1, i, 0] * stR0[k, 0, j] + M33[1, i, 1] * stR0[k, 1, j] + M33[1, i, 2] * stR0[k, 2, j]
+    # station frame on the parent (station_pose, station_rates): ppc[k], M33[0] = RS, M33[2] = E
+    station_pose(stG, stL, stS, stp0, stR0, k, pos, e0, nmp, ppc, k, M33, 0, 1, 2, V3, 0)
+    station_rates(stG, stL, stS, k, pos, vel, e0, nmp, M33, 2, V3, 0, Ghat)
     axis_rotation(axis[k, 0], axis[k, 1], axis[k, 2], pos[k], M33, 3)
     for i in range(3):
         for j in range(3):
@@ -149,31 +130,6 @@ def joint_kinematics(k, nj, NM, parent, nmv, mov, axis, stG, stL, stS, stp0, stR
     for i in range(6):
         for j in range(6, 6 + NM):
             Phi[k, i, j] = 0.0
-    # station relative twist (parent axes): omega = E L eta_dot, v = Ghat eta_dot, Ghat = G + e_x (S eta)^T
-    for a in range(nmp):
-        sa = 0.0
-        for b in range(nmp):
-            sa += stS[k, a, b] * pos[e0 + b]
-        Ghat[0, a] = stG[k, 0, a] + sa
-        Ghat[1, a] = stG[k, 1, a]
-        Ghat[2, a] = stG[k, 2, a]
-    qq = 0.0
-    for a in range(nmp):
-        sa = 0.0
-        for b in range(nmp):
-            sa += stS[k, a, b] * vel[e0 + b]
-        qq += sa * vel[e0 + a]
-    wb0, wb1, wb2 = xyz_rate_bias(V3[0, 0], V3[0, 1], V3[1, 0], V3[1, 1], V3[1, 2])
-    wrel0 = M33[2, 0, 0] * V3[1, 0] + M33[2, 0, 1] * V3[1, 1] + M33[2, 0, 2] * V3[1, 2]
-    wrel1 = M33[2, 1, 0] * V3[1, 0] + M33[2, 1, 1] * V3[1, 1] + M33[2, 1, 2] * V3[1, 2]
-    wrel2 = M33[2, 2, 0] * V3[1, 0] + M33[2, 2, 1] * V3[1, 1] + M33[2, 2, 2] * V3[1, 2]
-    vr0 = 0.0
-    vr1 = 0.0
-    vr2 = 0.0
-    for a in range(nmp):
-        vr0 += Ghat[0, a] * vel[e0 + a]
-        vr1 += Ghat[1, a] * vel[e0 + a]
-        vr2 += Ghat[2, a] * vel[e0 + a]
     # modal columns of Phi, in child axes: [R^T E L; R^T Ghat]
     for a in range(nmp):
         el0 = M33[2, 0, 0] * stL[k, 0, a] + M33[2, 0, 1] * stL[k, 1, a] + M33[2, 0, 2] * stL[k, 2, a]
@@ -185,10 +141,10 @@ def joint_kinematics(k, nj, NM, parent, nmv, mov, axis, stG, stL, stS, stp0, stR
     # relative twist vrel and its eta_ddot-free rate bias, in child axes
     for i in range(3):
         r0, r1, r2 = Rpc[k, 0, i], Rpc[k, 1, i], Rpc[k, 2, i]
-        V6[0, i] = r0 * wrel0 + r1 * wrel1 + r2 * wrel2
-        V6[0, i + 3] = r0 * vr0 + r1 * vr1 + r2 * vr2
-        V6[1, i] = r0 * wb0 + r1 * wb1 + r2 * wb2
-        V6[1, i + 3] = r0 * qq
+        V6[0, i] = r0 * V3[2, 0] + r1 * V3[2, 1] + r2 * V3[2, 2]
+        V6[0, i + 3] = r0 * V3[3, 0] + r1 * V3[3, 1] + r2 * V3[3, 2]
+        V6[1, i] = r0 * V3[4, 0] + r1 * V3[4, 1] + r2 * V3[4, 2]
+        V6[1, i + 3] = r0 * V3[5, 0]
     # twist of body k: V = X V_parent + vrel + s qd
     qd = vel[k]
     for i in range(6):

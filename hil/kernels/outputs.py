@@ -46,12 +46,12 @@ def station_state(m, w, s, out):
     base = m.dims[0] + m.mo[k]
     SV = w.SV
     SM = w.SM
-    r, th, thd, w_rel, v_rel, w_b, v_b = SV[0], SV[1], SV[2], SV[3], SV[4], SV[5], SV[6]
-    R = SM[0]
-    station_pose(m.os_G[s], m.os_L[s], m.os_S[s], m.os_p0[s], m.os_R0[s], w.pos, base, nm, r, R, SM[1:3], th)
-    E = SM[2]
+    station_pose(m.os_G, m.os_L, m.os_S, m.os_p0, m.os_R0, s, w.pos, base, nm, SV, 0, SM, 0, 1, 2, SV, 1)
     Ghat = w.Ghat
-    station_rates(m.os_G[s], m.os_L[s], m.os_S[s], w.pos, w.vel, base, nm, E, th, thd, w_rel, v_rel, w_b, v_b, Ghat)
+    station_rates(m.os_G, m.os_L, m.os_S, s, w.pos, w.vel, base, nm, SM, 2, SV, 1, Ghat)
+    r, w_rel, v_rel, w_b, v_b = SV[0], SV[3], SV[4], SV[5], SV[6]
+    R = SM[0]
+    E = SM[2]
     V = w.V
     a = w.nud
     osL = m.os_L[s]
