@@ -67,12 +67,13 @@ class FrameReader:
         self.accepted = 0
         self.ignored = 0            # frames of the other direction (e.g. own frames on a shared bus)
         self.counters = CounterCheck()
+        self.rejected_total = 0
 
     def read(self, frame: Frame) -> Codec | None:
         """The codec whose values were updated by `frame`, or None if it was rejected or foreign."""
         codec = self.bus.by_id(frame.arbitration_id, frame.is_extended_id)
         if codec is None:
-            self.rejected["unknown_id"] += 1
+            self._reject("unknown_id")
             return None
         if codec.direction != self.direction:
             self.ignored += 1
@@ -80,14 +81,18 @@ class FrameReader:
         try:
             values = codec.decode(frame)
         except DecodeError as exc:
-            self.rejected[exc.kind] += 1
+            self._reject(exc.kind)
             return None
         if not self.counters.accept(codec, values[codec.counter_index] if codec.counter_index is not None else 0):
-            self.rejected["counter"] += 1
+            self._reject("counter")
             return None
         self.values[id(codec)][:] = values
         self.accepted += 1
         return codec
+
+    def _reject(self, kind: str) -> None:
+        self.rejected[kind] += 1
+        self.rejected_total += 1
 
     def stats(self) -> dict:
         return {"accepted": self.accepted, "ignored": self.ignored, "lost": self.counters.lost,

@@ -90,15 +90,26 @@ class Watchdog:
 
 
 class RunLogger:
-    """Writes per-cycle records on a background thread (a full queue drops and counts)."""
+    """Writes per-cycle records on a background thread (a full queue drops and counts).
+
+    Rows come from a preallocated ring two longer than the queue, so the loop fills a row
+    without allocating and no row is reused while the writer may still read it."""
 
     def __init__(self, path: str, header: dict, columns: list[str], depth: int = 4096):
         self.writer = MsgpackRunWriter(path, {**header, "columns": columns})
         self._worker = BackgroundWriter(self.writer.write, "hil-log", depth)
+        self._rows = np.zeros((depth + 2, len(columns)))
+        self._next = 0
 
     @property
     def dropped(self) -> int:
         return self._worker.dropped
+
+    def row(self) -> np.ndarray:
+        """The buffer for the next record (fill it, then put() it)."""
+        r = self._rows[self._next]
+        self._next = (self._next + 1) % len(self._rows)
+        return r
 
     def put(self, row: np.ndarray) -> None:
         self._worker.put(row)
@@ -145,19 +156,18 @@ class Emulator:
                         + [f"enc_{j}" for j in plant.layout.joint_names]
                         + [f"imu_{s}_{c}" for s in options.imu_stations for c in ("ax", "ay", "az", "gx", "gy", "gz")]
                         + ["tip_x", "tip_y", "tip_z", "lateness_us", "compute_us", "io_us"])
-        self._row = np.zeros(len(self.columns))
         self.logger: RunLogger | None = None
 
     # ------------------------------------------------------------------ one cycle
     def _receive(self) -> bool:
         fresh = self._held_fresh
         self._held_fresh = False
-        rejected = self._rejections()
+        rejected = self.commands.reader.rejected_total
         while (frame := self.link.recv()) is not None:
             fresh |= self._take(frame)
             if self.recorder:
                 self.recorder.put(frame, received=True)
-        self._rejected_now = self._rejections() > rejected
+        self._rejected_now = self.commands.reader.rejected_total > rejected
         return fresh
 
     def _take(self, frame: Frame) -> bool:
@@ -165,9 +175,6 @@ class Emulator:
         if self.protocol is not None and self.protocol.receive(frame):
             return False                    # NMT, SYNC, or an RPDO its node does not take now
         return self.commands.feed(frame)
-
-    def _rejections(self) -> int:
-        return sum(self.commands.reader.rejected.values())
 
     def _applied_torque(self) -> np.ndarray:
         nodes_safe = self.protocol is not None and self.protocol.any_safe
@@ -225,7 +232,7 @@ class Emulator:
             return
         lay = self.plant.layout
         nj = lay.n_joints
-        r = self._row
+        r = self.logger.row()
         r[0], r[1], r[2] = self.cycle, self.plant.t, status
         i = 3
         for block in (self.commands.tau, tau, self.plant.q(), self.plant.vel[:nj], self.sensors.counts,
@@ -233,7 +240,7 @@ class Emulator:
             r[i:i + len(block)] = block
             i += len(block)
         r[i:i + 3] = lateness * 1e-3, compute * 1e-3, io * 1e-3
-        self.logger.put(r.copy())
+        self.logger.put(r)
 
     def step_once(self, lateness_ns: int = 0) -> None:
         t0 = time.monotonic_ns()
