@@ -43,7 +43,6 @@ import math
 import re
 import struct
 import sys
-import tomllib
 from dataclasses import dataclass
 from enum import IntFlag
 from pathlib import Path
@@ -53,7 +52,7 @@ import numpy as np
 
 from firmware_bridge.framing import MAX_PAYLOAD, max_encoded_size
 from firmware_bridge.link import Frame
-from hil.config import ConfigError
+from hil.config import ConfigError, parse_toml
 
 KINDS = ("can", "canfd", "serial")
 DIRECTIONS = ("to_plant", "to_firmware")
@@ -597,12 +596,7 @@ class BusMap:
     @classmethod
     def from_string(cls, text: str, source: str = "<string>") -> BusMap:
         """Parse bus-map TOML text (``source`` names it in error messages)."""
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(source, None, None, "valid TOML",
-                              message=f"{source}: not valid TOML: {exc}") from exc
-        return _Loader(source).load(data)
+        return _Loader(source).load(parse_toml(text, source))
 
     @classmethod
     def load(cls, path: str | Path) -> BusMap:

@@ -792,14 +792,18 @@ class _Loader:
 
 
 # ----------------------------------------------------------------------------- API
-def load_model_from_string(text: str, source: str = "<string>") -> Model:
-    """Parse preset TOML text (``source`` names it in error messages)."""
+def parse_toml(text: str, source: str) -> dict:
+    """TOML text as a dict; a syntax error becomes a ConfigError naming ``source``."""
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(source, None, _MISSING, "valid TOML",
                           message=f"{source}: not valid TOML: {exc}") from exc
-    return _Loader(source).load(data)
+
+
+def load_model_from_string(text: str, source: str = "<string>") -> Model:
+    """Parse preset TOML text (``source`` names it in error messages)."""
+    return _Loader(source).load(parse_toml(text, source))
 
 
 def load_model(path: str | Path) -> Model:
