@@ -10,6 +10,12 @@ producer: it starts all nodes once the drives have sent their boot-up (or any) h
 sends one SYNC per cycle, computes on each complete set of position TPDOs, answers with the
 RPDOs (target torque, applied by the drives at the next SYNC) followed by the next SYNC, and
 stops the nodes at the end. Time is then the number of SYNCs sent times the cycle period.
+
+Supervision: an encoder count that moves further in one cycle than the fastest joint motion
+allows (a dropout reading 0, a corrupted or slipped count) latches an encoder fault; the firmware
+then stops commanding, so the drives' command watchdog takes the arm to its safe state (with
+`hil run --safe-state brake`: the holding brakes close), as a firmware that trusts no position
+must not keep driving the motors.
 """
 from __future__ import annotations
 
@@ -29,6 +35,7 @@ from .link import Link
 from .messages import BusMap
 from .signals import CommandOutput, SensorInput
 
+MAX_JOINT_RATE_RAD_S = 5.0     # supervision limit: a 0.5 s set-point manoeuvre peaks near 3 rad/s
 ELLA_GAINS = ControllerGains(kp=np.array([3000.0, 3000.0, 800.0]), kd=np.array([300.0, 300.0, 80.0]),
                              ki=np.array([3000.0, 3000.0, 800.0]))
 COUNTS_PER_REV = 4096 * 4
@@ -50,6 +57,34 @@ class GravityModel:
         return static_forces(self.asm, self.pos, self.work)[: self.nj]
 
 
+class EncoderMonitor:
+    """Plausibility of the motor encoder counts, cycle to cycle: a change of more than the counts
+    the joint could travel at `max_rate_rad_s` in the cycles elapsed is a fault (latched)."""
+
+    def __init__(self, gear: np.ndarray, counts_per_rev: int, cycle_s: float,
+                 max_rate_rad_s: float = MAX_JOINT_RATE_RAD_S, counter_bits: int = 32):
+        self.limit = max_rate_rad_s * np.abs(gear) * counts_per_rev / (2 * np.pi) * cycle_s   # counts per cycle
+        self.half = 1 << (counter_bits - 1)
+        self.last: np.ndarray | None = None
+        self.last_cycle = 0
+        self.fault: str | None = None
+
+    def check(self, counts: np.ndarray, cycle: int, names: list[str]) -> bool:
+        """True while no fault is latched; the first implausible jump latches one."""
+        if self.fault is not None:
+            return False
+        if self.last is not None:
+            step = (counts - self.last + self.half) % (2 * self.half) - self.half   # across a counter wrap
+            bad = np.abs(step) > self.limit * max(cycle - self.last_cycle, 1)
+            if bad.any():
+                k = int(np.argmax(bad))
+                self.fault = f"encoder {names[k]}: {int(step[k])} counts in {max(cycle - self.last_cycle, 1)} cycle(s)"
+                return False
+        self.last = counts.copy()
+        self.last_cycle = cycle
+        return True
+
+
 @dataclass
 class FirmwareResult:
     cycles: int
@@ -59,6 +94,7 @@ class FirmwareResult:
     sensors: dict
     command_to_sensor_us: dict     # command sent -> next sensor frame received (computed with it)
     canopen: dict | None = None    # CANopen maps: the master's counters
+    fault: str | None = None       # the supervision's latched fault, with the cycle it struck
 
 
 class Firmware:
@@ -79,6 +115,8 @@ class Firmware:
         self.ctl = ReferenceController(gear, COUNTS_PER_REV, q0, self.goal, move_time_s, ELLA_GAINS, bus.cycle_s,
                                        geometry=geometry if vibration_suppression else None)
         self.gravity = GravityModel(model)
+        self.names = names
+        self.monitor = EncoderMonitor(gear, COUNTS_PER_REV, bus.cycle_s)
         self.ctl.g = replace(self.ctl.g, torque_limit_N_m=np.minimum(self.ctl.g.torque_limit_N_m, self.commands.limit))
 
 
@@ -92,6 +130,7 @@ def serve(fw: Firmware, link: Link, duration_s: float, idle_timeout_s: float = 2
     last_rx = time.monotonic()
     fd = _descriptor(link)
     sent_at = None
+    fault_cycle = None
     latency = []
     cycle = sensors.cycle
     while time.monotonic() - last_rx < idle_timeout_s:
@@ -111,18 +150,22 @@ def serve(fw: Firmware, link: Link, duration_s: float, idle_timeout_s: float = 2
         if sent_at is not None:
             latency.append(last_rx - sent_at)
         cycle = sensors.cycle if master is None else master.syncs
-        tau = ctl.update(cycle * bus.cycle_s, sensors.counts, gravity, sensors.gyro)
-        for f in commands.frames(tau, cycle):
-            link.send(f)
+        if fw.monitor.check(sensors.counts, cycle, fw.names):
+            tau = ctl.update(cycle * bus.cycle_s, sensors.counts, gravity, sensors.gyro)
+            for f in commands.frames(tau, cycle):
+                link.send(f)
+        elif fault_cycle is None:
+            fault_cycle = cycle
         done = cycle * bus.cycle_s >= duration_s
         if master is not None:
             link.send(master.stop() if done else master.sync())
-        sent_at = time.monotonic()
+        sent_at = time.monotonic() if fw.monitor.fault is None else None
         if done:
             break
     return FirmwareResult(sensors.cycle if master is None else cycle, ctl.q.tolist(), (goal - ctl.q).tolist(),
                           link.counters.as_dict(), sensors.reader.stats(), _distribution_us(latency),
-                          None if master is None else master.stats())
+                          None if master is None else master.stats(),
+                          None if fw.monitor.fault is None else f"{fw.monitor.fault} at cycle {fault_cycle}")
 
 
 def _distribution_us(seconds: list[float]) -> dict:

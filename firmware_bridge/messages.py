@@ -28,7 +28,8 @@ Schema (every key is checked; unknown keys are errors)::
                scale (physical per LSB, default 1), offset (default 0), unit,
                min / max (physical range, default: all the raw type can represent)
 
-physical = raw * scale + offset. Encoding refuses NaN and values outside [min, max];
+physical = raw * scale + offset. Encoding refuses values outside [min, max] and NaN in integer
+signals (a float32 signal carries NaN, for fault injection);
 decoding rejects frames with the wrong length, a bad CRC, NaN or out-of-range values, and
 (when asked) an unexpected counter. A signal name is unique on a bus, except counters, which
 may repeat (e.g. ``cycle`` in every sensor frame). Errors in a map raise
@@ -275,7 +276,7 @@ class Codec:
         le = be = 0
         for i, v in enumerate(vals):
             big, shift, mask, is_float, scale, offset, lo, hi = table[i]
-            if not lo <= v <= hi:
+            if not lo <= v <= hi and not (is_float and v != v):     # a float32 signal carries NaN
                 raise self._refusal(i, v, lo, hi)
             if is_float:
                 r = _U32.unpack(_F32.pack((v - offset) / scale))[0]

@@ -88,6 +88,12 @@ class SerialLink:
         except ValueError:
             self.counters.tx_dropped += 1
             return False
+        return self.send_packet(packet)
+
+    def send_packet(self, packet: bytes) -> bool:
+        """Write the wire bytes of one packet as given, delimiter included (the way
+        ``firmware_bridge.link_faults`` puts a packet with a damaged CRC on the line); the same
+        whole-or-pending rules and counters as ``send``."""
         if self._pending and not self._flush_pending():
             self.counters.tx_dropped += 1
             return False

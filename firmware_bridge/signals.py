@@ -1,8 +1,10 @@
 """Between named bus signals and the arrays the emulator and the firmware compute with.
 
 Signal names (see configs/bus/*.toml): commands `tau_<joint>` [N m, link side] with a
-rolling counter; sensors `enc_<joint>` [counts], `vel_<joint>` [motor counts/s, optional],
-`imu_ax..imu_az` [m/s^2], `imu_gx..imu_gz` [rad/s], `status` (StatusFlag bits) and `cycle`.
+rolling counter; sensors: any channel of hil.sensors.SensorSuite by its name (`enc_<joint>`
+[counts], `vel_<joint>` [motor counts/s], `imu_ax..imu_az` [m/s^2], `imu_gx..imu_gz` [rad/s],
+`index_<joint>`, `abs_<joint>`, `strain_<name>`, `torque_<joint>`, `cur_<joint>`), `status`
+(StatusFlag bits) and `cycle`.
 Every rejected frame is counted by kind (firmware_bridge.messages.REJECTION_KINDS), never raised.
 A writer's `exclude` names message ids another component produces (CANopen SYNC, heartbeats).
 """
@@ -13,7 +15,7 @@ from collections import Counter
 import numpy as np
 
 from .link import Frame
-from .messages import REJECTION_KINDS, BusMap, Codec, DecodeError, counter_delta
+from .messages import REJECTION_KINDS, BusMap, Codec, DecodeError, EncodeError, counter_delta
 
 IMU_SIGNALS = ("imu_ax", "imu_ay", "imu_az", "imu_gx", "imu_gy", "imu_gz")
 
@@ -103,7 +105,8 @@ class FrameWriter:
     """Encodes value arrays into the due frames of one direction, with rolling counters.
 
     Values beyond a signal's range saturate at its limit, as a real sensor or drive
-    interface does, and are counted in `saturated`."""
+    interface does, and are counted in `saturated`; a frame with a NaN in an integer signal is not
+    sent, counted in `refused`."""
 
     def __init__(self, bus: BusMap, direction: str, exclude: frozenset[int] | set[int] | tuple = ()):
         self.codecs = tuple(c for c in bus.messages(direction) if c.arbitration_id not in exclude)
@@ -112,6 +115,7 @@ class FrameWriter:
         self.lo = {id(c): np.array([s.minimum for s in c.spec.signals]) for c in self.codecs}
         self.hi = {id(c): np.array([s.maximum for s in c.spec.signals]) for c in self.codecs}
         self.saturated = 0
+        self.refused = 0
 
     def frames(self, cycle: int) -> list[Frame]:
         out = []
@@ -123,7 +127,11 @@ class FrameWriter:
                 if np.any(v < lo) or np.any(v > hi):
                     self.saturated += 1
                     np.clip(v, lo, hi, out=v)
-                out.append(c.encode(v, counter=n if c.counter_index is not None else None))
+                try:
+                    out.append(c.encode(v, counter=n if c.counter_index is not None else None))
+                except EncodeError:     # NaN in an integer signal: the frame is withheld, counted
+                    self.refused += 1
+                    continue
                 self.counter[id(c)] = c.next_counter(n) if c.counter_index is not None else 0
         return out
 
@@ -153,41 +161,43 @@ class CommandInput:
 
 
 class SensorOutput:
-    """Plant side: encoder counts, IMU readings, status and cycle into the sensor frames."""
+    """Plant side: the sensor channels, status and cycle into the sensor frames.
+
+    ``bind(channel_names)`` (once, at start-up) maps every to_firmware signal named like a
+    sensor channel (hil.sensors.SensorSuite.channel_names) to that channel; ``frames()`` then
+    copies the measured array into the due frames through these index slots. Signals without
+    a channel (other than status and cycle) stay zero. `joint_names` is taken as by the other
+    plant-side endpoints; the sensor channels carry their joints in their names."""
 
     def __init__(self, bus: BusMap, joint_names: list[str], exclude: frozenset[int] | set[int] | tuple = ()):
         self.writer = FrameWriter(bus, "to_firmware", exclude)
-        self.enc = self._optional(bus, [f"enc_{j}" for j in joint_names])
-        self.vel = self._optional(bus, [f"vel_{j}" for j in joint_names])
-        self.imu = self._optional(bus, list(IMU_SIGNALS))
-        self.status = self._optional(bus, ["status"])
-        self.cycle = self._optional(bus, ["cycle"])
+        self.status = self._slots({"status"})
+        self.cycle = self._slots({"cycle"})
+        self._channels: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
-    @staticmethod
-    def _optional(bus: BusMap, names: list[str]) -> list[tuple[int, int, int]]:
-        """(value-array key, index, source position) for each named signal the map carries."""
-        out = []
-        for pos, name in enumerate(names):
-            if not any(name in c.signal_names for c in bus.codecs):
-                continue
-            out += [(id(c), i, pos) for c, i in bus.find(name) if c.direction == "to_firmware"]
-        return out
+    def _slots(self, names: set[str]) -> list[tuple[np.ndarray, int]]:
+        """(value array, index) of every written signal named in `names`."""
+        return [(self.writer.values[id(c)], i) for c in self.writer.codecs
+                for i, n in enumerate(c.signal_names) if n in names]
 
-    def frames(self, cycle: int, counts: np.ndarray, imu: np.ndarray, status: int,
-               vel: np.ndarray | None = None) -> list[Frame]:
-        """The frames due in `cycle`; `vel` [motor counts/s] fills the `vel_<joint>` signals."""
-        v = self.writer.values
-        for key, i, pos in self.enc:
-            v[key][i] = counts[pos]
-        if vel is not None:
-            for key, i, pos in self.vel:
-                v[key][i] = vel[pos]
-        for key, i, pos in self.imu:
-            v[key][i] = imu[0, pos]
-        for key, i, _ in self.status:
-            v[key][i] = status
-        for key, i, _ in self.cycle:
-            v[key][i] = cycle
+    def bind(self, channel_names: list[str]) -> None:
+        """Build the slots: per message, the signal positions and the channels that fill them."""
+        index = {n: i for i, n in enumerate(channel_names)}
+        self._channels = []
+        for c in self.writer.codecs:
+            pairs = [(i, index[n]) for i, n in enumerate(c.signal_names) if n in index]
+            if pairs:
+                sig, ch = (np.array(p, np.int64) for p in zip(*pairs))
+                self._channels.append((self.writer.values[id(c)], sig, ch))
+
+    def frames(self, cycle: int, measured: np.ndarray, status: int) -> list[Frame]:
+        """The frames due in `cycle`, carrying `measured` (indexed like the bound channel names)."""
+        for values, sig, ch in self._channels:
+            values[sig] = measured[ch]
+        for values, i in self.status:
+            values[i] = status
+        for values, i in self.cycle:
+            values[i] = cycle
         return self.writer.frames(cycle)
 
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import model as md
-from .kernels import profiles
+from .kernels import aba, profiles
 from .modal import BeamModes, beam_modes
 
 KernelModel = namedtuple("KernelModel", [
-    "dims", "parent", "nm", "mo", "axis", "armature", "viscous", "coulomb", "coul_vs",
+    "dims", "parent", "nm", "mo", "axis", "armature", "viscous", "coulomb", "jpar",
     "drive", "prof_kind", "prof_par", "tab_off", "tab_n", "tab_t", "tab_c",
     "mot", "mot_inertia", "kspring", "dspring",
     "st_p0", "st_R0", "st_G", "st_L", "st_S",
@@ -206,6 +206,21 @@ def _spline_coefficients(t: np.ndarray, q: np.ndarray) -> np.ndarray:
     return c
 
 
+def _joint_parameters(bodies: list[md.Body]) -> np.ndarray:
+    """KernelModel.jpar: Coulomb smoothing, Stribeck, brake and backlash per joint (columns aba.JP_*).
+    The brake is released here; hil.drives.DriveBank engages it and sets its smoothing at run time,
+    in place, and holds a stuck joint through KernelModel.drive and prof_par."""
+    jp = np.zeros((len(bodies), aba.N_JP))
+    for k, b in enumerate(bodies):
+        j = b.joint
+        jp[k, aba.JP_COUL_VS] = j.coulomb_smoothing_rad_s
+        jp[k, aba.JP_STRIBECK] = j.stribeck_N_m
+        jp[k, aba.JP_STRIB_VS] = j.stribeck_velocity_rad_s if j.stribeck_N_m > 0 else 1.0
+        jp[k, aba.JP_BRAKE_VS] = 1.0
+        jp[k, aba.JP_BACKLASH] = j.backlash_rad
+    return jp
+
+
 _PROFILE_KIND = {md.PROFILE_CONSTANT: profiles.KIND_CONSTANT, md.PROFILE_SPINUP: profiles.KIND_SPINUP,
                  md.PROFILE_CYCLOIDAL: profiles.KIND_CYCLOIDAL, md.PROFILE_TABLE: profiles.KIND_TABLE}
 
@@ -238,6 +253,15 @@ def assemble(model: md.Model) -> Assembled:
             raise ValueError(f"{model.source}: body[{b.name}].joint: an elastic joint needs rotor_inertia_kg_m2 > 0 "
                              "(the rotor carries the motor-side coordinate)")
     kspring = np.array([b.joint.elasticity.stiffness_N_m_rad if b.joint.elasticity else 0.0 for b in bodies])
+    for b in bodies:
+        j = b.joint
+        where = f"{model.source}: body[{b.name}].joint"
+        if j.backlash_rad < 0 or (j.backlash_rad > 0 and j.elasticity is None):
+            raise ValueError(f"{where}: backlash_rad = {j.backlash_rad}: expected 0 rad, or >= 0 rad on an elastic "
+                             "joint (the dead band sits in the joint spring)")
+        if j.stribeck_N_m > 0 and not j.stribeck_velocity_rad_s > 0:
+            raise ValueError(f"{where}: stribeck_velocity_rad_s = {j.stribeck_velocity_rad_s}: expected a positive "
+                             "Stribeck velocity in rad/s with stribeck_N_m > 0")
     dspring = np.array([b.joint.elasticity.damping_N_m_s_rad if b.joint.elasticity else 0.0 for b in bodies])
     drive = np.array([1 if b.joint.drive == md.DRIVE_PRESCRIBED else 0 for b in bodies], dtype=np.int64)
     prof_kind = np.zeros(nb, dtype=np.int64)
@@ -356,8 +380,7 @@ def assemble(model: md.Model) -> Assembled:
     km = KernelModel(
         dims=np.array([nb, neta, nmot, NM, nq, ns], np.int64), parent=parent, nm=nm, mo=mo, axis=axis,
         armature=armature, viscous=np.array([b.joint.viscous_N_m_s_rad for b in bodies], float),
-        coulomb=np.array([b.joint.coulomb_N_m for b in bodies], float),
-        coul_vs=np.array([b.joint.coulomb_smoothing_rad_s for b in bodies], float),
+        coulomb=np.array([b.joint.coulomb_N_m for b in bodies], float), jpar=_joint_parameters(bodies),
         drive=drive, prof_kind=prof_kind, prof_par=prof_par, tab_off=tab_off, tab_n=tab_n, tab_t=tab_t, tab_c=tab_c,
         mot=mot, mot_inertia=mot_inertia, kspring=kspring, dspring=dspring,
         st_p0=st_p0, st_R0=st_R0, st_G=st_G, st_L=st_L, st_S=st_S,

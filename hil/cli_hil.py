@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -29,6 +28,13 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--duration", type=float, default=None, help="simulated time in s (default: until SIGINT)")
     p.add_argument("--period", type=float, default=1e-3, help="cycle period in s (realtime mode)")
     p.add_argument("--log", help="run log (.msgpack), readable up to its last flush if the process is killed")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed of the sensor noise generator (default: the preset's model.sensor_seed)")
+    p.add_argument("--scenario", help="fault scenario (configs/scenarios/*.toml): faults injected during the run")
+    p.add_argument("--ideal-sensors", action="store_true",
+                   help="ideal encoders and tip IMU instead of the preset's sensor models (benchmark reference)")
+    p.add_argument("--ideal-drives", action="store_true",
+                   help="ideal torque drives instead of the preset's motor models (benchmark reference)")
     p.add_argument("--record-bus", metavar="FILE", help="record every frame with python-can's writers (.asc, .blf)")
     p.add_argument("--no-realtime", action="store_true", help="skip SCHED_FIFO, mlockall and gc freezing")
     p.add_argument("--cpu", type=int, default=None, help="pin the loop (and a spawned firmware) to this CPU")
@@ -50,54 +56,39 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("run", "the emulator: real-time loop behind a CAN or serial link", _run_arguments)
 def _cmd_run(args: argparse.Namespace) -> int:
-    from firmware_bridge.canopen import DriveNodes, is_canopen
-    from firmware_bridge.connect import open_link
+    from firmware_bridge.canopen import is_canopen
     from firmware_bridge.messages import BusMap
-    from firmware_bridge.signals import CommandInput, SensorOutput
-    from .config import load_model
-    from .plant import Plant
-    from .runtime import Emulator, RuntimeOptions
+    from .launch import await_host, build_emulator, reference_firmware, spawn_firmware
+    from .runtime import RuntimeOptions
 
-    bus = BusMap.load(args.bus)
-    if args.heartbeat_ms is not None and not is_canopen(bus):
+    if args.heartbeat_ms is not None and not is_canopen(BusMap.load(args.bus)):
         raise CliError(f"--heartbeat-ms needs a CANopen bus map; {args.bus} has no NMT and SYNC messages")
-    model = load_model(args.config)
-    plant = Plant(model)
-    plant.equilibrium_eta()
-    names = plant.layout.joint_names
-    protocol = None                 # a CANopen map: the emulator plays its nodes (NMT, SYNC, heartbeats)
-    if is_canopen(bus):
-        protocol = DriveNodes(bus, names, None if args.heartbeat_ms is None else args.heartbeat_ms * 1e-3)
-    firmware = None
-    if args.link in ("pty", "slcan-pty"):
-        from firmware_bridge.connect import open_pty_pair_link
-        link, slave_spec = open_pty_pair_link(args.link, bus)
-        fw_link = args.firmware_link or slave_spec
-    else:
-        link = open_link(args.link)
-        fw_link = args.firmware_link or args.link
     opts = RuntimeOptions(mode=args.mode, period_s=args.period, duration_s=args.duration,
                           watchdog_s=args.watchdog, safe_state=args.safe_state, realtime=not args.no_realtime,
                           cpu=args.cpu, log_path=args.log, overrun_policy=args.overrun_policy,
                           halt_after=args.halt_after, ignore_first_s=args.ignore_first,
-                          bus_record_path=args.record_bus)
-    header = {"config": args.config, "config_text": open(args.config, encoding="utf-8").read(), "bus": args.bus,
-              "link": args.link, "mode": args.mode, "versions": _versions()}
-    emulator = Emulator(plant, link, CommandInput(bus, names),
-                        SensorOutput(bus, names, protocol.own_ids if protocol else ()), opts, header, protocol)
+                          bus_record_path=args.record_bus, seed=args.seed)
+    built = build_emulator(args.config, args.bus, args.link, opts, args.scenario,
+                           None if args.heartbeat_ms is None else args.heartbeat_ms * 1e-3, args.firmware_link,
+                           ideal_sensors=args.ideal_sensors, ideal_drives=args.ideal_drives)
+    emulator = built.emulator
+    firmware = None
     if args.spawn_firmware:
-        firmware = _spawn_firmware(args, fw_link)
-        _await_host(link)
+        command = reference_firmware(args.config, args.bus, args.duration, args.move_time, args.vibration_suppression)
+        firmware = spawn_firmware(command, built.firmware_link,
+                                  args.cpu if args.firmware_cpu is None else args.firmware_cpu, args.firmware_priority)
+        await_host(emulator.link)
     out = ""
     try:
         summary = emulator.run()
         if firmware is not None:     # keep this end open until the firmware has closed its own
             out, _ = firmware.communicate(timeout=30)
     finally:
-        link.close()
+        emulator.link.close()
     if firmware is not None:
         summary["firmware"] = json.loads(out.strip().splitlines()[-1]) if out.strip() else None
-    summary["final_joint_error_rad"] = _joint_errors(names, plant.q())
+    names = emulator.plant.layout.joint_names
+    summary["final_joint_error_rad"] = _joint_errors(names, emulator.plant.q())
     if args.log:
         summary["tip_residual_mm"] = _tip_residual(args.log)
         summary["tip_settling_s"] = _tip_settling(args.log, 0.2 + args.move_time)
@@ -105,40 +96,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
             json.dump(summary, f, default=float, indent=1)
     print(json.dumps(summary, default=float) if args.json else format_summary(summary))
     return 0
-
-
-def _spawn_firmware(args: argparse.Namespace, link_spec: str) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "hil", "firmware", "--arm", args.config, "--bus", args.bus,
-           "--link", link_spec, "--json"]
-    if args.duration:
-        cmd += ["--duration", str(args.duration)]
-    cmd += ["--move-time", str(args.move_time)] + (["--vibration-suppression"] if args.vibration_suppression else [])
-    cpu = args.cpu if args.firmware_cpu is None else args.firmware_cpu
-
-    def placement() -> None:
-        if cpu is not None:
-            os.sched_setaffinity(0, {cpu})
-        if args.firmware_priority is not None:
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(args.firmware_priority))
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, preexec_fn=placement)
-    line = proc.stdout.readline()           # "ready": the firmware has opened its end of the link
-    if line.strip() != "ready":
-        raise RuntimeError(f"the reference firmware failed to start: {line!r}")
-    return proc
-
-
-def _await_host(link, timeout_s: float = 5.0) -> None:
-    """An emulated slcan adapter refuses frames until the host's open command ("O") has been read:
-    take in the host's setup lines before the first sensor frame goes out (no-op for other links)."""
-    if not hasattr(link, "channel_open"):
-        return
-    import time
-    deadline = time.monotonic() + timeout_s
-    while not link.channel_open and time.monotonic() < deadline:
-        if link.recv() is None:
-            time.sleep(1e-3)
-    if not link.channel_open:
-        raise RuntimeError(f"{link.name}: the firmware did not open the slcan channel within {timeout_s} s")
 
 
 def _joint_errors(names: list[str], q: np.ndarray) -> dict:
@@ -200,6 +157,12 @@ def format_summary(s: dict) -> str:
     lines.append(f"link {s['link']}")
     lines.append(f"commands {s['commands']}")
     lines.append(f"watchdog trips {s['watchdog']['trips']}")
+    fa = s["faults"]
+    if fa["injections"] or fa["errors"]:
+        lines.append(f"faults: {fa['injections']} injected, {fa['clearances']} cleared, still active "
+                     f"{fa['active'] or 'none'}, {fa['errors']} failed effects")
+    if s["drives"]["torque_limited_cycles"]:
+        lines.append(f"drives: torque or current limited in {s['drives']['torque_limited_cycles']} cycles")
     if s.get("canopen"):
         co = s["canopen"]
         lines.append("canopen nodes " + ", ".join(f"{n} {st}" for n, st in co["nodes"].items())
@@ -219,11 +182,6 @@ def format_summary(s: dict) -> str:
             lines.append(f"firmware command->sensor us  p50 {lat['p50']:8.1f}  p99 {lat['p99']:8.1f}  "
                          f"p99.9 {lat['p99.9']:8.1f}  max {lat['max']:8.1f}")
     return "\n".join(lines)
-
-
-def _versions() -> dict:
-    import numba
-    return {"python": sys.version.split()[0], "numpy": np.__version__, "numba": numba.__version__}
 
 
 def _firmware_arguments(p: argparse.ArgumentParser) -> None:
@@ -273,6 +231,14 @@ def _cmd_log(args: argparse.Namespace) -> int:
     for row in rows:
         writer.write(row)
     writer.close()
+    if header.get("events"):
+        events_out = os.path.splitext(out)[0] + ".events.csv"
+        with open(events_out, "w", encoding="utf-8") as f:
+            f.write("t,cycle,event,fault,detail\n")
+            for e in header["events"]:
+                detail = str(e.get("detail", "")).replace('"', "'")
+                f.write(f"{e['t']!r},{e['cycle']},{e['event']},{e.get('fault', '')},\"{detail}\"\n")
+        print(f"{len(header['events'])} events -> {events_out}")
     print(f"{len(rows)} rows -> {out}" + (f" ({header['trailing_bytes']} trailing bytes of a cut record ignored)"
                                           if header.get("trailing_bytes") else ""))
     return 0

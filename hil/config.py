@@ -18,16 +18,34 @@ file, the dotted key, the offending value and what was expected, e.g.::
 
 Schema (see the presets in ``configs/`` for complete examples)::
 
-    [model]        name, description, gravity_m_s2 (3-vector), foreshortening (bool)
+    [model]        name, description, gravity_m_s2 (3-vector), foreshortening (bool),
+                   sensor_seed (integer >= 0, seed of the sensor noise generator)
     [integrator]   method (auto|rk4|imex_midpoint|euler), dt_s > 0, substeps >= 0 (0 = auto),
                    safety in (0, 1]
     [[body]]       name, parent ("base" or an EARLIER body), initial_eta (one number per mode)
       [body.joint]     name, axis (normalised, non-zero), station_m, offset_m, rpy_rad, q0_rad,
                        qd0_rad_s, rotor_inertia_kg_m2, gear_ratio (> 0), viscous_N_m_s_rad,
-                       coulomb_N_m, coulomb_smoothing_rad_s (> 0), drive (torque|prescribed)
+                       coulomb_N_m, coulomb_smoothing_rad_s (> 0), stribeck_N_m (>= 0, extra
+                       breakaway torque), stribeck_velocity_rad_s (> 0, required with
+                       stribeck_N_m > 0), backlash_rad (>= 0, total dead band of the joint
+                       spring; only with elasticity), drive (torque|prescribed)
         [body.joint.profile]     kind = spinup (omega_rad_s, T_s) | cycloidal (k_rad_s, T_s)
                                  | table (t_s strictly increasing, q_rad) | constant;
                                  only with drive = "prescribed" (default: constant)
+        [body.joint.motor]       the joint's PMDC motor drive (hil.drives; none: an ideal torque
+                                 drive without limits); not for prescribed joints:
+                                 interface (torque|current|voltage), resistance_ohm,
+                                 inductance_H, torque_constant_N_m_A, back_emf_V_s_rad (> 0;
+                                 motor side), rotor_inertia_kg_m2 (instead of the joint's),
+                                 gear_efficiency in (0, 1], torque_limit_N_m (> 0, link side),
+                                 current_limit_A (> 0), current_bandwidth_hz (> 0), supply_V
+                                 (> 0), brake_torque_N_m (>= 0, link side: the holding torque),
+                                 brake_kinetic_N_m (> 0, at most brake_torque_N_m: the slipping
+                                 torque; default brake_torque_N_m), brake_smoothing_rad_s (> 0;
+                                 default from the integrator's stability bound). Required:
+                                 current: torque_constant_N_m_A, current_bandwidth_hz; voltage:
+                                 resistance_ohm, inductance_H, torque_constant_N_m_A,
+                                 back_emf_V_s_rad, supply_V
         [body.joint.elasticity]  stiffness_N_m_rad > 0, damping_N_m_s_rad >= 0; not for
                                  prescribed joints
       [body.rigid]     mass_kg > 0, com_m, inertia_kg_m2 (3x3 | [Ixx,Iyy,Izz] |
@@ -45,15 +63,17 @@ Schema (see the presets in ``configs/`` for complete examples)::
                                  required then for every kind with modes
       [[body.attachment]] name, station_m, mass_kg > 0, offset_m, inertia_kg_m2
     [[station]]    name, body, station_m, offset_m
+    [[sensor]]     kind = encoder | abs_encoder | imu | strain | torque | current and its keys
+                   (see hil.sensor_specs); none: the default sensor set
     [provenance]   "dotted.key" = "published: ..." | "derived: ..." | "assumed: ..."
 
 Positions along a body: on a flexible body ``station_m`` must lie in [0, length_m];
 on a rigid body (and on the base) it must be 0 and the point is placed with
 ``offset_m``. Provenance keys use names, not indices:
 ``body.<body>.joint.<key>``, ``body.<body>.beam.modes.<kind>``,
-``body.<body>.attachment.<name>.<key>``, ``station.<name>.<key>``, ``model.<key>``,
-``integrator.<key>``; they must name a parameter of the schema for an existing
-body/station (typos are errors).
+``body.<body>.attachment.<name>.<key>``, ``station.<name>.<key>``, ``sensor.<name>.<key>``,
+``model.<key>``, ``integrator.<key>``; they must name a parameter of the schema for an
+existing body/station/sensor (typos are errors).
 """
 from __future__ import annotations
 
@@ -71,6 +91,9 @@ from hil.model import (
     BASE,
     DRIVE_PRESCRIBED,
     DRIVE_TORQUE,
+    INTERFACE_CURRENT,
+    INTERFACE_VOLTAGE,
+    INTERFACES,
     MODE_FAMILIES,
     MODE_KINDS,
     PROFILE_CONSTANT,
@@ -80,6 +103,7 @@ from hil.model import (
     Attachment,
     Beam,
     Body,
+    DriveSpec,
     IntegratorSettings,
     Joint,
     JointElasticity,
@@ -372,14 +396,29 @@ class _Table:
 
 
 # ----------------------------------------------------------------------------- loader
-_TOP_KEYS = ("model", "integrator", "body", "station", "provenance")
-_MODEL_KEYS = ("name", "description", "gravity_m_s2", "foreshortening")
+_TOP_KEYS = ("model", "integrator", "body", "station", "sensor", "provenance")
+_MODEL_KEYS = ("name", "description", "gravity_m_s2", "foreshortening", "sensor_seed")
 _INTEGRATOR_KEYS = ("method", "dt_s", "substeps", "safety")
 _BODY_KEYS = ("name", "parent", "initial_eta", "joint", "rigid", "beam", "attachment")
 _JOINT_KEYS = ("name", "axis", "station_m", "offset_m", "rpy_rad", "q0_rad", "qd0_rad_s",
                "rotor_inertia_kg_m2", "gear_ratio", "viscous_N_m_s_rad", "coulomb_N_m",
-               "coulomb_smoothing_rad_s", "drive", "profile", "elasticity")
+               "coulomb_smoothing_rad_s", "stribeck_N_m", "stribeck_velocity_rad_s",
+               "backlash_rad", "drive", "profile", "elasticity", "motor")
 _ELASTICITY_KEYS = ("stiffness_N_m_rad", "damping_N_m_s_rad")
+# [body.joint.motor]: key -> unit, and the keys each interface needs
+_MOTOR_UNITS = {
+    "resistance_ohm": "ohm", "inductance_H": "H", "torque_constant_N_m_A": "N m/A",
+    "back_emf_V_s_rad": "V s/rad", "rotor_inertia_kg_m2": "kg m^2",
+    "gear_efficiency": "(output power / input power when the motor drives the load)",
+    "torque_limit_N_m": "N m (link side)", "current_limit_A": "A", "current_bandwidth_hz": "Hz",
+    "supply_V": "V", "brake_torque_N_m": "N m (link side)", "brake_kinetic_N_m": "N m (link side)",
+    "brake_smoothing_rad_s": "rad/s",
+}
+_MOTOR_KEYS = ("interface",) + tuple(_MOTOR_UNITS)
+_MOTOR_REQUIRED = {
+    INTERFACE_CURRENT: ("torque_constant_N_m_A", "current_bandwidth_hz"),
+    INTERFACE_VOLTAGE: ("resistance_ohm", "inductance_H", "torque_constant_N_m_A", "back_emf_V_s_rad", "supply_V"),
+}
 _RIGID_KEYS = ("mass_kg", "com_m", "inertia_kg_m2")
 _BEAM_KEYS = ("length_m", "E_Pa", "G_Pa", "rho_kg_m3", "area_m2", "Iy_m4", "Iz_m4",
               "torsion_constant_m4", "polar_moment_m4", "rotary_inertia", "family",
@@ -408,6 +447,7 @@ class _Loader:
             mt.string("description", what="a string (free text)")
         gravity = mt.vector("gravity_m_s2", np.array([0.0, 0.0, -9.81]), unit="m/s^2")
         foreshortening = mt.boolean("foreshortening", True)
+        sensor_seed = mt.integer("sensor_seed", 0, minimum=0, what="seed of the sensor noise generator")
 
         integ = IntegratorSettings()
         it = top.table("integrator", _INTEGRATOR_KEYS)
@@ -444,6 +484,9 @@ class _Loader:
             st = self._station(i, rs, by_name, seen_st)
             stations.append(st)
 
+        from hil.sensor_specs import parse_sensors   # it builds on this module's _Table
+        sensors = parse_sensors(top, bodies, stations)
+
         provenance = self._provenance(top)
 
         return Model(
@@ -456,6 +499,8 @@ class _Loader:
             initial_eta=initial_eta,
             provenance=provenance,
             source=self.source,
+            sensors=sensors,
+            sensor_seed=sensor_seed,
         )
 
     # ---------------------------------------------------------------- bodies
@@ -601,8 +646,15 @@ class _Loader:
             coulomb_N_m=jt.number("coulomb_N_m", d.coulomb_N_m, unit="N m", nonneg=True),
             coulomb_smoothing_rad_s=jt.number("coulomb_smoothing_rad_s", d.coulomb_smoothing_rad_s,
                                               unit="rad/s", positive=True),
+            stribeck_N_m=jt.number("stribeck_N_m", d.stribeck_N_m, unit="N m", nonneg=True),
+            backlash_rad=jt.number("backlash_rad", d.backlash_rad, unit="rad", nonneg=True),
             drive=drive,
         )
+        if joint.stribeck_N_m > 0:
+            joint.stribeck_velocity_rad_s = jt.number("stribeck_velocity_rad_s", unit="rad/s (with stribeck_N_m > 0)",
+                                                      positive=True)
+        elif jt.has("stribeck_velocity_rad_s"):
+            jt.number("stribeck_velocity_rad_s", unit="rad/s", positive=True)
 
         if jt.has("profile"):
             if drive != DRIVE_PRESCRIBED:
@@ -622,7 +674,61 @@ class _Loader:
                 stiffness_N_m_rad=et.number("stiffness_N_m_rad", unit="N m/rad", positive=True),
                 damping_N_m_s_rad=et.number("damping_N_m_s_rad", 0.0, unit="N m s/rad", nonneg=True),
             )
+        if joint.backlash_rad > 0 and joint.elasticity is None:
+            raise jt.error("backlash_rad", jt.raw("backlash_rad"),
+                           "expected 0 rad without a [body.joint.elasticity] table (the dead band of "
+                           "total width backlash_rad sits in the joint spring)")
+
+        if jt.has("motor"):
+            if drive == DRIVE_PRESCRIBED:
+                raise jt.error("motor", jt.raw("motor"),
+                               "expected no motor table for a prescribed joint (its motion is imposed)")
+            joint.motor = self._motor(jt, joint)
         return joint
+
+    def _motor(self, jt: _Table, joint: Joint) -> DriveSpec:
+        """The [body.joint.motor] table; may set the joint's rotor inertia."""
+        mt = jt.table("motor", _MOTOR_KEYS)
+        d = DriveSpec()
+        interface = mt.choice("interface", d.interface, INTERFACES)
+        required = _MOTOR_REQUIRED.get(interface, ())
+
+        def value(k: str, default, **kw):
+            if k in required and not mt.has(k):
+                raise mt.error(k, _MISSING, f'required with interface = "{interface}"; '
+                                            f"expected a positive number{_in(_MOTOR_UNITS[k])}")
+            return mt.number(k, default, unit=_MOTOR_UNITS[k], **kw)
+
+        spec = DriveSpec(
+            interface=interface,
+            resistance_ohm=value("resistance_ohm", d.resistance_ohm, positive=True),
+            inductance_H=value("inductance_H", d.inductance_H, positive=True),
+            torque_constant_N_m_A=value("torque_constant_N_m_A", d.torque_constant_N_m_A, positive=True),
+            back_emf_V_s_rad=value("back_emf_V_s_rad", d.back_emf_V_s_rad, positive=True),
+            gear_efficiency=value("gear_efficiency", d.gear_efficiency, positive=True, upper=1.0),
+            torque_limit_N_m=value("torque_limit_N_m", d.torque_limit_N_m, positive=True),
+            current_limit_A=value("current_limit_A", d.current_limit_A, positive=True),
+            current_bandwidth_hz=value("current_bandwidth_hz", d.current_bandwidth_hz, positive=True),
+            supply_V=value("supply_V", d.supply_V, positive=True),
+            brake_torque_N_m=value("brake_torque_N_m", d.brake_torque_N_m, nonneg=True),
+            brake_kinetic_N_m=value("brake_kinetic_N_m", d.brake_kinetic_N_m, positive=True),
+            brake_smoothing_rad_s=value("brake_smoothing_rad_s", d.brake_smoothing_rad_s, positive=True),
+        )
+        if spec.brake_kinetic_N_m is not None and spec.brake_kinetic_N_m > spec.brake_torque_N_m:
+            raise mt.error("brake_kinetic_N_m", mt.raw("brake_kinetic_N_m"),
+                           f"expected at most brake_torque_N_m = {spec.brake_torque_N_m} N m (link side): "
+                           "a brake slips at no more than it holds")
+        if mt.has("current_limit_A") and not mt.has("torque_constant_N_m_A"):
+            raise mt.error("current_limit_A", mt.raw("current_limit_A"),
+                           "expected no current limit in A without torque_constant_N_m_A (N m/A), "
+                           "which turns the current into a torque")
+        if mt.has("rotor_inertia_kg_m2"):
+            if jt.has("rotor_inertia_kg_m2"):
+                raise mt.error("rotor_inertia_kg_m2", mt.raw("rotor_inertia_kg_m2"),
+                               "expected the rotor inertia in kg m^2 in one place only "
+                               "([body.joint] sets rotor_inertia_kg_m2 too)")
+            joint.rotor_inertia_kg_m2 = mt.number("rotor_inertia_kg_m2", unit="kg m^2", nonneg=True)
+        return spec
 
     def _profile(self, jt: _Table) -> Profile:
         raw = jt.raw("profile")

@@ -15,6 +15,11 @@ BASE = "base"
 DRIVE_TORQUE = "torque"
 DRIVE_PRESCRIBED = "prescribed"
 
+INTERFACE_TORQUE = "torque"        # motor drive takes a link-side torque, ideal torque source
+INTERFACE_CURRENT = "current"      # link-side torque -> current reference of a first-order current loop
+INTERFACE_VOLTAGE = "voltage"      # PWM duty in [-1, 1] of the supply voltage across the winding
+INTERFACES = (INTERFACE_TORQUE, INTERFACE_CURRENT, INTERFACE_VOLTAGE)
+
 PROFILE_SPINUP = "spinup"          # seed 003 / Kane-Ryan-Banerjee smooth spin-up law
 PROFILE_CYCLOIDAL = "cycloidal"    # seed 004 eq. (44): q = k (t - T/pi sin(pi t / T))
 PROFILE_TABLE = "table"            # tabulated angle, cubic spline
@@ -45,6 +50,32 @@ class JointElasticity:
 
 
 @dataclass
+class DriveSpec:
+    """Motor drive of one joint: a permanent-magnet DC motor behind the joint's gear.
+
+    The model and its sign conventions are stated in ``hil.drives``. Motor quantities (R, L,
+    Kt, Ke, current) are at the motor shaft; torque limit and brake torque at the joint (link
+    side). The rotor inertia and gear ratio are the joint's (``Joint.rotor_inertia_kg_m2``,
+    ``Joint.gear_ratio``). A limit of ``inf`` means none.
+    """
+
+    interface: str = INTERFACE_TORQUE
+    resistance_ohm: float = 0.0            # winding resistance R
+    inductance_H: float = 0.0              # winding inductance L
+    torque_constant_N_m_A: float = 0.0     # Kt
+    back_emf_V_s_rad: float = 0.0          # Ke
+    gear_efficiency: float = 1.0           # eta in (0, 1]
+    torque_limit_N_m: float = float("inf")   # link side
+    current_limit_A: float = float("inf")
+    current_bandwidth_hz: float = 0.0      # current interface: first-order loop bandwidth
+    supply_V: float = 0.0                  # voltage interface: bridge supply voltage
+    brake_torque_N_m: float = 0.0          # holding brake's static (holding) torque, link side; 0: no brake
+    brake_kinetic_N_m: float | None = None      # its torque while slipping, <= the holding torque; None: equal
+    brake_smoothing_rad_s: float | None = None  # ramp width of the slipping brake and its stick velocity;
+                                                # None: from the integrator
+
+
+@dataclass
 class Joint:
     """Revolute joint from a station on the parent body into the child body's frame.
 
@@ -67,9 +98,13 @@ class Joint:
     viscous_N_m_s_rad: float = 0.0
     coulomb_N_m: float = 0.0
     coulomb_smoothing_rad_s: float = 1e-3  # tanh(qd / v_s) smoothing of Coulomb friction
+    stribeck_N_m: float = 0.0              # breakaway torque above the Coulomb level; 0: none
+    stribeck_velocity_rad_s: float = 0.0   # its decay exp(-(qd / v_st)^2)
+    backlash_rad: float = 0.0              # total dead band of the Spong joint spring
     drive: str = DRIVE_TORQUE
     profile: Profile | None = None
     elasticity: JointElasticity | None = None
+    motor: DriveSpec | None = None         # None: an ideal torque drive without limits
 
     @property
     def armature_kg_m2(self) -> float:
@@ -171,3 +206,5 @@ class Model:
     initial_eta: dict = field(default_factory=dict)   # body name -> initial modal coordinates
     provenance: dict = field(default_factory=dict)    # dotted parameter key -> where the value comes from
     source: str = "<memory>"
+    sensors: list = field(default_factory=list)       # hil.sensor_specs specs; empty: hil.sensor_specs.default_sensors
+    sensor_seed: int = 0                              # seed of the sensor noise generator

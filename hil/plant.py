@@ -5,6 +5,7 @@ substeps), allocation-free; everything is compiled and warmed up on creation.
 """
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 
@@ -14,9 +15,9 @@ from . import model as md
 from .assembly import Assembled, assemble, make_work
 from .kernels import integrate
 from .kernels.cycle import step_and_sample
-from .kernels.aba import forward_dynamics, forward_kinematics, prepare
+from .kernels.aba import JP_BACKLASH, forward_dynamics, forward_kinematics, prepare
 from .kernels.outputs import energy, power, station_state, world_poses
-from .linearize import arm_frequencies_hz, spring_frequencies_hz, substeps_for
+from .linearize import arm_frequencies_hz, spring_frequencies_hz, static_forces, stiffness_and_mass, substeps_for
 
 METHODS = {"rk4": integrate.METHOD_RK4, "imex_midpoint": integrate.METHOD_IMEX, "euler": integrate.METHOD_EULER}
 AUTO_RK4_MAX_SUBSTEPS = 8   # beyond this many RK4 substeps the IMEX scheme is cheaper
@@ -51,6 +52,9 @@ def plan_integrator(asm: Assembled, method: str | None = None, substeps: int | N
     f_max = float(max(np.max(np.abs(freqs.free_hz), initial=0.0), np.max(np.abs(freqs.locked_hz), initial=0.0)))
     springs = spring_frequencies_hz(asm)
     f_expl = float(max(springs.max(initial=0.0), 0.0))
+    if np.any(asm.km.jpar[:, JP_BACKLASH] > 0):
+        # a spring inside its dead band looks free at the initial state; in contact it rings at f_expl
+        f_max = max(f_max, f_expl)
     if method == "auto":
         n_rk4 = substeps_for("rk4", f_max, f_expl, cfg.dt_s, cfg.safety)
         method = "rk4" if n_rk4 <= AUTO_RK4_MAX_SUBSTEPS else "imex_midpoint"
@@ -166,27 +170,42 @@ class Plant:
         return self.pos[a: a + int(self.km.nm[k])]
 
     def equilibrium_eta(self) -> np.ndarray:
-        """Set the modal coordinates to the static deflection under gravity at the current joint
-        angles, joints held (Newton iterations on h_modes(q) = 0). Returns the drive torques that
-        hold the arm still there (and holds them in Plant.tau); rotor angles of Spong joints are set
-        to the loaded spring."""
-        from .linearize import static_forces, stiffness_and_mass
+        """Put the arm at rest in its static equilibrium under gravity at the current joint angles and
+        return the drive torques that hold it there (also held in Plant.tau).
+
+        The modal coordinates take the static deflection (Newton iterations on h_modes = 0 with the
+        joints held; at rest the modal rows depend neither on the drive torques nor on the rotors).
+        Each joint's holding torque is then its static load h_k, gravity through the deformed arm.
+        A Spong joint carries that load in its spring: the rotor stands at the link angle plus the
+        deflection h_k / k, plus half the backlash in the loaded direction, and its drive holds the
+        rotor with the spring torque h_k."""
         lay = self.layout
-        free = np.arange(lay.n_joints, lay.nq)
+        nj = lay.n_joints
+        modes = np.arange(nj, nj + lay.n_eta)
+        rotors = [k for k in range(nj) if lay.motor_of_joint[k] >= 0]
         self.vel[:] = 0.0
+        for k in rotors:     # springs relaxed, so that h_k below is the joint's whole load
+            self.pos[lay.motor_index(k)] = self.pos[k]
         for _ in range(20):
-            if free.size == 0:
+            if modes.size == 0:
                 break
             K, _ = stiffness_and_mass(self.asm, self.pos)
-            d = -np.linalg.solve(K[np.ix_(free, free)], static_forces(self.asm, self.pos)[free])
-            self.pos[free] += d
-            if np.max(np.abs(d)) < 1e-13 + 1e-10 * np.max(np.abs(self.pos[free])):
+            d = -np.linalg.solve(K[np.ix_(modes, modes)], static_forces(self.asm, self.pos)[modes])
+            self.pos[modes] += d
+            if np.max(np.abs(d)) < 1e-13 + 1e-10 * np.max(np.abs(self.pos[modes])):
                 break
-        h = static_forces(self.asm, self.pos)    # h = C + g - tau at tau = 0; rest needs tau = h
-        hold = h[: lay.n_joints].copy()
-        for k in range(lay.n_joints):
-            if lay.motor_of_joint[k] >= 0:
-                hold[k] = h[lay.motor_index(k)]
+        hold = static_forces(self.asm, self.pos)[:nj].copy()    # h = C + g - tau at tau = 0; rest needs tau = h
+        for k in rotors:
+            self.pos[lay.motor_index(k)] = self.pos[k] + spring_deflection(
+                hold[k], float(self.km.kspring[k]), float(self.km.jpar[k, JP_BACKLASH]))
         self.tau[:] = hold
         self.evaluate()
         return hold
+
+
+def spring_deflection(torque: float, stiffness: float, backlash: float) -> float:
+    """Rotor minus link angle [rad] at which a Spong spring (with a dead band of total width
+    `backlash`) transmits `torque` [N m]; 0 for no torque (the middle of the band)."""
+    if torque == 0.0:
+        return 0.0
+    return torque / stiffness + math.copysign(0.5 * backlash, torque)

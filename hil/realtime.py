@@ -34,6 +34,11 @@ __all__ = ["Feature", "RealtimeReport", "RealtimeSetup", "apply_realtime", "syst
 MCL_CURRENT = 1  # <sys/mman.h> values on x86 and arm Linux
 MCL_FUTURE = 2
 GC_MODES = ("freeze", "disable", "keep")
+# CPUs that unbound kernel workqueues may run on (hex mask). Their workers deliver pty and tty
+# input (tty_flip_buffer_push queues on system_unbound_wq) at ordinary priority; on the loop's
+# CPU the loop preempts a worker that holds the tty's locks, then blocks on those locks in
+# read()/FIONREAD while the CFS scheduler runs the firmware before the worker.
+WORKQUEUE_CPUMASK = "/sys/devices/virtual/workqueue/cpumask"
 
 
 # --------------------------------------------------------------------------- real-time setup
@@ -99,6 +104,11 @@ def _read(path: str) -> str | None:
         return None
 
 
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
 def _read_int(path: str) -> int | None:
     text = _read(path)
     return int(text) if text is not None else None
@@ -136,16 +146,20 @@ class RealtimeSetup:
     apply() and restore() from the loop thread. Memory locking and gc are process-wide.
     gc_mode: "freeze" (collect, freeze, disable), "disable" (collect, disable) or "keep".
     `priority=None`, `cpu=None`, `lock_memory=False` or `gc_mode="keep"` skip that feature.
+    `move_kworkers` (with a pinned `cpu`): unbound kernel workqueue workers run only on the other
+    CPUs during the run (system-wide, root only; restored by restore()).
     """
 
     def __init__(self, priority: int | None = 80, cpu: int | Iterable[int] | None = None,
-                 lock_memory: bool = True, gc_mode: str = "freeze") -> None:
+                 lock_memory: bool = True, gc_mode: str = "freeze", move_kworkers: bool = True) -> None:
         if gc_mode not in GC_MODES:
             raise ValueError(f"gc_mode must be one of {GC_MODES}, not {gc_mode!r}")
         self.priority = priority
         self.cpus = None if cpu is None else ({cpu} if isinstance(cpu, int) else set(cpu))
         self.lock_memory = lock_memory
         self.gc_mode = gc_mode
+        self.move_kworkers = move_kworkers
+        self._saved_kworker_mask: str | None = None
         self._saved_sched: tuple[int, int] | None = None
         self._saved_affinity: set[int] | None = None
         self._locked = False
@@ -158,6 +172,7 @@ class RealtimeSetup:
             self._maybe("affinity", self.cpus is not None, self._set_affinity),
             self._maybe("mlockall", self.lock_memory, self._lock_memory),
             self._maybe("gc", self.gc_mode != "keep", self._set_gc),
+            self._maybe("kworkers", self.move_kworkers and self.cpus is not None, self._move_kworkers),
         ]
         return RealtimeReport(features, system_info(), self)
 
@@ -194,8 +209,23 @@ class RealtimeSetup:
         gc.disable()
         return f"collected {collected}, frozen {gc.get_freeze_count()} objects, disabled"
 
+    def _move_kworkers(self) -> str:
+        others = set(range(os.cpu_count() or 1)) - self.cpus
+        if not others:
+            raise RuntimeError("no CPU left besides the loop's")
+        saved = _read(WORKQUEUE_CPUMASK)
+        if saved is None:
+            raise OSError(f"{WORKQUEUE_CPUMASK} not readable")
+        _write(WORKQUEUE_CPUMASK, format(sum(1 << c for c in others), "x"))
+        self._saved_kworker_mask = saved
+        return f"unbound workqueues on CPUs {sorted(others)} (was mask {saved})"
+
     def restore(self) -> None:
-        """Undo what apply() changed (scheduler, affinity, memory lock, gc); never raises."""
+        """Undo what apply() changed (scheduler, affinity, memory lock, gc, kworkers); never raises."""
+        if self._saved_kworker_mask is not None:
+            with suppress(OSError):
+                _write(WORKQUEUE_CPUMASK, self._saved_kworker_mask)
+            self._saved_kworker_mask = None
         if self._saved_sched is not None:
             policy, priority = self._saved_sched
             with suppress(OSError):
@@ -224,9 +254,9 @@ class RealtimeSetup:
 
 
 def apply_realtime(priority: int | None = 80, cpu: int | Iterable[int] | None = None,
-                   lock_memory: bool = True, gc_mode: str = "freeze") -> RealtimeReport:
+                   lock_memory: bool = True, gc_mode: str = "freeze", move_kworkers: bool = True) -> RealtimeReport:
     """RealtimeSetup(...).apply(); undo with report.restore()."""
-    return RealtimeSetup(priority, cpu, lock_memory, gc_mode).apply()
+    return RealtimeSetup(priority, cpu, lock_memory, gc_mode, move_kworkers).apply()
 
 
 # --------------------------------------------------------------------------- pacer

@@ -5,7 +5,9 @@ A msgpack run log is a stream of msgpack objects: first a header map ::
     {"format": "hil-run", "version": 1, "columns": [...], "config": path, "dt_s": ...,
      "every": ..., "integrator": {...}, ...}
 
-then one record per output row, an array of float64 with one entry per column. The
+then one record per output row, an array of float64 with one entry per column, and, between
+rows, event maps ``{"event": kind, "cycle": ..., "t": ..., ...}`` (the emulator's fault
+injections and clearances, watchdog trips); the reader returns them in ``header["events"]``. The
 stream is flushed at least every ``FLUSH_INTERVAL_S`` seconds, and a reader stops at
 the last complete record, so the log of a killed writer is readable.
 
@@ -84,6 +86,11 @@ class MsgpackRunWriter:
         self._file.write(self._record)
         self._flush.tick()
 
+    def write_event(self, event: dict[str, Any]) -> None:
+        """An event between rows (a map with an "event" key)."""
+        self._file.write(msgpack.packb(event, use_bin_type=True))
+        self._flush.tick()
+
     def close(self) -> None:
         self._file.close()
 
@@ -142,8 +149,9 @@ def open_writer(path: str | Path, header: dict[str, Any]) -> CsvRunWriter | Msgp
 def read_run(path: str | Path) -> tuple[dict[str, Any], np.ndarray]:
     """(header, rows) of a run log; rows has shape (n_rows, n_columns).
 
-    For msgpack logs the header is the stored map plus ``trailing_bytes``: the size of
-    an incomplete record at the end (non-zero when the writer was killed mid-record).
+    For msgpack logs the header is the stored map plus ``events`` (the event maps, in stream
+    order) and ``trailing_bytes``: the size of an incomplete record at the end (non-zero when
+    the writer was killed mid-record).
     A CSV log gives ``{"format": "csv", "columns": [...]}``.
     """
     if Path(path).suffix.lower() == ".csv":
@@ -165,9 +173,14 @@ def _read_msgpack(path: str | Path) -> tuple[dict[str, Any], np.ndarray]:
                               f"(this reader: {VERSION})")
         n = len(header["columns"])
         rows = []
+        events = []
         end = unpacker.tell()
         try:
             for record in unpacker:
+                if isinstance(record, dict) and "event" in record:
+                    events.append(record)
+                    end = unpacker.tell()
+                    continue
                 if not isinstance(record, list) or len(record) != n:
                     raise RunLogError(f"{path}: record {len(rows)} is not a list of {n} numbers")
                 rows.append(record)
@@ -175,6 +188,7 @@ def _read_msgpack(path: str | Path) -> tuple[dict[str, Any], np.ndarray]:
         except (ValueError, msgpack.UnpackException) as exc:
             raise RunLogError(f"{path}: corrupt record after row {len(rows)}: {exc}") from exc
         size = f.seek(0, 2)
+    header["events"] = events
     header["trailing_bytes"] = size - end
     return header, np.array(rows, dtype=float).reshape(len(rows), n)
 

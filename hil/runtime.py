@@ -2,7 +2,10 @@
 
 One thread owns the loop (receive, decode, step, sample, encode, send) on absolute
 deadlines (hil.realtime.Pacer); records go to a logger thread through a bounded queue,
-so file I/O never runs in the loop. Modes: `realtime` (fixed period), `afap` (as fast
+so file I/O never runs in the loop. One cycle, in order: fault engine cycle start (triggers,
+plant and drive faults), receive commands through the fault layer of the link, watchdog, drive
+update (command -> link-side torque), a stall fault, plant step and sensor sampling, signal
+faults on the measured channels, status, send (bus faults and output delay act there), log. Modes: `realtime` (fixed period), `afap` (as fast
 as possible) and `lockstep` (one step per received command frame, deterministic).
 
 CANopen maps (firmware_bridge.canopen.DriveNodes as `protocol`): the nodes take NMT and SYNC
@@ -23,12 +26,18 @@ from pathlib import Path
 import numpy as np
 
 from firmware_bridge.link import Frame, Link
+from firmware_bridge.link_faults import FaultyLink
 from firmware_bridge.messages import StatusFlag
 from firmware_bridge.recording import BackgroundWriter, BusRecorder
 from firmware_bridge.signals import CommandInput, SensorOutput
+from .drives import DriveBank
+from .faults import FaultEngine, bus_encoding
+from .model import INTERFACE_VOLTAGE
 from .plant import Plant
 from .realtime import CycleStats, OverrunHalt, Pacer, RealtimeSetup
 from .runlog import MsgpackRunWriter
+from .scenario import Scenario
+from .sensor_specs import SensorSpec
 from .sensors import SensorSuite
 
 MODES = ("realtime", "afap", "lockstep")
@@ -52,7 +61,8 @@ class RuntimeOptions:
     realtime: bool = True               # try SCHED_FIFO, mlockall, gc freeze
     priority: int = 80
     cpu: int | None = None
-    imu_stations: tuple[str, ...] = ("tip",)
+    seed: int | None = None             # sensor noise and fault seed (None: the model's sensor_seed,
+                                        # the scenario's seed)
     log_path: str | None = None
     bus_record_path: str | None = None  # every frame sent and received, python-can format by suffix (.asc, .blf)
     stats_capacity: int = 600_000
@@ -90,14 +100,15 @@ class Watchdog:
 
 
 class RunLogger:
-    """Writes per-cycle records on a background thread (a full queue drops and counts).
+    """Writes per-cycle records, and events (dicts: fault injections and clearances, watchdog trips),
+    on a background thread (a full queue drops and counts).
 
     Rows come from a preallocated ring two longer than the queue, so the loop fills a row
     without allocating and no row is reused while the writer may still read it."""
 
     def __init__(self, path: str, header: dict, columns: list[str], depth: int = 4096):
         self.writer = MsgpackRunWriter(path, {**header, "columns": columns})
-        self._worker = BackgroundWriter(self.writer.write, "hil-log", depth)
+        self._worker = BackgroundWriter(self._write, "hil-log", depth)
         self._rows = np.zeros((depth + 2, len(columns)))
         self._next = 0
 
@@ -114,6 +125,15 @@ class RunLogger:
     def put(self, row: np.ndarray) -> None:
         self._worker.put(row)
 
+    def event(self, event: dict) -> None:
+        self._worker.put(event)
+
+    def _write(self, item: np.ndarray | dict) -> None:
+        if isinstance(item, dict):
+            self.writer.write_event(item)
+        else:
+            self.writer.write(item)
+
     def close(self) -> None:
         self._worker.close()
         self.writer.close()
@@ -123,15 +143,33 @@ class Emulator:
     """The plant behind a link, speaking the bus map's protocol."""
 
     def __init__(self, plant: Plant, link: Link, commands: CommandInput, sensors_out: SensorOutput,
-                 options: RuntimeOptions, header: dict | None = None, protocol=None):
-        """`protocol`: the CANopen nodes (firmware_bridge.canopen.DriveNodes) for a CANopen map, else None."""
+                 options: RuntimeOptions, header: dict | None = None, protocol=None,
+                 scenario: Scenario | None = None, drives: DriveBank | None = None,
+                 sensors: list[SensorSpec] | None = None):
+        """`protocol`: the CANopen nodes (firmware_bridge.canopen.DriveNodes) for a CANopen map, else None.
+        `scenario`: faults to inject (hil.scenario); more can be injected at run time through
+        `emulator.faults` (hil.faults.FaultEngine), also from another thread. `drives`: default the
+        model's motors (hil.drives.DriveBank; ideal torque drives where a joint has none).
+        `sensors`: the sensor specs, default the model's (hil.sensors.SensorSuite)."""
         options.validate()
         self.plant = plant
-        self.link = link
+        bus = commands.reader.bus
+        self.link = FaultyLink(link, bus)
         self.commands = commands
         self.sensors_out = sensors_out
         self.opt = options
-        self.sensors = SensorSuite(plant, options.imu_stations)
+        self.drives = drives or DriveBank(plant)
+        self.sensors = SensorSuite(plant, sensors, seed=options.seed, current_source=self.drives.current)
+        sensors_out.bind(self.sensors.channel_names)
+        self._sampled = self.sensors.measured.copy()    # the channels as sampled, before any signal fault
+        seed = options.seed if options.seed is not None else (scenario.seed if scenario and scenario.seed
+                                                               is not None else plant.asm.model.sensor_seed)
+        self.faults = FaultEngine(self.sensors.channel_names, dt_s=plant.dt, seed=seed,
+                                  encoding=bus_encoding(bus), plant=plant, drives=self.drives, link=self.link)
+        if scenario is not None:
+            scenario.inject_into(self.faults)
+        self._events_logged = 0
+        self._limited_cycles = 0
         self.watchdog = Watchdog(options.watchdog_s)
         self.header = header or {}
         self.stats = CycleStats(options.stats_capacity)
@@ -146,17 +184,26 @@ class Emulator:
         self.protocol = protocol
         nj = plant.layout.n_joints
         self._safe_before = np.zeros(nj, bool)   # protocol: joints in the safe state last cycle
+        self._braked = (self.drives.brake_torque > 0) & (options.safe_state == "brake")
         self.tau = np.zeros(nj)
         self.hold_q = plant.q().copy()
         self.hold_tau = plant.tau[:nj].copy()     # the torque holding the arm at start (Plant.equilibrium_eta)
         commands.tau[:] = self.hold_tau          # until the first command: as if the drives held the arm
+        self._settle_drives()
         self.columns = (["cycle", "t", "status"] + [f"tau_cmd_{j}" for j in plant.layout.joint_names]
                         + [f"tau_{j}" for j in plant.layout.joint_names]
                         + [f"q_{j}" for j in plant.layout.joint_names] + [f"qd_{j}" for j in plant.layout.joint_names]
-                        + [f"enc_{j}" for j in plant.layout.joint_names]
-                        + [f"imu_{s}_{c}" for s in options.imu_stations for c in ("ax", "ay", "az", "gx", "gy", "gz")]
+                        + [c for name in self.sensors.channel_names for c in (name, f"{name}_true")]
                         + ["tip_x", "tip_y", "tip_z", "lateness_us", "compute_us", "io_us"])
         self.logger: RunLogger | None = None
+
+    def _settle_drives(self, steps: int = 200) -> None:
+        """The drives' electrical state holding the arm at rest before the first cycle (a voltage
+        drive's command is a duty: it starts at 0); the plant does not move meanwhile."""
+        voltage = np.array([i == INTERFACE_VOLTAGE for i in self.drives.interfaces])
+        self.commands.tau[voltage] = 0.0
+        for _ in range(steps):
+            self.drives.update(self.commands.tau)
 
     # ------------------------------------------------------------------ one cycle
     def _receive(self) -> bool:
@@ -202,8 +249,14 @@ class Emulator:
         elif self.opt.safe_state == "hold":
             kp, kd = self.opt.hold_gains
             self.tau[:] = self.hold_tau + kp * (self.hold_q - self.plant.q()) - kd * qd
-        else:
-            self.tau[:] = -self.opt.brake_damping_N_m_s_rad * qd
+        else:                               # joints with a holding brake: brake, no torque; else damping
+            self.tau[:] = np.where(self._braked, 0.0, -self.opt.brake_damping_N_m_s_rad * qd)
+
+    def _watchdog_brakes(self, engaged: bool) -> None:
+        """Safe state "brake": the drives' holding brakes close on a trip and open when it clears
+        (through the fault engine, so that a brake fault's brake stays closed, and vice versa)."""
+        for k in np.flatnonzero(self._braked):
+            self.faults.hold_brake(int(k), engaged)
 
     def _status(self) -> int:
         status = StatusFlag.RUNNING
@@ -211,15 +264,20 @@ class Emulator:
             status |= StatusFlag.COMMAND_TIMEOUT
         if self._rejected_now:
             status |= StatusFlag.COMMAND_REJECTED
+        if self.drives.torque_limited:
+            status |= StatusFlag.TORQUE_LIMITED
+            self._limited_cycles += 1
+        if self.faults.any_active:
+            status |= StatusFlag.FAULT_ACTIVE
         return int(status)
 
     def _send(self, status: int) -> None:
+        """Frames from the measured sensor channels (after any change a fault engine made to them)."""
+        measured = self.sensors.measured
         if self.protocol is None:
-            vel = self.sensors.motor_velocity_counts() if self.sensors_out.vel else None
-            self._emit(self.sensors_out.frames(self.cycle, self.sensors.counts, self.sensors.imu, status, vel))
+            self._emit(self.sensors_out.frames(self.cycle, measured, status))
         else:                               # boot-up, heartbeats due, TPDOs answering a SYNC
-            self._emit(self.protocol.transmit(lambda k: self.sensors_out.frames(
-                k, self.sensors.counts, self.sensors.imu, status, self.sensors.motor_velocity_counts())))
+            self._emit(self.protocol.transmit(lambda k: self.sensors_out.frames(k, measured, status)))
 
     def _emit(self, frames: list[Frame]) -> None:
         for frame in frames:
@@ -235,24 +293,38 @@ class Emulator:
         r = self.logger.row()
         r[0], r[1], r[2] = self.cycle, self.plant.t, status
         i = 3
-        for block in (self.commands.tau, tau, self.plant.q(), self.plant.vel[:nj], self.sensors.counts,
-                      self.sensors.imu.ravel(), self.sensors.station_out[0, 0:3]):
+        for block in (self.commands.tau, tau, self.plant.q(), self.plant.vel[:nj]):
             r[i:i + len(block)] = block
             i += len(block)
-        r[i:i + 3] = lateness * 1e-3, compute * 1e-3, io * 1e-3
+        n = len(self.sensors.measured)          # each channel as measured, then its ground truth
+        r[i:i + 2 * n:2] = self.sensors.measured
+        r[i + 1:i + 2 * n:2] = self.sensors.truth
+        i += 2 * n
+        r[i:i + 3] = self.sensors.tip
+        r[i + 3:i + 6] = lateness * 1e-3, compute * 1e-3, io * 1e-3
         self.logger.put(r)
+        if len(self.faults.events) > self._events_logged:
+            for e in self.faults.events_since(self._events_logged):
+                self.logger.event({"event": e.action, "cycle": e.cycle, "t": e.t_s, "fault": e.fault,
+                                   "detail": e.description})
+            self._events_logged = len(self.faults.events)
 
     def step_once(self, lateness_ns: int = 0) -> None:
         t0 = time.monotonic_ns()
+        self.faults.begin_cycle(self.cycle, self.plant.t)
         fresh = self._receive()
-        was_tripped = self.watchdog.tripped
-        if self.watchdog.check(self.plant.t, fresh) and not was_tripped:
-            self.hold_q[:] = self.plant.q()          # the pose at the trip, held by safe_state "hold"
+        self._check_watchdog(fresh)
         if self.protocol is not None:
             self._hold_newly_safe_joints()
         t1 = time.monotonic_ns()
-        tau = self._applied_torque()
+        tau = self.drives.update(self._applied_torque())
+        self.faults.stall()
+        # a channel sampled every n-th step holds its value in `measured` between samples: put back
+        # the value as sampled, so that no signal fault acts again on its own last output
+        np.copyto(self.sensors.measured, self._sampled)
         self.sensors.step(tau)
+        np.copyto(self._sampled, self.sensors.measured)
+        self.faults.apply_signals(self.sensors.measured, self.sensors.truth)
         self.cycle += 1
         t2 = time.monotonic_ns()
         status = self._status()
@@ -263,6 +335,17 @@ class Emulator:
             self.latency_count += 1
         self._log(tau, status, lateness_ns, t2 - t1, (t1 - t0) + (t3 - t2))
         self.stats.record(lateness_ns, t2 - t1, (t1 - t0) + (t3 - t2), t3 - t0)
+
+    def _check_watchdog(self, fresh: bool) -> None:
+        was_tripped = self.watchdog.tripped
+        tripped = self.watchdog.check(self.plant.t, fresh)
+        if tripped and not was_tripped:
+            self.hold_q[:] = self.plant.q()          # the pose at the trip, held by safe_state "hold"
+        if tripped != was_tripped:
+            self._watchdog_brakes(tripped)
+            if self.logger is not None:
+                self.logger.event({"event": "watchdog_" + ("tripped" if tripped else "cleared"),
+                                   "cycle": self.cycle, "t": self.plant.t})
 
     # ------------------------------------------------------------------ the loop
     def _wait_for_command(self) -> bool:
@@ -352,7 +435,9 @@ class Emulator:
             "link": self.link.counters.as_dict(), "commands": self.commands.counters(),
             "watchdog": {"trips": self.watchdog.trips, "events": self.watchdog.events},
             "log_dropped": 0 if self.logger is None else self.logger.dropped,
-            "q": self.plant.q().tolist(), "tip": self.sensors.station_out[0, 0:3].tolist(),
+            "faults": self.faults.summary(),
+            "drives": {"torque_limited_cycles": self._limited_cycles},
+            "q": self.plant.q().tolist(), "tip": self.sensors.tip.tolist(),
             "read_to_send_us": self._latency_summary(),
         }
         if self.protocol is not None:

@@ -1,4 +1,5 @@
-"""tools/bench_kernel.py (``hil bench kernel``): the quick benchmark runs and reports sane numbers."""
+"""tools/bench_kernel.py (``hil bench kernel``): the quick benchmark runs and reports sane numbers;
+tools/bench_loop.py (``hil bench loop``): the model-overhead comparisons run and print both model sets."""
 from __future__ import annotations
 
 import json
@@ -7,7 +8,7 @@ import math
 import pytest
 
 from hil.cli import main as hil_main
-from tools import bench_kernel
+from tools import bench_kernel, bench_loop
 
 
 def _timings(obj, key: str = ""):
@@ -88,3 +89,24 @@ def test_hil_bench_kernel_tables(capsys, quick_report):
 def test_bad_section_is_a_usage_error(capsys):
     assert bench_kernel.main(["--sections", "ella,nonsense"]) == 2
     assert "nonsense" in capsys.readouterr().err
+
+
+def test_loop_bench_models_prints_the_loop_before_and_after(capsys):
+    assert bench_loop.main(["--models", "--duration", "0.3", "--links", "pty", "--cpu", "-1"]) == 0
+    out = capsys.readouterr().out
+    rows = {line[2:18].strip(): line for line in out.splitlines() if line.startswith("  ")}
+    for name in ("before", "after", "after - before"):
+        assert "compute p50" in rows[name] and "total p50" in rows[name], out
+    assert "configs/scenarios/overhead.toml" in out and "budget of 10 us" in out
+
+
+def test_loop_bench_inprocess_reports_both_model_sets(capsys):
+    assert bench_loop.main(["--inprocess", "--cycles", "200", "--json"]) == 0
+    ip = json.loads(capsys.readouterr().out)["inprocess"]
+    before, after = ip["timing"]["before"], ip["timing"]["after"]
+    assert (before["faults_active"], after["faults_active"]) == (0, 7)
+    assert after["channels"] > before["channels"]              # the preset adds the motor current sensors
+    for series in ("compute", "total"):
+        for q in ("p50", "p99"):
+            assert 0 < before[series][q] < math.inf and 0 < after[series][q] < math.inf
+            assert ip["difference_us"][series][q] == pytest.approx(after[series][q] - before[series][q])

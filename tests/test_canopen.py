@@ -24,6 +24,7 @@ from firmware_bridge.messages import (NMT_PRE_OPERATIONAL, NMT_RESET_COMMUNICATI
                                       STATE_STOPPED, BusMap, heartbeat_frame, nmt_frame, sync_frame)
 from firmware_bridge.signals import CommandInput, SensorOutput
 from hil.config import load_model
+from hil.drives import DriveBank
 from hil.plant import Plant
 from hil.runlog import read_run
 from hil.runtime import Emulator, RuntimeOptions
@@ -73,8 +74,10 @@ class Rig:
         self.nodes = DriveNodes(bus, names, heartbeat_s, clock=self.clock)
         self.emu_link, self.link = memory_pair()
         opts = RuntimeOptions(**{"mode": "afap", "realtime": False, "watchdog_s": 10.0, **options})
+        # ideal drives: the applied torque is exactly the command
         self.emu = Emulator(self.plant, self.emu_link, CommandInput(bus, names),
-                            SensorOutput(bus, names, self.nodes.own_ids), opts, protocol=self.nodes)
+                            SensorOutput(bus, names, self.nodes.own_ids), opts, protocol=self.nodes,
+                            drives=DriveBank(self.plant, [None] * len(names)))
         self.gear = np.array([b.joint.gear_ratio for b in model.bodies])
 
     def cycle(self, *frames: Frame) -> list[Frame]:

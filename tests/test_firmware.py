@@ -1,9 +1,11 @@
-"""The reference firmware against the emulator, in one process over an in-memory link."""
+"""The reference firmware against the emulator (drives, sensors), in one process over an in-memory link."""
+from typing import NamedTuple
+
 import numpy as np
 import pytest
 
 from firmware_bridge.controller import ReferenceController, ControllerGains, quintic
-from firmware_bridge.firmware import Firmware
+from firmware_bridge.firmware import EncoderMonitor, Firmware
 from firmware_bridge.messages import BusMap
 from firmware_bridge.signals import CommandInput, SensorOutput
 from hil.config import load_model
@@ -12,8 +14,17 @@ from hil.runtime import Emulator, RuntimeOptions
 from links import memory_pair
 
 
-def closed_loop(vibration_suppression: bool, move_time: float = 1.0, duration: float = 3.0):
-    """Tip positions of a closed-loop run of the ELLA preset with the reference firmware."""
+class Run(NamedTuple):
+    tips: np.ndarray        # tip position per cycle [m]
+    counts: np.ndarray      # encoder counts the firmware computed with, per cycle
+    peak_current: np.ndarray  # largest |motor current| per joint over the run [A]
+    plant: Plant
+    fw: Firmware
+    emu: Emulator
+
+
+def closed_loop(vibration_suppression: bool, move_time: float = 1.0, duration: float = 3.0) -> Run:
+    """A closed-loop run of the ELLA preset (drives, sensors) with the reference firmware."""
     emu_link, fw_link = memory_pair()
     bus = BusMap.load("configs/bus/serial_frame.toml")
     plant = Plant(load_model("configs/ella.toml"))
@@ -23,7 +34,8 @@ def closed_loop(vibration_suppression: bool, move_time: float = 1.0, duration: f
                    RuntimeOptions(mode="afap", realtime=False))
     fw = Firmware(bus, "configs/ella.toml", move_time, vibration_suppression)
     emu._send(0)
-    tips = []
+    tips, counts = [], []
+    peak = np.zeros(len(names))
     for _ in range(int(duration / plant.dt)):
         while (frame := fw_link.recv()) is not None:
             if fw.sensors.feed(frame):
@@ -32,7 +44,9 @@ def closed_loop(vibration_suppression: bool, move_time: float = 1.0, duration: f
                     fw_link.send(f)
         emu.step_once()
         tips.append(emu.sensors.station_out[0, :3].copy())
-    return np.array(tips), plant, fw, emu
+        counts.append(fw.sensors.counts.copy())
+        np.maximum(peak, np.abs(emu.drives.current), out=peak)
+    return Run(np.array(tips), np.array(counts), peak, plant, fw, emu)
 
 
 def settling_time(tips: np.ndarray, dt: float, move_end: float, band: float = 2e-4, window: int = 100) -> float:
@@ -50,19 +64,22 @@ def runs():
 
 
 def test_pid_reaches_the_seed000_setpoints(runs):
-    _, plant, fw, emu = runs[False]
+    _, _, peak, plant, fw, emu = runs[False]
     np.testing.assert_allclose(plant.q(), fw.goal, atol=2e-3)
+    limits = np.array([d.current_limit_A for d in emu.drives.specs])
+    print(f"\npeak motor currents {peak} A (limits {limits} A)")
+    assert np.all((peak > 1.0) & (peak < limits))           # through current-mode drives, within their limit
     assert emu.watchdog.trips == 0
     assert emu.commands.counters()["rejected"] == {k: 0 for k in emu.commands.counters()["rejected"]}
 
 
 def test_imu_vibration_suppression_shortens_the_residual_oscillation(runs):
     move_end = 0.2 + 1.0
-    pid = settling_time(runs[False][0], 1e-3, move_end)
-    vs = settling_time(runs[True][0], 1e-3, move_end)
+    pid = settling_time(runs[False].tips, 1e-3, move_end)
+    vs = settling_time(runs[True].tips, 1e-3, move_end)
     print(f"\ntip settling after the manoeuvre (0.2 mm band): PID {pid:.3f} s, PID + IMU suppression {vs:.3f} s")
     assert vs < 0.8 * pid
-    np.testing.assert_allclose(runs[True][1].q(), runs[True][2].goal, atol=2e-3)
+    np.testing.assert_allclose(runs[True].plant.q(), runs[True].fw.goal, atol=2e-3)
 
 
 def test_encoder_counter_wraps_are_unwrapped():
@@ -78,3 +95,29 @@ def test_quintic_is_rest_to_rest():
     assert quintic(-1.0, 2.0) == (0.0, 0.0) and quintic(3.0, 2.0) == (1.0, 0.0)
     s, sd = quintic(1.0, 2.0)
     assert s == pytest.approx(0.5) and sd == pytest.approx(30 * 0.25 * 0.25 / 2.0)
+
+
+def test_encoder_monitor_latches_implausible_jumps_only():
+    gear = np.array([100.0, 100.0, 50.0])
+    monitor = EncoderMonitor(gear, 16384, 1e-3, max_rate_rad_s=3.0, counter_bits=32)
+    per_cycle = 3.0 * gear * 16384 / (2 * np.pi) * 1e-3          # counts one cycle at the rate limit
+    counts = np.array([2**31 - 100, 0, 5], np.int64)             # the first one wraps below
+    names = ["a", "b", "c"]
+    assert monitor.check(counts, 0, names)
+    counts = counts + (0.9 * per_cycle).astype(np.int64)
+    counts[0] = (counts[0] + 2**31) % 2**32 - 2**31              # a counter wrap is no jump
+    assert monitor.check(counts, 1, names)
+    assert monitor.check(counts + (2.5 * per_cycle).astype(np.int64), 4, names)   # 3 cycles: lost frames
+    jump = counts + (2.5 * per_cycle).astype(np.int64)
+    jump[2] = 0                                                  # a dropout reading 0
+    assert not monitor.check(jump, 5, names)
+    assert monitor.fault.startswith("encoder c")
+    assert not monitor.check(counts, 6, names)                   # latched
+
+
+def test_the_reference_manoeuvre_never_trips_the_encoder_monitor():
+    run = closed_loop(False, move_time=0.5, duration=1.0)     # a fast manoeuvre: high rates
+    monitor = EncoderMonitor(np.array([b.joint.gear_ratio for b in run.plant.asm.model.bodies]), 16384, run.plant.dt)
+    counts = run.counts
+    assert np.ptp(counts, axis=0).min() > 1000                      # every joint moved
+    assert all(monitor.check(c, k, run.fw.names) for k, c in enumerate(counts))

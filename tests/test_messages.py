@@ -382,3 +382,15 @@ def test_counter_argument_needs_a_counter_signal():
     codec = preset("compact_classic").codec("enc_a")
     with pytest.raises(ValueError, match="no counter"):
         codec.encode([0, 0], counter=1)
+
+
+def test_a_writer_withholds_and_counts_a_frame_with_nan_in_an_integer_signal():
+    from firmware_bridge.signals import FrameWriter
+    bus = BusMap.load("configs/bus/compact_fd.toml")
+    writer = FrameWriter(bus, "to_firmware")
+    codec = writer.codecs[0]
+    assert len(writer.frames(0)) == 1
+    writer.values[id(codec)][codec.index("imu_gz")] = float("nan")
+    assert writer.frames(1) == [] and writer.refused == 1          # never raised into the loop
+    writer.values[id(codec)][codec.index("imu_gz")] = 0.0
+    assert len(writer.frames(2)) == 1

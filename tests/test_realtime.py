@@ -8,11 +8,12 @@ import tracemalloc
 import numpy as np
 import pytest
 
+from hil import realtime
 from hil.realtime import (HIST_EDGES_NS, SERIES, CycleStats, OverrunHalt, Pacer, RealtimeSetup,
                           apply_realtime)
 
 MS = 1_000_000
-FEATURES = ["sched_fifo", "affinity", "mlockall", "gc"]
+FEATURES = ["sched_fifo", "affinity", "mlockall", "gc", "kworkers"]
 
 
 class FakeClock:
@@ -100,6 +101,31 @@ def test_nothing_requested_changes_nothing():
     assert gc.isenabled()
     with pytest.raises(ValueError):
         RealtimeSetup(gc_mode="off")
+
+
+def test_kworkers_leave_the_loop_cpu_and_come_back(tmp_path, monkeypatch):
+    mask = tmp_path / "cpumask"
+    mask.write_text("3\n")
+    monkeypatch.setattr(realtime, "WORKQUEUE_CPUMASK", str(mask))
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    setup = RealtimeSetup(priority=None, cpu=0, lock_memory=False, gc_mode="keep")
+    affinity = os.sched_getaffinity(0)
+    try:
+        report = setup.apply()
+        assert report["kworkers"].active and mask.read_text() == "2"   # CPU 1 only
+    finally:
+        setup.restore()
+    assert mask.read_text() == "3"
+    assert os.sched_getaffinity(0) == affinity
+
+
+def test_kworkers_need_a_pinned_cpu_and_a_spare_one(tmp_path, monkeypatch):
+    monkeypatch.setattr(realtime, "WORKQUEUE_CPUMASK", str(tmp_path / "cpumask"))
+    assert apply_realtime(priority=None, lock_memory=False, gc_mode="keep")["kworkers"].detail == "not requested"
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    report = RealtimeSetup(priority=None, cpu=0, lock_memory=False, gc_mode="keep").apply()
+    report.restore()
+    assert not report["kworkers"].active and "no CPU left" in report["kworkers"].detail
 
 
 def test_gc_disable_mode_does_not_freeze():

@@ -31,6 +31,8 @@ from firmware_bridge.messages import (REJECTION_KINDS, BusMap, EncodeError, Stat
 from firmware_bridge.serial_link import SerialLink, open_pty_pair
 from firmware_bridge.signals import CommandInput, SensorInput, SensorOutput
 from hil.config import load_model
+from hil.drives import DriveBank
+from hil.launch import versions
 from hil.plant import Plant
 from hil.runlog import read_run
 from hil.runtime import Emulator, RuntimeOptions
@@ -157,22 +159,17 @@ def wait_bytes(fd: int, n: int, timeout_s: float = 2.0) -> None:
 
 # ----------------------------------------------------------------------------- emulator, firmware
 def make_emulator(model, bus: BusMap, link, **options) -> tuple[Emulator, np.ndarray]:
-    """Plant of ELLA at its gravity equilibrium behind `link`; returns the emulator and the
-    holding torque."""
+    """Plant of ELLA at its gravity equilibrium behind `link`, with ideal torque drives (so the
+    applied torque is exactly the command); returns the emulator and the holding torque."""
     plant = Plant(model)
     hold = plant.equilibrium_eta()
     names = plant.layout.joint_names
     opts = RuntimeOptions(**{"mode": "afap", "realtime": False, **options})
     header = {"config": str(ARM), "bus": bus.source, "link": link.name, "mode": opts.mode,
               "versions": versions()}
-    emu = Emulator(plant, link, CommandInput(bus, names), SensorOutput(bus, names), opts, header)
+    emu = Emulator(plant, link, CommandInput(bus, names), SensorOutput(bus, names), opts, header,
+                   drives=DriveBank(plant, [None] * len(names)))
     return emu, hold
-
-
-def versions() -> dict:
-    import sys
-    import numba
-    return {"python": sys.version.split()[0], "numpy": np.__version__, "numba": numba.__version__}
 
 
 def quantized(tau) -> np.ndarray:
@@ -757,10 +754,13 @@ def test_watchdog_trips_once_applies_the_safe_state_and_clears(model, safe_state
 
 
 # ----------------------------------------------------------------------------- 3. run log
-def expected_columns(joints, stations=("tip",)) -> list[str]:
+def expected_columns(joints) -> list[str]:
+    """ELLA's sensor channels (configs/ella.toml), each measured and true."""
+    channels = ([f"{p}_{j}" for j in joints for p in ("enc", "index", "vel")]
+                + [f"imu_{c}" for c in ("ax", "ay", "az", "gx", "gy", "gz")] + [f"cur_{j}" for j in joints])
     return (["cycle", "t", "status"] + [f"tau_cmd_{j}" for j in joints] + [f"tau_{j}" for j in joints]
-            + [f"q_{j}" for j in joints] + [f"qd_{j}" for j in joints] + [f"enc_{j}" for j in joints]
-            + [f"imu_{s}_{c}" for s in stations for c in ("ax", "ay", "az", "gx", "gy", "gz")]
+            + [f"q_{j}" for j in joints] + [f"qd_{j}" for j in joints]
+            + [c for ch in channels for c in (ch, f"{ch}_true")]
             + ["tip_x", "tip_y", "tip_z", "lateness_us", "compute_us", "io_us"])
 
 
@@ -812,5 +812,5 @@ def test_run_log_header_and_one_row_per_cycle(model, tmp_path):
     assert np.all(np.isfinite(rows))
     assert np.all(col["lateness_us"] == 0)                    # afap: the pacer never waits
     assert np.all(col["compute_us"] > 0) and np.all(col["io_us"] > 0)
-    imu = rows[:, [header["columns"].index(f"imu_tip_{c}") for c in ("ax", "ay", "az")]]
+    imu = rows[:, [header["columns"].index(f"imu_{c}") for c in ("ax", "ay", "az")]]
     assert np.linalg.norm(imu, axis=1) == pytest.approx(9.81, rel=0.05)   # at rest: 1 g specific force

@@ -4,22 +4,24 @@ import pytest
 
 from hil.config import load_model
 from hil.plant import Plant
+from hil.sensor_specs import ImuSpec, default_sensors
 from hil.sensors import SensorSuite
 
 from chains import pinocchio_model, rigid_equivalent
 
 
 def test_encoder_counts_are_the_quantised_wrapped_motor_angle():
-    plant = Plant(load_model("configs/ella.toml"))
+    model = load_model("configs/ella.toml")
+    plant = Plant(model)
     sensors = SensorSuite(plant)
-    gear = sensors.gear
-    cpr = sensors.encoder.counts_per_rev
+    gear = np.array([b.joint.gear_ratio for b in model.bodies])
+    cpr = 4096 * 4
     plant.pos[:3] = [0.3, -1.7, 2.0]
-    sensors._encoders()
+    sensors.reset()
     expected = np.floor(gear * plant.pos[:3] * cpr / (2 * np.pi)).astype(np.int64)
     np.testing.assert_array_equal(sensors.counts, expected)
     plant.pos[0] = 2 ** 31 / (gear[0] * cpr / (2 * np.pi)) + 0.01     # past the signed 32-bit range
-    sensors._encoders()
+    sensors.reset()
     raw = int(np.floor(gear[0] * plant.pos[0] * cpr / (2 * np.pi)))
     assert sensors.counts[0] == raw - 2 ** 32 and sensors.counts[0] < 0
 
@@ -28,7 +30,7 @@ def test_imu_at_rest_reads_gravity_up_in_its_own_frame():
     plant = Plant(load_model("configs/ella.toml"))
     plant.pos[:3] = [0.4, -0.3, 0.6]
     hold = plant.equilibrium_eta()
-    sensors = SensorSuite(plant)
+    sensors = SensorSuite(plant, default_sensors(plant.asm.model))
     sensors.step(hold)
     R = sensors.station_out[0, 3:12].reshape(3, 3)
     np.testing.assert_allclose(sensors.imu[0, 0:3], R.T @ np.array([0.0, 0.0, 9.81]), atol=1e-6)
@@ -56,4 +58,4 @@ def test_holding_torque_keeps_the_flexible_arm_at_rest():
     assert np.abs(acc).max() < 1e-8
     assert np.abs(plant.eta("link1")).max() > 1e-4          # the links do sag under gravity
     with pytest.raises(ValueError):
-        SensorSuite(plant, imu_stations=("nowhere",))
+        SensorSuite(plant, [ImuSpec(station="nowhere")])

@@ -6,32 +6,65 @@ and prints, side by side: wake-up lateness, compute, I/O and total cycle time
 (its command sent -> the next sensor frame, computed with that command, received). Both processes are pinned to the
 same CPU when --cpu is given (crossing CPUs adds about 20 us each way on this machine).
 
-    python -m tools.bench_loop [--duration 60] [--links pty,udp,slcan] [--cpu 0] [--json]
+What the sensor, drive and fault models cost (the budget: 10 us per 1 ms cycle) is measured
+between two emulators of ELLA: "before" with ideal sensors (hil.sensor_specs.default_sensors),
+ideal torque drives and no faults, "after" with the preset's sensor and drive models under the
+benchmark's fault load (configs/scenarios/overhead.toml: active faults that leave the plant's
+cost alone). Compute is the plant step with drives, sensors and signal faults; total is the whole
+cycle (also the fault engine's cycle start and the bus fault layer).
+
+* --models: the closed loop above, once per model set, one after the other, on each link (real time);
+* --inprocess: both emulators in this process, on in-memory links in afap mode with a firmware
+  answering the holding torque between the cycles, stepped alternately cycle by cycle so that
+  both see the same machine load, no firmware process to disturb them (--cycles, default 20000).
+
+    python -m tools.bench_loop [--duration 60] [--links pty,udp,slcan] [--cpu 0] [--models] [--inprocess]
+                               [--cycles 20000] [--json]
     hil bench loop ...   |   hil latency ...
 """
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
 import subprocess
 import sys
+from collections import deque
 from pathlib import Path
 
+import numpy as np
+
+from firmware_bridge.link import LinkCounters
+from firmware_bridge.messages import BusMap
+from firmware_bridge.signals import CommandInput, SensorInput, SensorOutput
+from hil.config import load_model
+from hil.drives import DriveBank
+from hil.plant import Plant
+from hil.realtime import SERIES
+from hil.runtime import Emulator, RuntimeOptions
+from hil.scenario import load_scenario
+from hil.sensor_specs import default_sensors
+
 ROOT = Path(__file__).resolve().parent.parent
+ARM = "configs/ella.toml"
 LINKS = {
     "pty": ("configs/bus/serial_frame.toml", ["--link", "pty"]),
     "udp": ("configs/bus/compact_fd.toml", ["--link", "canfd:udp_loopback:{channel}"]),
     "slcan": ("configs/bus/compact_classic.toml", ["--link", "slcan-pty"]),
 }
+OVERHEAD = "configs/scenarios/overhead.toml"
+MODEL_SETS = {"before": ["--ideal-sensors", "--ideal-drives"], "after": ["--scenario", OVERHEAD]}
+WARMUP_CYCLES = 1000        # in-process: cycles run before timing (first calls, caches, branch predictors)
+BUDGET_US = 10.0            # what sensor, drive and fault models may add to a 1 ms cycle (issue 4)
 
 
-def run_once(link: str, duration: float, realtime: bool, cpu: int | None) -> dict:
+def run_once(link: str, duration: float, realtime: bool, cpu: int | None, extra: list[str] | None = None) -> dict:
     bus, link_args = LINKS[link]
     link_args = [a.format(channel=f"bench{os.getpid()}") for a in link_args]
-    cmd = [sys.executable, "-m", "hil", "run", "configs/ella.toml", "--bus", bus, *link_args, "--spawn-firmware",
-           "--duration", str(duration), "--json"]
+    cmd = [sys.executable, "-m", "hil", "run", ARM, "--bus", bus, *link_args, "--spawn-firmware",
+           "--duration", str(duration), "--json", *(extra or [])]
     if not realtime:
         cmd.append("--no-realtime")
     if cpu is not None:
@@ -67,29 +100,169 @@ def row(name: str, s: dict) -> str:
             f"| cmd->sensor p50 {lat.get('p50', float('nan')):7.1f} p99 {lat.get('p99', float('nan')):7.1f}")
 
 
+# ----------------------------------------------------------------------------- model overhead
+def difference(before: dict, after: dict) -> dict | None:
+    """after - before of compute and total p50/p99 [us] (None if a run failed)."""
+    if "error" in before or "error" in after:
+        return None
+    return {series: {q: after[series][q] - before[series][q] for q in ("p50", "p99")}
+            for series in ("compute", "total")}
+
+
+def models_comparison(link: str, duration: float, cpu: int | None) -> dict:
+    """The real-time closed loop with each model set, one after the other."""
+    runs = {name: run_once(link, duration, True, cpu, args) for name, args in MODEL_SETS.items()}
+    timing = {name: r if "error" in r else r["timing"] for name, r in runs.items()}
+    return {"link": link, "runs": runs, "difference_us": difference(timing["before"], timing["after"])}
+
+
+class _MemoryEnd:
+    """One end of an in-memory link pair (the Link protocol without I/O)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.counters = LinkCounters()
+        self.inbox: deque = deque()
+        self.peer: _MemoryEnd | None = None
+
+    def send(self, frame) -> bool:
+        self.counters.tx_frames += 1
+        self.peer.inbox.append(frame)
+        return True
+
+    def recv(self):
+        return self.inbox.popleft() if self.inbox else None
+
+    def close(self) -> None:
+        pass
+
+
+class _HoldingFirmware:
+    """Decodes every sensor frame and answers with the holding torque (between the emulator's cycles)."""
+
+    def __init__(self, bus, link: _MemoryEnd, names: list[str], hold: np.ndarray):
+        self.link = link
+        self.sensors = SensorInput(bus, names)
+        self.codec = bus.codec("cmd_torque")
+        self.values = [*hold, 0]
+        self.counter = 0
+
+    def answer(self) -> None:
+        while (frame := self.link.recv()) is not None:
+            self.sensors.feed(frame)
+        self.link.send(self.codec.encode(self.values, counter=self.counter))
+        self.counter = self.codec.next_counter(self.counter)
+
+
+def _emulator(model, bus, ideal: bool, capacity: int):
+    """ELLA at rest behind an in-memory link: ideal models without faults, or the preset's models
+    under the benchmark's fault load; with the firmware on the other end."""
+    plant = Plant(model)
+    plant.equilibrium_eta()
+    names = plant.layout.joint_names
+    here, there = _MemoryEnd("emulator"), _MemoryEnd("firmware")
+    here.peer, there.peer = there, here
+    emu = Emulator(plant, here, CommandInput(bus, names), SensorOutput(bus, names),
+                   RuntimeOptions(mode="afap", realtime=False, stats_capacity=capacity),
+                   scenario=None if ideal else load_scenario(ROOT / OVERHEAD),
+                   drives=DriveBank(plant, [None] * len(names)) if ideal else None,
+                   sensors=default_sensors(model) if ideal else None)
+    hold = np.round(emu.hold_tau / 0.02) * 0.02          # on the command signals' 0.02 N m grid
+    return emu, _HoldingFirmware(bus, there, names, hold)
+
+
+def inprocess_comparison(cycles: int, bus_path: str = LINKS["pty"][0]) -> dict:
+    """Both emulators stepped alternately for WARMUP_CYCLES + `cycles` cycles; each one's timing
+    (Emulator.stats, step_once's own clock) over the last `cycles`."""
+    model, bus = load_model(ROOT / ARM), BusMap.load(ROOT / bus_path)
+    rigs = {name: _emulator(model, bus, name == "before", WARMUP_CYCLES + cycles) for name in ("before", "after")}
+    gc.collect()
+    for _ in range(WARMUP_CYCLES + cycles):
+        for emu, firmware in rigs.values():
+            firmware.answer()
+            emu.step_once()
+    timing = {}
+    for name, (emu, _) in rigs.items():
+        data = dict(zip(SERIES, emu.stats.retained()[:, WARMUP_CYCLES:] / 1e3))
+        timing[name] = {series: {"p50": float(np.percentile(data[series], 50)),
+                                 "p99": float(np.percentile(data[series], 99)), "mean": float(data[series].mean())}
+                        for series in ("compute", "total")}
+        timing[name]["channels"] = len(emu.sensors.channel_names)
+        timing[name]["faults_active"] = len(emu.faults.active())
+    return {"bus": bus_path, "cycles": cycles, "timing": timing,
+            "difference_us": difference(timing["before"], timing["after"])}
+
+
+def comparison_rows(timing: dict, diff: dict | None) -> list[str]:
+    """before, after and after - before: compute and total p50/p99 [us], and the budget's verdict
+    on the whole cycle's median."""
+    def cells(t: dict, sign: str = "") -> str:
+        return " | ".join(f"{series} p50 {t[series]['p50']:{sign}7.1f} p99 {t[series]['p99']:{sign}7.1f}"
+                          for series in ("compute", "total"))
+    rows = [f"  {name:16s} " + (f"failed: {t['error']}" if "error" in t else cells(t)) for name, t in timing.items()]
+    if diff is not None:
+        added = diff["total"]["p50"]
+        rows.append(f"  {'after - before':16s} " + cells(diff, "+"))
+        rows.append(f"  the models add {added:+.1f} us to the median cycle: "
+                    + ("within" if added <= BUDGET_US else "OVER") + f" the budget of {BUDGET_US:g} us")
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="hil bench loop", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--duration", type=float, default=60.0, help="seconds of closed loop per run (default 60)")
     p.add_argument("--links", default="pty", help=f"comma list of {', '.join(LINKS)} (default pty)")
     p.add_argument("--cpu", type=int, default=0, help="pin both processes to this CPU (default 0; -1: no pinning)")
+    p.add_argument("--models", action="store_true",
+                   help="instead of real time on/off: the real-time loop with ideal models, then with the preset's "
+                        "models under the benchmark's fault load (compute and total before/after)")
+    p.add_argument("--inprocess", action="store_true",
+                   help="the same comparison in this process, both emulators stepped alternately (no firmware process)")
+    p.add_argument("--cycles", type=int, default=20000, help="--inprocess: timed cycles per emulator (default 20000)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     cpu = None if args.cpu < 0 else args.cpu
-    report = {"host": host(), "duration_s": args.duration, "cpu": cpu, "runs": {}}
-    for link in args.links.split(","):
-        for realtime in (True, False):
-            name = f"{link} {'realtime' if realtime else 'no-rt'}"
-            report["runs"][name] = run_once(link, args.duration, realtime, cpu)
+    report = {"host": host(), "duration_s": args.duration, "cpu": cpu}
+    if args.models:
+        report["models"] = [models_comparison(link, args.duration, cpu) for link in args.links.split(",")]
+    if args.inprocess:
+        report["inprocess"] = inprocess_comparison(args.cycles)
+    if not (args.models or args.inprocess):
+        report["runs"] = {}
+        for link in args.links.split(","):
+            for realtime in (True, False):
+                name = f"{link} {'realtime' if realtime else 'no-rt'}"
+                report["runs"][name] = run_once(link, args.duration, realtime, cpu)
     if args.json:
         print(json.dumps(report))
         return 0
+    print_report(report, args.duration)
+    return 0
+
+
+def print_report(report: dict, duration: float) -> None:
     h = report["host"]
     print(f"host: {h['cpu']}, {h['cores']} cores, kernel {h['kernel']}, rt_runtime_us {h['rt_runtime_us']}, "
-          f"clocksource {h['clocksource']}; both processes on CPU {cpu}; {args.duration:g} s per run; times in us")
-    for name, s in report["runs"].items():
+          f"clocksource {h['clocksource']}; times in us")
+    if "runs" in report:
+        print(f"both processes on CPU {report['cpu']}; {duration:g} s per run")
+    for name, s in report.get("runs", {}).items():
         print(row(name, s))
-    return 0
+    if "models" in report or "inprocess" in report:
+        print(f"models: before = ideal sensors, ideal torque drives, no faults; after = the preset's sensor and "
+              f"drive models under {OVERHEAD}")
+    for m in report.get("models", []):
+        where = "not pinned" if report["cpu"] is None else f"both processes on CPU {report['cpu']}"
+        print(f"closed loop on {m['link']}, real time, {duration:g} s per run, {where}:")
+        timing = {name: r if "error" in r else r["timing"] for name, r in m["runs"].items()}
+        print("\n".join(comparison_rows(timing, m["difference_us"])))
+    if "inprocess" in report:
+        ip = report["inprocess"]
+        load = ", ".join(f"{name} {t['channels']} channels, {t['faults_active']} active faults"
+                         for name, t in ip["timing"].items())
+        print(f"in process, afap, {ip['bus']}, {ip['cycles']} cycles each, stepped alternately ({load}):")
+        print("\n".join(comparison_rows(ip["timing"], ip["difference_us"])))
 
 
 if __name__ == "__main__":

@@ -21,8 +21,16 @@ from . import profiles
 from .bodies import body_inertia, joint_kinematics
 from .spatial import cholesky_inplace, cholesky_solve
 
-DRIVE_TORQUE = 0
-DRIVE_PRESCRIBED = 1
+# KernelModel.drive, per joint: how its coordinates move
+DRIVE_TORQUE = 0          # free under the drive (or Spong spring) torque
+DRIVE_PRESCRIBED = 1      # the profile's angle, rate and acceleration (a braked stiff joint: held constant)
+DRIVE_ROTOR_HELD = 2      # a Spong joint whose holding brake holds the rotor at rest; the link moves on its spring
+
+# columns of KernelModel.jpar: per-joint friction smoothing, Stribeck, the kinetic torque and ramp width
+# of a slipping holding brake (hil.drives), backlash (one array rather than one field each: every
+# field of the model tuple costs each kernel call)
+JP_COUL_VS, JP_STRIBECK, JP_STRIB_VS, JP_BRAKE, JP_BRAKE_VS, JP_BACKLASH = range(6)
+N_JP = 6
 
 
 @njit(cache=True)
@@ -49,41 +57,86 @@ def prepare_arrays(nq, nj, drive, prof_kind, prof_par, tab_off, tab_n, tab_t, ta
 @njit(cache=True)
 def joint_torques(m, w, tau):
     """Link-side torque each torque-driven joint receives (drive minus friction, or the Spong spring)."""
-    joint_torques_arrays(m.dims[0], m.dims[0] + m.dims[1], m.mot, m.kspring, m.dspring, m.viscous, m.coulomb,
-                         m.coul_vs, w.pos, w.vel, tau, w.tauj)
+    joint_torques_arrays(m.dims[0], m.dims[0] + m.dims[1], m.mot, m.kspring, m.dspring, m.viscous, m.coulomb, m.jpar,
+                         w.pos, w.vel, tau, w.tauj)
 
 
 @njit(cache=True)
-def joint_torques_arrays(nj, off, mot, kspring, dspring, viscous, coulomb, coul_vs, wpos, wvel, tau, tauj):
+def joint_torques_arrays(nj, off, mot, kspring, dspring, viscous, coulomb, jpar, wpos, wvel, tau, tauj):
     for k in range(nj):
         qd = wvel[k]
         mi = mot[k]
         if mi >= 0:
-            tauj[k] = kspring[k] * (wpos[off + mi] - wpos[k]) + dspring[k] * (wvel[off + mi] - qd)
+            tauj[k] = spring_torque(kspring[k], dspring[k], jpar[k, JP_BACKLASH], wpos[off + mi] - wpos[k],
+                                    wvel[off + mi] - qd)
         else:
-            tauj[k] = tau[k] - friction(viscous[k], coulomb[k], coul_vs[k], qd)
+            tauj[k] = tau[k] - joint_friction(viscous, coulomb, jpar, k, qd)
 
 
 @njit(cache=True)
-def friction(viscous, coulomb, smoothing, rate):
-    """Viscous plus tanh-smoothed Coulomb friction torque opposing the rate."""
-    return viscous * rate + coulomb * np.tanh(rate / smoothing)
+def dead_band(deflection, backlash):
+    """Spring deflection beyond a dead band of total width `backlash` (0 inside, continuous at its edges)."""
+    half = 0.5 * backlash
+    if deflection > half:
+        return deflection - half
+    if deflection < -half:
+        return deflection + half
+    return 0.0
+
+
+@njit(cache=True)
+def spring_torque(stiffness, damping, backlash, deflection, rate):
+    """Spong joint torque k dz(phi - q) + d (phi_dot - q_dot) on the link. With backlash the gear teeth
+    are apart inside the dead band: neither spring nor damper transmits torque there."""
+    if backlash > 0.0 and abs(deflection) <= 0.5 * backlash:
+        return 0.0
+    return stiffness * dead_band(deflection, backlash) + damping * rate
+
+
+@njit(cache=True)
+def friction(viscous, coulomb, smoothing, stribeck, stribeck_vs, brake, brake_vs, rate):
+    """Friction torque opposing the rate: viscous, tanh-smoothed Coulomb with an optional Stribeck
+    breakaway torque decaying as exp(-(rate / v_st)^2), and a slipping holding brake, whose kinetic
+    torque F_b is smoothed by a ramp saturating at v_b (hil.drives states why a ramp):
+
+    tau_f = c v + (F_c + F_s exp(-(v / v_st)^2)) tanh(v / v_s) + F_b clip(v / v_b, -1, 1)
+    """
+    breakaway = coulomb
+    if stribeck > 0.0:
+        x = rate / stribeck_vs
+        breakaway += stribeck * np.exp(-x * x)
+    f = viscous * rate + breakaway * np.tanh(rate / smoothing)
+    if brake > 0.0:
+        f += brake * min(max(rate / brake_vs, -1.0), 1.0)
+    return f
+
+
+@njit(cache=True)
+def joint_friction(viscous, coulomb, jpar, k, rate):
+    """friction() with joint k's parameters (jpar columns JP_*)."""
+    return friction(viscous[k], coulomb[k], jpar[k, JP_COUL_VS], jpar[k, JP_STRIBECK], jpar[k, JP_STRIB_VS],
+                    jpar[k, JP_BRAKE], jpar[k, JP_BRAKE_VS], rate)
 
 
 @njit(cache=True)
 def motor_accelerations(m, w, tau, acc):
-    """Spong rotor equation B phi_ddot = tau - k (phi - q) - d (phi_dot - q_dot) - friction."""
-    motor_accelerations_arrays(m.dims[0], m.dims[0] + m.dims[1], m.mot, m.mot_inertia, m.viscous, m.coulomb,
-                               m.coul_vs, w.vel, tau, w.tauj, acc)
+    """Spong rotor equation B phi_ddot = tau - k (phi - q) - d (phi_dot - q_dot) - friction; a rotor
+    held by its brake (DRIVE_ROTOR_HELD) does not accelerate."""
+    motor_accelerations_arrays(m.dims[0], m.dims[0] + m.dims[1], m.mot, m.mot_inertia, m.viscous, m.coulomb, m.jpar,
+                               m.drive, w.vel, tau, w.tauj, acc)
 
 
 @njit(cache=True)
-def motor_accelerations_arrays(nj, off, mot, mot_inertia, viscous, coulomb, coul_vs, wvel, tau, tauj, acc):
+def motor_accelerations_arrays(nj, off, mot, mot_inertia, viscous, coulomb, jpar, drive, wvel, tau, tauj, acc):
     for k in range(nj):
         mi = mot[k]
-        if mi >= 0:
+        if mi < 0:
+            continue
+        if drive[k] == DRIVE_ROTOR_HELD:
+            acc[off + mi] = 0.0
+        else:
             phd = wvel[off + mi]
-            acc[off + mi] = (tau[k] - tauj[k] - friction(viscous[k], coulomb[k], coul_vs[k], phd)) / mot_inertia[k]
+            acc[off + mi] = (tau[k] - tauj[k] - joint_friction(viscous, coulomb, jpar, k, phd)) / mot_inertia[k]
 
 
 @njit(cache=True)
@@ -141,7 +194,7 @@ def forward_dynamics(m, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, acc):
     off = nb + m.dims[1]
     prepare_arrays(nq, nb, m.drive, m.prof_kind, m.prof_par, m.tab_off, m.tab_n, m.tab_t, m.tab_c, t, pos, vel,
                    w.pos, w.vel, w.qdd_pres)
-    joint_torques_arrays(nb, off, m.mot, m.kspring, m.dspring, m.viscous, m.coulomb, m.coul_vs, w.pos, w.vel, tau,
+    joint_torques_arrays(nb, off, m.mot, m.kspring, m.dspring, m.viscous, m.coulomb, m.jpar, w.pos, w.vel, tau,
                          w.tauj)
     kinematics_sweep(nb, NM, m.parent, m.nm, m.mo, m.axis, m.st_G, m.st_L, m.st_S, m.st_p0, m.st_R0,
                      m.node_off, m.nd_m, m.nd_p0, m.nd_G, m.nd_S, m.Jsum, m.JL, m.LJL, w.pos, w.vel, w.Rpc, w.ppc,
@@ -302,6 +355,6 @@ def forward_dynamics(m, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, acc):
                 s += IA[k, i, j] * a6[j]
             fj[k, i] = s
         tau_joint[k] = fj[k, 0] * ax0 + fj[k, 1] * ax1 + fj[k, 2] * ax2
-    motor_accelerations_arrays(nb, off, m.mot, m.mot_inertia, m.viscous, m.coulomb, m.coul_vs, w.vel, tau, tauj,
+    motor_accelerations_arrays(nb, off, m.mot, m.mot_inertia, m.viscous, m.coulomb, m.jpar, drive, w.vel, tau, tauj,
                                acc)
     return True

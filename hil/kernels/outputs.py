@@ -1,7 +1,7 @@
 """Quantities derived from a solved state: world poses, station kinematics, energy and power."""
 from numba import njit
 
-from .aba import DRIVE_PRESCRIBED, friction
+from .aba import DRIVE_PRESCRIBED, JP_BACKLASH, dead_band, joint_friction, spring_torque
 from .bodies import station_pose, station_rates
 
 
@@ -148,7 +148,7 @@ def energy(m, w, out):
         mi = m.mot[k]
         if mi >= 0:
             kin += 0.5 * m.mot_inertia[k] * w.vel[off + mi] ** 2
-            el += 0.5 * m.kspring[k] * (w.pos[off + mi] - w.pos[k]) ** 2
+            el += 0.5 * m.kspring[k] * dead_band(w.pos[off + mi] - w.pos[k], m.jpar[k, JP_BACKLASH]) ** 2
         elif m.drive[k] != DRIVE_PRESCRIBED:
             kin += 0.5 * m.armature[k] * w.vel[k] ** 2
     out[0] = kin
@@ -160,7 +160,8 @@ def energy(m, w, out):
 def power(m, w, tau, out):
     """out = [drive power in, dissipated power] at the state of the last forward_dynamics.
 
-    Prescribed joints count their required link torque times their rate as input.
+    Prescribed joints count their required link torque times their rate as input. A joint or rotor
+    held by its brake has zero rate: neither its drive nor the brake does work.
     """
     nb = m.dims[0]
     off = nb + m.dims[1]
@@ -171,13 +172,14 @@ def power(m, w, tau, out):
         mi = m.mot[k]
         if m.drive[k] == DRIVE_PRESCRIBED:
             pin += w.tau_joint[k] * qd
-        elif mi >= 0:
+        elif mi >= 0:   # friction and brake act on the rotor; the damper only in contact (backlash)
             phd = w.vel[off + mi]
             pin += tau[k] * phd
-            pd += friction(m.viscous[k], m.coulomb[k], m.coul_vs[k], phd) * phd + m.dspring[k] * (phd - qd) ** 2
+            damper = spring_torque(0.0, m.dspring[k], m.jpar[k, JP_BACKLASH], w.pos[off + mi] - w.pos[k], phd - qd)
+            pd += joint_friction(m.viscous, m.coulomb, m.jpar, k, phd) * phd + damper * (phd - qd)
         else:
             pin += tau[k] * qd
-            pd += friction(m.viscous[k], m.coulomb[k], m.coul_vs[k], qd) * qd
+            pd += joint_friction(m.viscous, m.coulomb, m.jpar, k, qd) * qd
         nm = m.nm[k]
         base = nb + m.mo[k]
         for e in range(nm):

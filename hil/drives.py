@@ -1,0 +1,525 @@
+"""Motor drives: a permanent-magnet DC motor and gear behind every joint, updated once per cycle.
+
+Model of one drive (motor quantities at the motor shaft, torques at the joint, link side)::
+
+    L di/dt = u - R i - s Ke w_m        winding; w_m = n v, the motor speed
+    tau_m   = s Kt i                     electromagnetic motor torque
+    tau     = n tau_m eta^(+1 | -1)      link-side torque through the gear
+
+n is the gear ratio (motor angle / joint angle), v the rate of the motor coordinate: the joint
+rate, or the rotor rate of a Spong elastic joint (stored referred to the link side). s is
+``kt_scale`` (1 nominal; a demagnetised motor loses flux, which lowers Kt and Ke alike).
+Positive current, motor torque and link torque all accelerate the joint positively (README
+"Conventions").
+
+Gear efficiency eta depends on the direction of the power flow: the link receives n tau_m eta
+when the motor drives the load (tau_m v > 0) and n tau_m / eta when the load drives the motor
+(tau_m v < 0; the gear losses then add to the motor's braking torque). The switch at v = 0 is
+smoothed: the factor is eta^tanh(v / v_eta), v_eta = n tau_m |ln eta| dt / J (signed like tau_m;
+J the apparent inertia of the motor coordinate, dt the step). Near rest the loss then acts like a
+friction of slope J / dt, half the stability bound 2 J / dt of a torque held over the step; a
+sharp switch would chatter at rest under load. At standstill the gear passes n tau_m.
+
+Command interfaces, one value per joint and cycle (``DriveSpec.interface``):
+
+* ``torque``: an ideal link-side torque source, tau = s * command whatever the power flow; only
+  the limits apply (the current limit as the torque n eta Kt i_max). `current` is then the
+  current the drive would send, command / (n eta Kt).
+* ``current``: a drive in cyclic synchronous torque mode. The link-side torque command becomes a
+  current reference i_ref = command / (n eta Kt) (nominal Kt, the drive's own conversion),
+  clamped to the current limit; the current loop is first order, di/dt = 2 pi f_bw (i_ref - i).
+* ``voltage``: the command is a PWM duty in [-1, 1] of ``supply_V`` across the winding.
+
+The current follows i(t) = i_inf + (i0 - i_inf) exp(-t / tau_e) over the step, integrated
+exactly: tau_e = 1 / (2 pi f_bw), i_inf = i_ref (current); tau_e = L / R, i_inf = (u - s Ke w_m) / R
+with w_m frozen at the step start (voltage), so the electrical part is stable for any tau_e,
+also tau_e << dt. The step-average current gives the torque held over the plant step; `current`
+is the end-of-step current (the truth a current sensor samples). The back-EMF couples the motor
+speed explicitly: a damping c = n^2 s^2 Kt Ke / R at the joint, held over the step, stable while
+c dt / J < 2 (a warning on construction above 1).
+
+Limits: the torque limit (link side) clamps the command (torque), or becomes the current
+tau_max / (n eta Kt) (current, voltage); the current limit clamps the current reference
+(current) or the winding current (voltage: the bridge's chopper). Both are stated for the motor
+driving the load: back-driven, the gear passes up to tau_max / eta^2. `torque_limited` says
+whether any joint was clamped this cycle.
+
+Joint friction acts inside the plant's substeps (hil.kernels.aba.friction); the bank scales it by
+writing the kernel's arrays in place (``KernelModel.viscous``, ``coulomb``, the columns of ``jpar``).
+
+Holding brake: a stick-slip brake on the motor coordinate (the joint angle, or the rotor angle of a
+Spong joint), link side: it holds up to F_s (``brake_torque_N_m``) and slips with the kinetic torque
+F_k <= F_s (``brake_kinetic_N_m``, default F_s). Signs: the brake torque T_b acts on the motor
+coordinate like the drive torque tau, positive accelerating it positively. Let R be the torque the
+coordinate must receive from drive and brake together to stay at rest (gravity, the arm's motion,
+elastic forces; joint friction is zero at rest); held, the brake supplies T_b = R - tau, so it holds
+the motor torque commanded while held besides the load. update() decides once per cycle, after the
+drive torques and before the step, from the previous step:
+
+* stick: an engaged brake holds its coordinate when it is slower than v_b and not speeding up away
+  from rest (|v| <= |v| of the previous cycle, or v changed sign): it stops it, and holds the angle
+  exactly. A stiff joint is stopped by an impulsive torque, a perfectly inelastic stop: every free
+  rate jumps by -v_k M^-1 e_k / (M^-1)_kk (M over the free coordinates), the other coordinates keep
+  their momenta and the kinetic energy 1/2 v_k^2 / (M^-1)_kk goes. It then becomes a prescribed
+  joint of constant angle (``KernelModel.drive`` = DRIVE_PRESCRIBED, ``prof_par[k, 0]`` = its
+  angle), for which the articulated-body sweep returns R as the joint's link torque
+  ``Work.tau_joint``. A Spong joint's rotor, coupled to the rest by its spring only, just stops
+  (DRIVE_ROTOR_HELD) while its link moves on the spring, whose torque is R (also ``Work.tau_joint``).
+* slip: every cycle while held, T_b is formed from the last step's R and this cycle's tau;
+  |T_b| > F_s frees the coordinate, and so does releasing the brake (at once). A slipping engaged
+  brake is the kinetic friction F_k clip(v / v_b, -1, 1) inside the substeps.
+
+The kinetic ramp is linear below v_b, a damper F_k / v_b integrated explicitly in every substep h;
+beyond the method's real-axis stability bound (F_k h / (v_b J) > 2.785 for RK4, 2 for the midpoint
+predictor) the rate chatters. The default v_b = F_k h / (safety x bound x J) (safety: the
+integrator's safety fraction) is the stiffest stable ramp and the speed the brake alone takes out
+in about one substep, so stopping a slower coordinate at once stands for the brake stopping it
+within the step. A ramp rather than a tanh: a load |L| < F_k slows a slipping coordinate to its
+creep v_b |L| / F_k < v_b, where it sticks, whereas a tanh would let loads above tanh(1) F_k creep
+faster than v_b for ever. A load F_k < |L| <= F_s is held from rest but not caught while slipping
+(static above kinetic friction).
+
+Consequences of looking back one step: a brake that locks under a load above F_s holds for that one
+step, and in the cycle that locks R is not known yet (``brake_reaction`` reads 0). A held coordinate
+has zero rate, so the power bookkeeping (hil.kernels.outputs.power) sees no work from its drive or
+brake; the stop at locking takes out kinetic energy outside the integrated power (at most
+1/2 J v_b^2, J the apparent inertia), and never adds any. Stopping a stiff joint costs two
+articulated-body solves in that cycle (about 30 us for ELLA). ELLA (1 substep of 1 ms): the pitch
+brake (F_s = F_k = 160 N m, J = 0.34 kg m^2, v_b = 0.34 rad/s, a stop taking out at most 0.02 J)
+holds the horizontal arm (R = 98 N m) with no creep at all.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Sequence
+
+import numpy as np
+from numba import njit
+
+from .assembly import make_work
+from .kernels.aba import (DRIVE_PRESCRIBED, DRIVE_ROTOR_HELD, DRIVE_TORQUE, JP_BRAKE, JP_BRAKE_VS, JP_STRIBECK,
+                          forward_dynamics, forward_kinematics, prepare)
+from .kernels.oracle import mass_matrix
+from .model import INTERFACE_CURRENT, INTERFACE_TORQUE, INTERFACE_VOLTAGE, INTERFACES, DriveSpec
+from .plant import Plant
+
+__all__ = ["DriveBank", "DriveSpec", "apparent_inertias", "INTERFACES"]
+
+MODE_TORQUE, MODE_CURRENT, MODE_VOLTAGE = 0, 1, 2
+_MODES = {INTERFACE_TORQUE: MODE_TORQUE, INTERFACE_CURRENT: MODE_CURRENT, INTERFACE_VOLTAGE: MODE_VOLTAGE}
+
+# columns of the per-joint parameter array the step kernels read (P_HOLD: the engaged brake's holding
+# torque, 0 while released; P_STICK: its stick velocity v_b)
+(P_MODE, P_GEAR, P_ETA, P_LN_ETA, P_ETA_BAND, P_AMP_PER_NM, P_KT, P_KE, P_INV_R, P_SUPPLY, P_IMAX, P_TMAX,
+ P_DECAY, P_AVG, P_HOLD, P_STICK) = range(16)
+N_PAR = 16
+# rows of the output array: link torque, end-of-step current, step-average motor torque, brake torque
+# while held, and the brake's memory of the motor coordinate's rate at the last update
+O_TAU, O_CURRENT, O_MOTOR, O_BRAKE, O_RATE = range(5)
+# rows of the flag array: clamped by a limit this cycle, held by the brake, a stiff joint to stop and hold
+F_LIMITED, F_HELD, F_STOP = range(3)
+
+# Real-axis stability bounds (|lambda h| for a damping lambda) of the plant's integrators:
+# classical RK4 2.785; the explicit midpoint predictor of the IMEX scheme and forward Euler 2.
+REAL_AXIS_STABILITY = {"rk4": 2.785, "imex_midpoint": 2.0, "euler": 2.0}
+
+
+@njit(cache=True)
+def _clamp(x, limit):
+    if x > limit:
+        return limit, True
+    if x < -limit:
+        return -limit, True
+    return x, False
+
+
+@njit(cache=True)
+def drive_step(par, command, vel, vidx, kt_scale, out, limited):
+    """One cycle of every drive (see the module docstring). out rows: link torque, end-of-step
+    current, step-average motor torque; limited[k]: joint k was clamped. Returns any(limited)."""
+    any_limited = False
+    for k in range(command.shape[0]):
+        mode = par[k, P_MODE]
+        n = par[k, P_GEAR]
+        s = kt_scale[k]
+        v = vel[vidx[k]]
+        if mode == MODE_TORQUE:
+            t, lim = _clamp(command[k], par[k, P_TMAX])
+            tau = s * t
+            out[O_CURRENT, k] = t * par[k, P_AMP_PER_NM]
+            out[O_MOTOR, k] = tau / (n * par[k, P_ETA])
+        else:
+            imax = par[k, P_IMAX]
+            if mode == MODE_CURRENT:
+                i_inf, lim = _clamp(command[k] * par[k, P_AMP_PER_NM], imax)
+            else:
+                duty, _ = _clamp(command[k], 1.0)
+                i_inf = (duty * par[k, P_SUPPLY] - s * par[k, P_KE] * n * v) * par[k, P_INV_R]
+                lim = False
+            i0 = out[O_CURRENT, k]
+            i_end = i_inf + (i0 - i_inf) * par[k, P_DECAY]
+            i_avg = i_inf + (i0 - i_inf) * par[k, P_AVG]
+            if mode == MODE_VOLTAGE:
+                i_end, lim_end = _clamp(i_end, imax)
+                i_avg, lim_avg = _clamp(i_avg, imax)
+                lim = lim_end or lim_avg
+            tm = s * par[k, P_KT] * i_avg
+            factor = 1.0
+            if tm != 0.0 and par[k, P_LN_ETA] != 0.0:
+                factor = np.exp(par[k, P_LN_ETA] * np.tanh(v * par[k, P_ETA_BAND] / tm))
+            tau = n * tm * factor
+            out[O_CURRENT, k] = i_end
+            out[O_MOTOR, k] = tm
+        out[O_TAU, k] = tau
+        limited[k] = lim
+        any_limited |= lim
+    return any_limited
+
+
+@njit(cache=True)
+def drive_and_brake_step(par, command, vel, vidx, kt_scale, out, flags, drive, tau_joint):
+    """drive_step, then brake_step: one call per cycle while any brake is engaged (every array
+    argument costs the call from Python). Returns (any joint limited, any stiff joint to stop)."""
+    any_limited = drive_step(par, command, vel, vidx, kt_scale, out, flags[F_LIMITED])
+    return any_limited, brake_step(par, vel, vidx, out, flags, drive, tau_joint)
+
+
+@njit(cache=True)
+def brake_step(par, vel, vidx, out, flags, drive, tau_joint):
+    """Stick or slip every engaged brake for the coming step (module docstring), after drive_step
+    wrote this cycle's torques. flags[F_HELD, k]: joint k's motor coordinate is held; out[O_BRAKE]
+    the brake torque T_b = R - tau holding it. A Spong rotor is stopped and held here (it has no
+    inertial coupling); a stiff joint to be held is marked in flags[F_STOP] for stop_joint, and the
+    return value says whether there is one."""
+    held = flags[F_HELD]
+    any_stop = False
+    for k in range(held.shape[0]):
+        hold = par[k, P_HOLD]
+        if hold == 0.0:
+            continue
+        i = vidx[k]
+        if held[k]:
+            t_b = tau_joint[k] - out[O_TAU, k]
+            if abs(t_b) <= hold:
+                out[O_BRAKE, k] = t_b
+            else:
+                held[k] = False
+                drive[k] = DRIVE_TORQUE
+                out[O_BRAKE, k] = 0.0
+            continue
+        v = vel[i]
+        v_prev = out[O_RATE, k]
+        out[O_RATE, k] = v
+        if abs(v) < par[k, P_STICK] and (abs(v) <= abs(v_prev) or v * v_prev < 0.0):
+            held[k] = True
+            out[O_RATE, k] = 0.0     # a coordinate freed from rest then speeds up away from 0
+            out[O_BRAKE, k] = 0.0
+            if i == k:
+                flags[F_STOP, k] = True
+                any_stop = True
+            else:
+                vel[i] = 0.0
+                drive[k] = DRIVE_ROTOR_HELD
+    return any_stop
+
+
+@njit(cache=True)
+def stop_joint(m, w, t, pos, vel, tau, k, probe, acc0, acc1):
+    """Stop free stiff joint k by an impulsive torque at the joint: every free rate jumps by
+    -v_k c / c_k, c = M^-1 e_k the arm's acceleration per unit torque at the joint (the difference of
+    two articulated-body solves `probe` N m apart; held joints stay held). A perfectly inelastic
+    stop: it keeps the momenta of the other free coordinates and takes out the kinetic energy
+    1/2 v_k^2 / c_k. tau: a scratch copy of the drive torques; w: a work tuple of its own (the
+    plant's holds the last step's reactions)."""
+    forward_dynamics(m, w, t, pos, vel, tau, pos, vel, 0.0, 0.0, acc0)
+    tau[k] += probe
+    forward_dynamics(m, w, t, pos, vel, tau, pos, vel, 0.0, 0.0, acc1)
+    scale = -vel[k] / (acc1[k] - acc0[k])
+    for i in range(vel.shape[0]):
+        vel[i] += scale * (acc1[i] - acc0[i])
+    vel[k] = 0.0
+
+
+def apparent_inertias(plant: Plant) -> np.ndarray:
+    """Link-side inertia a torque on each joint's motor coordinate accelerates at the plant's
+    current pose: 1 / (M^-1)_kk over the free coordinates (the links' modes free: the fast response
+    an explicitly held torque meets), the rotor inertia n^2 J_r of a Spong joint, M_kk of a
+    prescribed joint."""
+    km, lay = plant.km, plant.layout
+    nj, nq = lay.n_joints, lay.nq
+    w = make_work(km)
+    prepare(km, w, plant.t, plant.pos, np.zeros(nq))
+    forward_kinematics(km, w)
+    M = np.zeros((nq, nq))
+    mass_matrix(km, w, 0.0, 0.0, M)
+    free = np.array([i for i in range(nq) if i >= nj or km.drive[i] != DRIVE_PRESCRIBED], np.int64)
+    inv_diag = np.zeros(nq)
+    if free.size:
+        inv_diag[free] = np.diag(np.linalg.inv(M[np.ix_(free, free)]))
+    out = np.zeros(nj)
+    for k in range(nj):
+        if km.mot[k] >= 0:
+            out[k] = km.mot_inertia[k]
+        elif km.drive[k] == DRIVE_PRESCRIBED:
+            out[k] = M[k, k]
+        else:
+            out[k] = 1.0 / inv_diag[k]
+    return out
+
+
+def _check(spec: DriveSpec, where: str) -> None:
+    """Reject a DriveSpec built in Python that the TOML loader would reject."""
+    def positive(name: str, unit: str) -> None:
+        if not getattr(spec, name) > 0:
+            raise ValueError(f"{where}: {name} = {getattr(spec, name)}: expected a positive number in {unit} "
+                             f'with interface = "{spec.interface}"')
+
+    if spec.interface not in INTERFACES:
+        raise ValueError(f"{where}: interface = {spec.interface!r}: expected one of {', '.join(INTERFACES)}")
+    if not 0 < spec.gear_efficiency <= 1:
+        raise ValueError(f"{where}: gear_efficiency = {spec.gear_efficiency}: expected a number in (0, 1]")
+    for name, unit in (("torque_limit_N_m", "N m"), ("current_limit_A", "A")):
+        if not getattr(spec, name) > 0:
+            raise ValueError(f"{where}: {name} = {getattr(spec, name)}: expected a positive number in {unit}")
+    if not spec.brake_torque_N_m >= 0:
+        raise ValueError(f"{where}: brake_torque_N_m = {spec.brake_torque_N_m}: expected >= 0 N m")
+    if spec.brake_kinetic_N_m is not None and not 0 < spec.brake_kinetic_N_m <= spec.brake_torque_N_m:
+        raise ValueError(f"{where}: brake_kinetic_N_m = {spec.brake_kinetic_N_m}: expected a positive number in N m, "
+                         f"at most brake_torque_N_m = {spec.brake_torque_N_m} (a brake slips at no more than it holds)")
+    if spec.brake_smoothing_rad_s is not None and not spec.brake_smoothing_rad_s > 0:
+        raise ValueError(f"{where}: brake_smoothing_rad_s = {spec.brake_smoothing_rad_s}: expected a positive "
+                         "number in rad/s, or None (from the integrator's stability bound)")
+    if math.isfinite(spec.current_limit_A) and spec.interface == INTERFACE_TORQUE:
+        positive("torque_constant_N_m_A", "N m/A")
+    if spec.interface == INTERFACE_CURRENT:
+        positive("torque_constant_N_m_A", "N m/A")
+        positive("current_bandwidth_hz", "Hz")
+    if spec.interface == INTERFACE_VOLTAGE:
+        for name, unit in (("resistance_ohm", "ohm"), ("inductance_H", "H"), ("torque_constant_N_m_A", "N m/A"),
+                           ("back_emf_V_s_rad", "V s/rad"), ("supply_V", "V")):
+            positive(name, unit)
+
+
+def _parameters(spec: DriveSpec, gear: float, inertia: float, dt: float) -> np.ndarray:
+    """One row of the step kernel's parameter array."""
+    p = np.zeros(N_PAR)
+    eta, kt = spec.gear_efficiency, spec.torque_constant_N_m_A
+    p[P_MODE] = _MODES[spec.interface]
+    p[P_GEAR] = gear
+    p[P_ETA] = eta
+    p[P_LN_ETA] = math.log(eta)
+    p[P_ETA_BAND] = inertia / (gear * abs(math.log(eta)) * dt) if eta < 1 else 0.0
+    p[P_KT] = kt
+    p[P_KE] = spec.back_emf_V_s_rad
+    p[P_INV_R] = 1.0 / spec.resistance_ohm if spec.resistance_ohm > 0 else 0.0
+    p[P_SUPPLY] = spec.supply_V
+    per_amp = gear * eta * kt                        # link torque per ampere, motor driving
+    if per_amp > 0:
+        p[P_AMP_PER_NM] = 1.0 / per_amp
+        p[P_IMAX] = min(spec.current_limit_A, spec.torque_limit_N_m / per_amp)
+        p[P_TMAX] = min(spec.torque_limit_N_m, per_amp * spec.current_limit_A)
+    else:                                            # no Kt: no current limit either (_check)
+        p[P_IMAX] = spec.current_limit_A
+        p[P_TMAX] = spec.torque_limit_N_m
+    if spec.interface == INTERFACE_CURRENT:
+        tau_e = 1.0 / (2.0 * math.pi * spec.current_bandwidth_hz)
+    elif spec.interface == INTERFACE_VOLTAGE:
+        tau_e = spec.inductance_H / spec.resistance_ohm
+    else:
+        tau_e = 0.0                                  # the ideal source follows at once
+    p[P_DECAY] = math.exp(-dt / tau_e) if tau_e > 0 else 0.0
+    p[P_AVG] = tau_e / dt * -math.expm1(-dt / tau_e) if tau_e > 0 else 0.0
+    return p
+
+
+class DriveBank:
+    """The motor drives of a plant's joints. Call update(command) once per cycle, before the plant
+    step, and pass the returned link-side torques to ``Plant.step`` / ``Plant.step_and_sample``.
+
+    Arrays (preallocated, updated in place, one entry per joint):
+      tau           link-side torque of the last update [N m]
+      current       motor current at the end of the step [A] (the current sensor's truth)
+      motor_torque  step-average electromagnetic motor torque [N m, motor shaft]
+      limited       the joint's command or current was clamped by a limit this cycle
+      kt_scale      torque-constant multiplier (fault "torque constant loss"), 1.0 nominal;
+                    write it in place
+      brake_held    the brake holds the joint's motor coordinate at rest over the coming step
+      brake_reaction  torque the brake exerts to hold it, T_b = R - tau [N m, link side, signed
+                    like tau]; 0 while not held and in the cycle that locks (module docstring)
+      friction_scale, brake_engaged   as set by set_friction_scale() and set_brake()
+      gear, inertia   gear ratio, apparent inertia of the motor coordinate at the joint [kg m^2]
+      brake_torque, brake_kinetic, brake_velocity   holding torque F_s, slipping torque F_k
+                    [N m, link side] and stick velocity v_b [rad/s] (read only)
+    ``torque_limited`` is any(limited) of the last update; ``names``, ``interfaces`` and ``specs``
+    follow the joint order.
+    """
+
+    def __init__(self, plant: Plant, specs: Sequence[DriveSpec | None] | None = None):
+        """`specs`: one DriveSpec (or None: an ideal torque drive without limits) per joint;
+        default: each joint's ``Joint.motor`` from the plant's model."""
+        lay = plant.layout
+        nj = lay.n_joints
+        joints = [b.joint for b in plant.asm.model.bodies]
+        specs = [j.motor for j in joints] if specs is None else list(specs)
+        if len(specs) != nj:
+            raise ValueError(f"{len(specs)} drive specs for {nj} joints ({', '.join(lay.joint_names)})")
+        self.specs = [s if s is not None else DriveSpec() for s in specs]
+        for name, spec, kind in zip(lay.joint_names, self.specs, plant.km.drive):
+            where = f"{plant.asm.model.source}: joint {name!r} motor"
+            _check(spec, where)
+            if spec.brake_torque_N_m > 0 and kind == DRIVE_PRESCRIBED:
+                raise ValueError(f"{where}: brake_torque_N_m = {spec.brake_torque_N_m}: expected no brake on a "
+                                 "prescribed joint (its profile moves it)")
+        self.plant = plant
+        self.names = list(lay.joint_names)
+        self.interfaces = tuple(s.interface for s in self.specs)
+        self.gear = np.array([j.gear_ratio for j in joints], float)
+        self.inertia = apparent_inertias(plant)
+        self._vidx = np.array([lay.motor_index(k) if lay.motor_of_joint[k] >= 0 else k for k in range(nj)], np.int64)
+        self._par = np.array([_parameters(s, self.gear[k], self.inertia[k], plant.dt)
+                              for k, s in enumerate(self.specs)]).reshape(nj, N_PAR)
+        self._out = np.zeros((5, nj))
+        self.tau, self.current, self.motor_torque, self.brake_reaction = self._out[:O_RATE]
+        self._flags = np.zeros((3, nj), bool)
+        self.limited, self.brake_held = self._flags[F_LIMITED], self._flags[F_HELD]
+        self.torque_limited = False
+        self.kt_scale = np.ones(nj)
+        self.friction_scale = np.ones(nj)
+        self.brake_engaged = np.zeros(nj, bool)
+        self._braking = False                   # any brake engaged: update() lets the brakes stick or slip
+        self.brake_torque = np.array([s.brake_torque_N_m for s in self.specs], float)
+        self.brake_kinetic = np.array([s.brake_torque_N_m if s.brake_kinetic_N_m is None else s.brake_kinetic_N_m
+                                       for s in self.specs], float)
+        self.brake_velocity = self._brake_smoothing()
+        self._par[:, P_STICK] = self.brake_velocity
+        km = plant.km
+        self._drive, self._tau_joint = km.drive, plant.work.tau_joint
+        self._work = make_work(km)                       # stop_joint's, so that the plant's keeps its reactions
+        self._scratch = np.zeros((2, lay.nq)), np.zeros(nj)
+        self._nominal_friction = np.column_stack([km.viscous, km.coulomb, km.jpar[:, JP_STRIBECK]])
+        km.jpar[:, JP_BRAKE] = 0.0
+        km.jpar[:, JP_BRAKE_VS] = self.brake_velocity
+        self._check_back_emf_coupling()
+        self._warm_up()
+
+    # ------------------------------------------------------------------ per cycle
+    def update(self, command: np.ndarray) -> np.ndarray:
+        """Advance every drive over one step with `command` (per joint: link-side torque [N m] for
+        the torque and current interfaces, PWM duty in [-1, 1] for voltage), the motor speed taken
+        from the plant at the step start; then let each engaged brake stick or slip (module
+        docstring). Returns `tau`, the link-side torques for the plant step."""
+        plant = self.plant
+        if self._braking:
+            self.torque_limited, stop = drive_and_brake_step(self._par, command, plant.vel, self._vidx, self.kt_scale,
+                                                             self._out, self._flags, self._drive, self._tau_joint)
+            if stop:
+                self._stop_joints()
+        else:
+            self.torque_limited = drive_step(self._par, command, plant.vel, self._vidx, self.kt_scale, self._out,
+                                             self.limited)
+        return self.tau
+
+    def reset(self) -> None:
+        """Zero the currents and outputs (the electrical state) and free the held joints; engaged
+        brakes stay engaged and hold again from the next update. With Plant.reset(), call it first:
+        the plant's reset would keep a stiff joint the brake holds at its held angle."""
+        for k in np.flatnonzero(self.brake_held):
+            self._free(k)
+        self._out[:] = 0.0
+        self.limited[:] = False
+        self.torque_limited = False
+
+    # ------------------------------------------------------------------ run-time switches
+    def set_brake(self, joint: int | str, engaged: bool) -> None:
+        """Engage a brake (from the next update it holds the motor coordinate when slow, and slips
+        with its kinetic torque) or release it (a held coordinate is free at once)."""
+        k = self._index(joint)
+        if engaged and not self.brake_torque[k] > 0:
+            raise ValueError(f"joint {self.names[k]!r} has no brake (brake_torque_N_m = 0)")
+        self.brake_engaged[k] = engaged
+        self._braking = bool(self.brake_engaged.any())
+        self._par[k, P_HOLD] = self.brake_torque[k] if engaged else 0.0
+        self.plant.km.jpar[k, JP_BRAKE] = self.brake_kinetic[k] if engaged else 0.0
+        if engaged:
+            self._out[O_RATE, k] = self.plant.vel[self._vidx[k]]    # a slow coordinate sticks at the next update
+        elif self.brake_held[k]:
+            self._free(k)
+
+    def _stop_joints(self) -> None:
+        """Stop and hold the stiff joints brake_step marked (a rare event: costs about the plant step)."""
+        plant = self.plant
+        acc, tau = self._scratch
+        for k in range(len(self.names)):
+            if not self._flags[F_STOP, k]:
+                continue
+            tau[:] = self.tau
+            stop_joint(plant.km, self._work, plant.t, plant.pos, plant.vel, tau, k, self.brake_kinetic[k],
+                       acc[0], acc[1])
+            plant.km.prof_par[k, 0] = plant.pos[k]
+            self._drive[k] = DRIVE_PRESCRIBED
+        self._flags[F_STOP] = False
+
+    def _free(self, k: int) -> None:
+        """Let go of a held motor coordinate (at rest; the plant integrates it again)."""
+        self.brake_held[k] = False
+        self._drive[k] = DRIVE_TORQUE
+        self._out[O_BRAKE, k] = 0.0
+
+    def set_friction_scale(self, joint: int | str, factor: float) -> None:
+        """Scale the joint's viscous, Coulomb and Stribeck friction to `factor` x nominal."""
+        if not factor >= 0:
+            raise ValueError(f"friction scale {factor}: expected a factor >= 0")
+        k = self._index(joint)
+        km = self.plant.km
+        km.viscous[k], km.coulomb[k], km.jpar[k, JP_STRIBECK] = factor * self._nominal_friction[k]
+        self.friction_scale[k] = factor
+
+    def _index(self, joint: int | str) -> int:
+        if isinstance(joint, str):
+            return self.names.index(joint)
+        if not 0 <= joint < len(self.names):
+            raise IndexError(f"joint index {joint}: expected 0 .. {len(self.names) - 1}")
+        return int(joint)
+
+    # ------------------------------------------------------------------ set-up
+    def _brake_smoothing(self) -> np.ndarray:
+        """Ramp width and stick velocity v_b of each brake: the configured one, or the stiffest ramp that
+        the substep integration keeps stable, F_k h / (safety x bound x J) (module docstring)."""
+        plan = self.plant.plan
+        h = plan.dt_s / plan.substeps
+        kappa = self.plant.asm.model.integrator.safety * REAL_AXIS_STABILITY[plan.method]
+        out = np.ones(len(self.specs))
+        for k, spec in enumerate(self.specs):
+            if spec.brake_smoothing_rad_s is not None:
+                out[k] = spec.brake_smoothing_rad_s
+            elif spec.brake_torque_N_m > 0:
+                out[k] = self.brake_kinetic[k] * h / (kappa * self.inertia[k])
+        return out
+
+    def _warm_up(self) -> None:
+        """Compile (or load) the brake kernels now, on copies, not in the cycle a brake first acts."""
+        braked = np.flatnonzero(self.brake_torque > 0)
+        if braked.size == 0:
+            return
+        plant = self.plant
+        vel = plant.vel.copy()
+        drive_and_brake_step(self._par.copy(), np.zeros(len(self.names)), vel, self._vidx, self.kt_scale.copy(),
+                             self._out.copy(), self._flags.copy(), self._drive.copy(), self._tau_joint.copy())
+        stiff = [int(k) for k in braked if self._vidx[k] == k]
+        if stiff:
+            acc, tau = self._scratch
+            vel[stiff[0]] = 1.0
+            stop_joint(plant.km, self._work, plant.t, plant.pos, vel, tau, stiff[0], 1.0, acc[0], acc[1])
+
+    def _check_back_emf_coupling(self) -> None:
+        """Voltage drives: the back-EMF damping n^2 Kt Ke / R, held over a step, must stay below 2 J / dt."""
+        for k, spec in enumerate(self.specs):
+            if spec.interface != INTERFACE_VOLTAGE:
+                continue
+            c = self.gear[k] ** 2 * spec.torque_constant_N_m_A * spec.back_emf_V_s_rad / spec.resistance_ohm
+            ratio = c * self.plant.dt / self.inertia[k]
+            if ratio > 1.0:
+                warnings.warn(f"joint {self.names[k]!r}: back-EMF damping n^2 Kt Ke / R = {c:.3g} N m s/rad gives "
+                              f"c dt / J = {ratio:.2f} (J = {self.inertia[k]:.3g} kg m^2); the frozen-speed coupling "
+                              "is unstable above 2", RuntimeWarning, stacklevel=3)

@@ -1,0 +1,123 @@
+"""An emulator built from files, and a firmware process beside it: what `hil run` and the pytest
+plugin (hil.pytest_plugin) share.
+
+``build_emulator`` reads the arm preset, the bus map and a fault scenario, opens the link and
+returns the emulator with the link spec its firmware opens. ``spawn_firmware`` starts a firmware
+(the reference firmware, or any command line of the user's) in its own process on that spec.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .runtime import Emulator, RuntimeOptions
+
+LINK_PLACEHOLDER = "{link}"     # in a firmware command line: replaced by the spec its end opens
+
+
+@dataclass
+class Built:
+    emulator: Emulator
+    firmware_link: str          # the link spec the firmware opens (the other end of a pty pair)
+
+
+def build_emulator(arm: str | Path, bus: str | Path, link: str = "pty", options: RuntimeOptions | None = None,
+                   scenario: str | Path | None = None, heartbeat_s: float | None = None,
+                   firmware_link: str | None = None, ideal_sensors: bool = False,
+                   ideal_drives: bool = False) -> Built:
+    """The emulator of the arm preset `arm` behind `link` (a spec of firmware_bridge.connect, or
+    "pty"/"slcan-pty" for a new pty pair), speaking the bus map `bus`, with the faults of the
+    scenario file; the plant starts at rest (static deflection, holding torque). `ideal_sensors`:
+    ideal encoders and tip IMU (hil.sensor_specs.default_sensors) instead of the preset's sensor
+    models; `ideal_drives`: ideal torque drives instead of its motors (the loop benchmark's
+    reference, `hil bench loop --models`)."""
+    from firmware_bridge.canopen import DriveNodes, is_canopen
+    from firmware_bridge.connect import open_link, open_pty_pair_link
+    from firmware_bridge.messages import BusMap
+    from firmware_bridge.signals import CommandInput, SensorOutput
+    from .config import load_model
+    from .drives import DriveBank
+    from .plant import Plant
+    from .scenario import load_scenario
+    from .sensor_specs import default_sensors
+
+    bus_map = BusMap.load(bus)
+    plant = Plant(load_model(arm))
+    plant.equilibrium_eta()
+    names = plant.layout.joint_names
+    protocol = DriveNodes(bus_map, names, heartbeat_s) if is_canopen(bus_map) else None
+    faults = load_scenario(scenario) if scenario else None
+    if link in ("pty", "slcan-pty"):
+        raw, other_end = open_pty_pair_link(link, bus_map)
+    else:
+        raw, other_end = open_link(link), link
+    options = options or RuntimeOptions()
+    header = {"config": str(arm), "config_text": Path(arm).read_text(encoding="utf-8"), "bus": str(bus),
+              "link": link, "mode": options.mode, "scenario": None if scenario is None else str(scenario),
+              "scenario_text": None if scenario is None else Path(scenario).read_text(encoding="utf-8"),
+              "versions": versions()}
+    try:
+        emulator = Emulator(plant, raw, CommandInput(bus_map, names),
+                            SensorOutput(bus_map, names, protocol.own_ids if protocol else ()), options, header,
+                            protocol, faults, drives=DriveBank(plant, [None] * len(names)) if ideal_drives else None,
+                            sensors=default_sensors(plant.asm.model) if ideal_sensors else None)
+    except Exception:
+        raw.close()
+        raise
+    return Built(emulator, firmware_link or other_end)
+
+
+def reference_firmware(arm: str | Path, bus: str | Path, duration_s: float | None = None, move_time_s: float = 2.0,
+                       vibration_suppression: bool = False) -> list[str]:
+    """Command line of the reference firmware (`hil firmware`), its link left as LINK_PLACEHOLDER."""
+    cmd = [sys.executable, "-m", "hil", "firmware", "--arm", str(arm), "--bus", str(bus), "--link", LINK_PLACEHOLDER,
+           "--json", "--move-time", str(move_time_s)]
+    if duration_s:
+        cmd += ["--duration", str(duration_s)]
+    return cmd + (["--vibration-suppression"] if vibration_suppression else [])
+
+
+def spawn_firmware(command: Sequence[str], link_spec: str, cpu: int | None = None, priority: int | None = None,
+                   ready_line: str | None = "ready", cwd: str | Path | None = None) -> subprocess.Popen:
+    """Start a firmware process: `command` with LINK_PLACEHOLDER replaced by `link_spec`, pinned to
+    `cpu` and under SCHED_FIFO `priority` if given. With `ready_line`, wait until the firmware
+    prints it (it has opened its end of the link) and fail with its output otherwise."""
+    cmd = [part.replace(LINK_PLACEHOLDER, link_spec) for part in command]
+
+    def placement() -> None:
+        if cpu is not None:
+            os.sched_setaffinity(0, {cpu})
+        if priority is not None:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, preexec_fn=placement, cwd=cwd)
+    if ready_line is not None:
+        line = proc.stdout.readline()
+        if line.strip() != ready_line:
+            proc.kill()
+            raise RuntimeError(f"firmware {cmd[:4]}... did not print {ready_line!r}: {line!r}")
+    return proc
+
+
+def await_host(link, timeout_s: float = 5.0) -> None:
+    """An emulated slcan adapter refuses frames until the host's open command ("O") has been read:
+    take in the host's setup lines before the first sensor frame goes out (no-op for other links)."""
+    if not hasattr(link, "channel_open"):
+        return
+    deadline = time.monotonic() + timeout_s
+    while not link.channel_open and time.monotonic() < deadline:
+        if link.recv() is None:
+            time.sleep(1e-3)
+    if not link.channel_open:
+        raise RuntimeError(f"{link.name}: the firmware did not open the slcan channel within {timeout_s} s")
+
+
+def versions() -> dict:
+    import numba
+    return {"python": sys.version.split()[0], "numpy": np.__version__, "numba": numba.__version__}

@@ -1,0 +1,75 @@
+"""pytest plugin for firmware test authors: the emulator as a fixture.
+
+Active wherever the package is installed (entry point ``pytest11``). A test asks for ``hil_run``
+(a started hil.harness.EmulatorRun, stopped after the test) or ``hil_start`` (a function that
+starts runs with other settings); settings come from, in rising precedence, the defaults of
+EmulatorRun, the command line and a ``hil`` marker::
+
+    @pytest.mark.hil(duration_s=3.0, safe_state="brake", scenario="configs/scenarios/encoder_dropout.toml")
+    def test_the_arm_stops_after_an_encoder_dropout(hil_run):
+        result = hil_run.finish()
+        ...
+
+Command line: ``--hil-arm``, ``--hil-bus``, ``--hil-link`` and ``--hil-firmware`` (a command
+line; ``{link}`` stands for the link spec the firmware opens) run the same suite on another arm
+preset, bus map, link or firmware: ``pytest --hil-firmware "./my_fw --port {link}"``.
+"""
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:      # imported by the fixtures: a pytest run that uses none stays light
+    from .harness import EmulatorRun
+
+OPTIONS = (("arm", "arm preset (TOML)"), ("bus", "bus map (TOML)"),
+           ("link", "link spec: pty, slcan-pty, can:IF:CH, canfd:IF:CH, serial:PATH, ..."),
+           ("firmware", "firmware command line, {link} for its link spec (default: the reference firmware)"))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("hil", "ELLA hardware-in-the-loop emulator")
+    for name, help_text in OPTIONS:
+        group.addoption(f"--hil-{name}", dest=f"hil_{name}", default=None, help=help_text)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "hil(**settings): settings of the hil_run fixture (hil.harness.EmulatorRun "
+                                       "fields: arm, bus, link, firmware, scenario, mode, duration_s, seed, ...)")
+
+
+def _settings(request: pytest.FixtureRequest) -> dict:
+    out = {}
+    for name, _ in OPTIONS:
+        value = request.config.getoption(f"hil_{name}")
+        if value is not None:
+            out[name] = shlex.split(value) if name == "firmware" else value
+    marker = request.node.get_closest_marker("hil")
+    if marker is not None:
+        out.update(marker.kwargs)
+    return out
+
+
+@pytest.fixture
+def hil_start(request: pytest.FixtureRequest) -> Iterator[Callable[..., EmulatorRun]]:
+    """start(**settings) -> a started EmulatorRun (the test's settings, overridden by these);
+    every run it started is stopped after the test."""
+    from .harness import EmulatorRun
+    runs: list[EmulatorRun] = []
+
+    def start(**settings) -> EmulatorRun:
+        run = EmulatorRun(**{**_settings(request), **settings})
+        runs.append(run)
+        return run.start()
+    yield start
+    for run in runs:
+        run.close()
+
+
+@pytest.fixture
+def hil_run(hil_start: Callable[..., EmulatorRun]) -> EmulatorRun:
+    """A started emulator run with the test's settings (marker, command line, defaults)."""
+    return hil_start()
