@@ -21,6 +21,10 @@ run: setup
 	@echo "== the same manoeuvre with the IMU vibration suppression"
 	$(HIL) run configs/ella.toml --bus configs/bus/serial_frame.toml --link pty --spawn-firmware \
 		--duration 5 --move-time 1.0 --vibration-suppression --log out/ella_vs.msgpack
+	@echo "== an elbow encoder signal loss mid-manoeuvre: the firmware stops, the drives' watchdog brakes"
+	$(HIL) run configs/ella.toml --bus configs/bus/serial_frame.toml --link pty --spawn-firmware \
+		--duration 3 --move-time 1.0 --scenario configs/scenarios/encoder_signal_loss.toml \
+		--safe-state brake --watchdog 0.02 --log out/ella_fault.msgpack
 
 test: setup
 	$(PY) -m pytest -q

@@ -156,7 +156,8 @@ def format_summary(s: dict) -> str:
                  f"{p['skipped_periods']})")
     lines.append(f"link {s['link']}")
     lines.append(f"commands {s['commands']}")
-    lines.append(f"watchdog trips {s['watchdog']['trips']}")
+    lines.append(f"watchdog trips {s['watchdog']['trips']}"
+                 + "".join(f", {what} at {t:.3f} s" for what, t in s["watchdog"]["events"]))
     fa = s["faults"]
     if fa["injections"] or fa["errors"]:
         lines.append(f"faults: {fa['injections']} injected, {fa['clearances']} cleared, still active "
@@ -175,6 +176,8 @@ def format_summary(s: dict) -> str:
     if s.get("firmware"):
         fw = s["firmware"]
         lines.append(f"firmware: {fw['cycles']} cycles, link {fw['link']}, sensor frames {fw['sensors']}")
+        if fw.get("fault"):
+            lines.append(f"firmware fault: {fw['fault']}")
         if fw.get("canopen"):
             lines.append(f"firmware CANopen master: {fw['canopen']}")
         lat = fw.get("command_to_sensor_us", {})

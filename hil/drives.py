@@ -46,6 +46,17 @@ whether any joint was clamped this cycle.
 
 Joint friction acts inside the plant's substeps (hil.kernels.aba.friction); the bank scales it by
 writing the kernel's arrays in place (``KernelModel.viscous``, ``coulomb``, the columns of ``jpar``).
+Like the brake's ramp below, the smoothed Coulomb (and Stribeck) friction is a damper of slope
+c + (F_c + F_st) / v_s at rest, integrated explicitly in every substep h: its smoothing velocity is
+at least (F_c + F_st) h / (kappa J - c h) (kappa: the integrator's safety fraction times its
+real-axis bound, J the apparent inertia below), which Plant.stabilize_friction applies on the
+plant's construction, again when the bank is built (at the bank's pose) and after every
+set_friction_scale (ten times the friction needs a ten times wider smoothing). The configured
+``coulomb_smoothing_rad_s`` is a lower bound, kept where it is already stable: below v_s the
+smoothed model creeps under loads below its Coulomb level instead of sticking (Plant
+.stabilize_friction). ELLA (1 substep of 1 ms, RK4 at safety 0.5): v_s = 2.0, 2.2 and 2.7 mrad/s
+for yaw, pitch and elbow instead of the configured 1 mrad/s; 20, 22 and 28 mrad/s at ten times
+the friction.
 
 Holding brake: a stick-slip brake on the motor coordinate (the joint angle, or the rotor angle of a
 Spong joint), link side: it holds up to F_s (``brake_torque_N_m``) and slips with the kinetic torque
@@ -99,10 +110,9 @@ from numba import njit
 
 from .assembly import make_work
 from .kernels.aba import (DRIVE_PRESCRIBED, DRIVE_ROTOR_HELD, DRIVE_TORQUE, JP_BRAKE, JP_BRAKE_VS, JP_STRIBECK,
-                          forward_dynamics, forward_kinematics, prepare)
-from .kernels.oracle import mass_matrix
+                          forward_dynamics)
 from .model import INTERFACE_CURRENT, INTERFACE_TORQUE, INTERFACE_VOLTAGE, INTERFACES, DriveSpec
-from .plant import Plant
+from .plant import REAL_AXIS_STABILITY, Plant, apparent_inertias
 
 __all__ = ["DriveBank", "DriveSpec", "apparent_inertias", "INTERFACES"]
 
@@ -119,11 +129,6 @@ N_PAR = 16
 O_TAU, O_CURRENT, O_MOTOR, O_BRAKE, O_RATE = range(5)
 # rows of the flag array: clamped by a limit this cycle, held by the brake, a stiff joint to stop and hold
 F_LIMITED, F_HELD, F_STOP = range(3)
-
-# Real-axis stability bounds (|lambda h| for a damping lambda) of the plant's integrators:
-# classical RK4 2.785; the explicit midpoint predictor of the IMEX scheme and forward Euler 2.
-REAL_AXIS_STABILITY = {"rk4": 2.785, "imex_midpoint": 2.0, "euler": 2.0}
-
 
 @njit(cache=True)
 def _clamp(x, limit):
@@ -241,33 +246,6 @@ def stop_joint(m, w, t, pos, vel, tau, k, probe, acc0, acc1):
     vel[k] = 0.0
 
 
-def apparent_inertias(plant: Plant) -> np.ndarray:
-    """Link-side inertia a torque on each joint's motor coordinate accelerates at the plant's
-    current pose: 1 / (M^-1)_kk over the free coordinates (the links' modes free: the fast response
-    an explicitly held torque meets), the rotor inertia n^2 J_r of a Spong joint, M_kk of a
-    prescribed joint."""
-    km, lay = plant.km, plant.layout
-    nj, nq = lay.n_joints, lay.nq
-    w = make_work(km)
-    prepare(km, w, plant.t, plant.pos, np.zeros(nq))
-    forward_kinematics(km, w)
-    M = np.zeros((nq, nq))
-    mass_matrix(km, w, 0.0, 0.0, M)
-    free = np.array([i for i in range(nq) if i >= nj or km.drive[i] != DRIVE_PRESCRIBED], np.int64)
-    inv_diag = np.zeros(nq)
-    if free.size:
-        inv_diag[free] = np.diag(np.linalg.inv(M[np.ix_(free, free)]))
-    out = np.zeros(nj)
-    for k in range(nj):
-        if km.mot[k] >= 0:
-            out[k] = km.mot_inertia[k]
-        elif km.drive[k] == DRIVE_PRESCRIBED:
-            out[k] = M[k, k]
-        else:
-            out[k] = 1.0 / inv_diag[k]
-    return out
-
-
 def _check(spec: DriveSpec, where: str) -> None:
     """Reject a DriveSpec built in Python that the TOML loader would reject."""
     def positive(name: str, unit: str) -> None:
@@ -351,6 +329,8 @@ class DriveBank:
       gear, inertia   gear ratio, apparent inertia of the motor coordinate at the joint [kg m^2]
       brake_torque, brake_kinetic, brake_velocity   holding torque F_s, slipping torque F_k
                     [N m, link side] and stick velocity v_b [rad/s] (read only)
+      coulomb_smoothing  effective smoothing velocity v_s of each joint's Coulomb and Stribeck
+                    friction [rad/s] at the current friction scale (a copy; module docstring)
     ``torque_limited`` is any(limited) of the last update; ``names``, ``interfaces`` and ``specs``
     follow the joint order.
     """
@@ -400,6 +380,7 @@ class DriveBank:
         self._nominal_friction = np.column_stack([km.viscous, km.coulomb, km.jpar[:, JP_STRIBECK]])
         km.jpar[:, JP_BRAKE] = 0.0
         km.jpar[:, JP_BRAKE_VS] = self.brake_velocity
+        plant.stabilize_friction(self.inertia)          # at this bank's pose (the plant's: at its construction)
         self._check_back_emf_coupling()
         self._warm_up()
 
@@ -467,13 +448,21 @@ class DriveBank:
         self._out[O_BRAKE, k] = 0.0
 
     def set_friction_scale(self, joint: int | str, factor: float) -> None:
-        """Scale the joint's viscous, Coulomb and Stribeck friction to `factor` x nominal."""
+        """Scale the joint's viscous, Coulomb and Stribeck friction to `factor` x nominal, and widen
+        (or narrow back) its Coulomb smoothing to the stable floor for the scaled friction
+        (``coulomb_smoothing``; module docstring)."""
         if not factor >= 0:
             raise ValueError(f"friction scale {factor}: expected a factor >= 0")
         k = self._index(joint)
         km = self.plant.km
         km.viscous[k], km.coulomb[k], km.jpar[k, JP_STRIBECK] = factor * self._nominal_friction[k]
         self.friction_scale[k] = factor
+        self.plant.stabilize_friction(self.inertia)
+
+    @property
+    def coulomb_smoothing(self) -> np.ndarray:
+        """Effective smoothing velocity v_s of each joint's Coulomb and Stribeck friction [rad/s]."""
+        return self.plant.coulomb_smoothing
 
     def _index(self, joint: int | str) -> int:
         if isinstance(joint, str):

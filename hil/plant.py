@@ -2,6 +2,10 @@
 
 Plant.step() is one Python-to-numba call that advances one outer step (all
 substeps), allocation-free; everything is compiled and warmed up on creation.
+
+Joint friction is integrated explicitly in every substep, so its slope at rest must stay within the
+method's stability bound; the plant widens each joint's Coulomb smoothing to keep it there
+(Plant.stabilize_friction; hil.drives.DriveBank calls it again when it scales the friction).
 """
 from __future__ import annotations
 
@@ -15,12 +19,17 @@ from . import model as md
 from .assembly import Assembled, assemble, make_work
 from .kernels import integrate
 from .kernels.cycle import step_and_sample
-from .kernels.aba import JP_BACKLASH, forward_dynamics, forward_kinematics, prepare
+from .kernels.aba import (DRIVE_PRESCRIBED, JP_BACKLASH, JP_COUL_VS, JP_STRIBECK, forward_dynamics,
+                          forward_kinematics, prepare)
+from .kernels.oracle import mass_matrix
 from .kernels.outputs import energy, power, station_state, world_poses
 from .linearize import arm_frequencies_hz, spring_frequencies_hz, static_forces, stiffness_and_mass, substeps_for
 
 METHODS = {"rk4": integrate.METHOD_RK4, "imex_midpoint": integrate.METHOD_IMEX, "euler": integrate.METHOD_EULER}
 AUTO_RK4_MAX_SUBSTEPS = 8   # beyond this many RK4 substeps the IMEX scheme is cheaper
+# Real-axis stability bounds (|lambda h| for a damping lambda) of the plant's integrators:
+# classical RK4 2.785; the explicit midpoint predictor of the IMEX scheme and forward Euler 2.
+REAL_AXIS_STABILITY = {"rk4": 2.785, "imex_midpoint": 2.0, "euler": 2.0}
 
 
 class ForwardEulerWarning(UserWarning):
@@ -83,11 +92,74 @@ class Plant:
         self._p = np.zeros(2)
         self._st = np.zeros(24)
         self.reset()
+        # the configured Coulomb smoothing v_s (a lower bound) and the joints whose friction moves them
+        self._configured_smoothing = self.km.jpar[:, JP_COUL_VS].copy()
+        self._friction_acts = self.km.drive != DRIVE_PRESCRIBED
+        self.stabilize_friction()
         self._warm_up()
 
     @property
     def dt(self) -> float:
         return self.plan.dt_s
+
+    @property
+    def coulomb_smoothing(self) -> np.ndarray:
+        """Effective smoothing velocity v_s of each joint's Coulomb and Stribeck friction [rad/s]
+        (a copy; see stabilize_friction)."""
+        return self.km.jpar[:, JP_COUL_VS].copy()
+
+    def friction_smoothing_floor(self, inertia: np.ndarray | None = None) -> np.ndarray:
+        """The smallest Coulomb smoothing v_s each joint's friction, as the kernel holds it now
+        (viscous c, Coulomb F_c and Stribeck F_st, any friction scale included), may have for the
+        substep integration to stay stable at rest (stabilize_friction); 0 where no floor applies."""
+        km = self.km
+        inertia = apparent_inertias(self) if inertia is None else np.asarray(inertia, float)
+        h = self.plan.dt_s / self.plan.substeps
+        kappa = self.asm.model.integrator.safety * REAL_AXIS_STABILITY[self.plan.method]
+        floor = np.zeros(self.layout.n_joints)
+        for k in range(floor.size):
+            breakaway = km.coulomb[k] + km.jpar[k, JP_STRIBECK]
+            if not (self._friction_acts[k] and breakaway > 0.0):
+                continue
+            budget = kappa * inertia[k] - km.viscous[k] * h        # what the viscous slope leaves
+            if budget <= 0.0:
+                warnings.warn(f"joint {self.layout.joint_names[k]!r}: viscous friction {km.viscous[k]:.3g} N m s/rad "
+                              f"alone exceeds the stability bound of the substep ({self.plan.describe()}; apparent "
+                              f"inertia {inertia[k]:.3g} kg m^2): the joint rate chatters; add substeps",
+                              RuntimeWarning, stacklevel=3)
+                budget = kappa * inertia[k]
+            floor[k] = breakaway * h / budget
+        return floor
+
+    def stabilize_friction(self, inertia: np.ndarray | None = None) -> np.ndarray:
+        """Set each joint's effective Coulomb smoothing v_s (the kernel's ``jpar[:, JP_COUL_VS]``) to
+        max(configured v_s, floor) and return it (also ``Plant.coulomb_smoothing``).
+
+        The smoothed friction c v + (F_c + F_st exp(-(v / v_st)^2)) tanh(v / v_s) has the slope
+        c + (F_c + F_st) / v_s at rest, a damper integrated explicitly in every substep h: stable while
+        (c + (F_c + F_st) / v_s) h / J stays within the method's real-axis bound (RK4 2.785, the IMEX
+        midpoint predictor and Euler 2) times the integrator's safety fraction, kappa; J the apparent
+        inertia of the joint's motor coordinate (hil.drives.apparent_inertias, the same rule as the
+        holding brake's default ramp). Hence the floor
+
+            v_s >= (F_c + F_st) h / (kappa J - c h).
+
+        A steeper tanh does not make a joint stick: the rate leaves rest and settles in a spurious
+        slide or a limit cycle where the tanh has flattened enough (ELLA held at rest at the configured
+        1 mrad/s: 0.03 .. 0.3 mrad/s, at ten times the friction 5 .. 7 mrad/s). Physically
+        the smoothed model has no true stiction: below v_s it is a damper (F_c + F_st) / v_s, so a
+        load |L| < F_c + F_st does not hold the joint still but lets it creep at v_s atanh(|L| /
+        (F_c + F_st)) (about v_s |L| / (F_c + F_st)), and it slides, with ever more of the full
+        Coulomb torque, once faster than v_s. The configured ``coulomb_smoothing_rad_s`` is therefore
+        a lower bound, kept where it is already stable; a wider v_s also flattens a Stribeck peak
+        narrower than it (v_st). More substeps allow a narrower v_s (and runs at different substeps
+        then differ in their friction model where the floor binds). Scaled friction (DriveBank
+        .set_friction_scale) needs a wider one: the bank calls this again after scaling. `inertia`:
+        per joint apparent inertias (default: at the current pose). Prescribed joints keep theirs
+        (friction does not move them)."""
+        np.maximum(self._configured_smoothing, self.friction_smoothing_floor(inertia),
+                   out=self.km.jpar[:, JP_COUL_VS])
+        return self.coulomb_smoothing
 
     def reset(self) -> None:
         self.t = 0.0
@@ -201,6 +273,33 @@ class Plant:
         self.tau[:] = hold
         self.evaluate()
         return hold
+
+
+def apparent_inertias(plant: Plant) -> np.ndarray:
+    """Link-side inertia a torque on each joint's motor coordinate accelerates at the plant's
+    current pose: 1 / (M^-1)_kk over the free coordinates (the links' modes free: the fast response
+    an explicitly held torque meets), the rotor inertia n^2 J_r of a Spong joint, M_kk of a
+    prescribed joint."""
+    km, lay = plant.km, plant.layout
+    nj, nq = lay.n_joints, lay.nq
+    w = make_work(km)
+    prepare(km, w, plant.t, plant.pos, np.zeros(nq))
+    forward_kinematics(km, w)
+    M = np.zeros((nq, nq))
+    mass_matrix(km, w, 0.0, 0.0, M)
+    free = np.array([i for i in range(nq) if i >= nj or km.drive[i] != DRIVE_PRESCRIBED], np.int64)
+    inv_diag = np.zeros(nq)
+    if free.size:
+        inv_diag[free] = np.diag(np.linalg.inv(M[np.ix_(free, free)]))
+    out = np.zeros(nj)
+    for k in range(nj):
+        if km.mot[k] >= 0:
+            out[k] = km.mot_inertia[k]
+        elif km.drive[k] == DRIVE_PRESCRIBED:
+            out[k] = M[k, k]
+        else:
+            out[k] = 1.0 / inv_diag[k]
+    return out
 
 
 def spring_deflection(torque: float, stiffness: float, backlash: float) -> float:

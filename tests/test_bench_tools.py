@@ -91,22 +91,23 @@ def test_bad_section_is_a_usage_error(capsys):
     assert "nonsense" in capsys.readouterr().err
 
 
-def test_loop_bench_models_prints_the_loop_before_and_after(capsys):
+def test_loop_bench_models_prints_each_model_set_against_ideal(capsys):
     assert bench_loop.main(["--models", "--duration", "0.3", "--links", "pty", "--cpu", "-1"]) == 0
     out = capsys.readouterr().out
-    rows = {line[2:18].strip(): line for line in out.splitlines() if line.startswith("  ")}
-    for name in ("before", "after", "after - before"):
+    rows = {line[2:20].strip(): line for line in out.splitlines() if line.startswith("  ")}
+    for name in ("before", "models", "faulted", "models - before", "faulted - before"):
         assert "compute p50" in rows[name] and "total p50" in rows[name], out
-    assert "configs/scenarios/overhead.toml" in out and "budget of 10 us" in out
+    assert "configs/scenarios/overhead.toml" in out and "budget of 10 us" in out and "fault load" in out
 
 
-def test_loop_bench_inprocess_reports_both_model_sets(capsys):
+def test_loop_bench_inprocess_reports_every_model_set(capsys):
     assert bench_loop.main(["--inprocess", "--cycles", "200", "--json"]) == 0
     ip = json.loads(capsys.readouterr().out)["inprocess"]
-    before, after = ip["timing"]["before"], ip["timing"]["after"]
-    assert (before["faults_active"], after["faults_active"]) == (0, 7)
-    assert after["channels"] > before["channels"]              # the preset adds the motor current sensors
-    for series in ("compute", "total"):
-        for q in ("p50", "p99"):
-            assert 0 < before[series][q] < math.inf and 0 < after[series][q] < math.inf
-            assert ip["difference_us"][series][q] == pytest.approx(after[series][q] - before[series][q])
+    t = ip["timing"]
+    assert [t[n]["faults_active"] for n in ("before", "models", "faulted")] == [0, 0, 7]
+    assert t["models"]["channels"] == t["faulted"]["channels"] > t["before"]["channels"]   # + motor currents
+    for name in ("models", "faulted"):
+        for series in ("compute", "total"):
+            for q in ("p50", "p99"):
+                assert 0 < t[name][series][q] < math.inf
+                assert ip["difference_us"][name][series][q] == pytest.approx(t[name][series][q] - t["before"][series][q])

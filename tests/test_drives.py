@@ -18,8 +18,9 @@ from firmware_bridge.signals import CommandOutput
 from hil import model as md
 from hil.assembly import assemble, make_work
 from hil.config import ConfigError, load_model, load_model_from_string
-from hil.drives import DriveBank, DriveSpec
-from hil.kernels.aba import DRIVE_PRESCRIBED, DRIVE_ROTOR_HELD, JP_BRAKE, JP_BRAKE_VS, forward_dynamics
+from hil.drives import DriveBank, DriveSpec, apparent_inertias
+from hil.kernels.aba import (DRIVE_PRESCRIBED, DRIVE_ROTOR_HELD, JP_BRAKE, JP_BRAKE_VS, JP_COUL_VS,
+                             forward_dynamics)
 from hil.kernels.oracle import forward_dynamics_dense
 from hil.plant import Plant
 
@@ -477,8 +478,10 @@ def test_brake_without_holding_torque_is_refused():
 
 
 def test_friction_scale_multiplies_viscous_coulomb_and_stribeck():
+    """J = 0.102 kg m^2: the configured smoothing 0.01 rad/s is stable at three times the friction
+    ((0.9 + 0.9 / 0.01) h / J = 0.89 < 0.5 x 2.785), so it is kept and the curve scales exactly."""
     plant = Plant(rig(viscous_N_m_s_rad=0.3, coulomb_N_m=0.2, coulomb_smoothing_rad_s=0.01, stribeck_N_m=0.1,
-                      stribeck_velocity_rad_s=0.05))
+                      stribeck_velocity_rad_s=0.05, link_inertia=0.1))
     bank = DriveBank(plant)
     J = bank.inertia[0]
 
@@ -489,6 +492,7 @@ def test_friction_scale_multiplies_viscous_coulomb_and_stribeck():
     base = [friction_at(v) for v in (0.01, 0.05, 1.0)]
     bank.set_friction_scale(0, 3.0)
     assert plant.km.viscous[0] == pytest.approx(0.9) and bank.friction_scale[0] == 3.0
+    assert bank.coulomb_smoothing[0] == 0.01
     np.testing.assert_allclose([friction_at(v) for v in (0.01, 0.05, 1.0)], 3.0 * np.array(base), rtol=1e-12)
     bank.set_friction_scale("j", 1.0)
     np.testing.assert_allclose([friction_at(v) for v in (0.01, 0.05, 1.0)], base, rtol=1e-12)
@@ -496,11 +500,15 @@ def test_friction_scale_multiplies_viscous_coulomb_and_stribeck():
 
 def test_stribeck_friction_curve():
     """tau_f(v) = c v + (F_c + F_s exp(-(v/v_st)^2)) tanh(v/v_s): values read back from the plant's
-    acceleration (J qdd = -tau_f) at hand-evaluated points."""
+    acceleration (J qdd = -tau_f) at hand-evaluated points. J = 1.202 kg m^2, heavy enough for the
+    1 mrad/s smoothing to be stable ((c + (F_c + F_s) / v_s) h / J = 1.25 < 0.5 x 2.785), so the
+    plant keeps it."""
     c, Fc, Fs, vst, vs = 0.2, 1.0, 0.5, 0.1, 1e-3
     plant = Plant(rig(viscous_N_m_s_rad=c, coulomb_N_m=Fc, coulomb_smoothing_rad_s=vs, stribeck_N_m=Fs,
-                      stribeck_velocity_rad_s=vst))
-    J = DriveBank(plant).inertia[0]
+                      stribeck_velocity_rad_s=vst, link_inertia=1.2))
+    bank = DriveBank(plant)
+    J = bank.inertia[0]
+    assert bank.coulomb_smoothing[0] == vs
     expected = {
         0.0: 0.0,
         5e-4: c * 5e-4 + (Fc + Fs * math.exp(-2.5e-5)) * math.tanh(0.5),   # inside the smoothing
@@ -512,6 +520,102 @@ def test_stribeck_friction_curve():
     for v, tau_f in expected.items():
         plant.vel[0] = v
         assert -J * plant.evaluate()[0] == pytest.approx(tau_f, rel=1e-12, abs=1e-14), v
+
+
+def stable_smoothing(plant: Plant, inertia: np.ndarray, scale: float) -> np.ndarray:
+    """The Coulomb smoothing the plant must use, by hand: the configured v_s, or at least the floor
+    s (F_c + F_st) h / (kappa J - s c h), kappa = safety x RK4's real-axis bound 2.785."""
+    h = plant.plan.dt_s / plant.plan.substeps
+    kappa = plant.asm.model.integrator.safety * 2.785
+    joints = [b.joint for b in plant.asm.model.bodies]
+    return np.array([max(j.coulomb_smoothing_rad_s,
+                         scale * (j.coulomb_N_m + j.stribeck_N_m) * h / (kappa * J - scale * j.viscous_N_m_s_rad * h))
+                     for j, J in zip(joints, inertia)])
+
+
+def test_ella_coulomb_smoothing_is_widened_to_the_stable_floor():
+    """ELLA's configured 1 mrad/s tanh is steeper than one 1 ms RK4 substep keeps stable for any of
+    its joints ((c + F_c / v_s) h / J = 2.7 .. 3.8 > 0.5 x 2.785): the bare plant (hil simulate) and the
+    drive bank widen it to the floor, ten times the friction needs about ten times the width, and
+    scaling back restores the nominal width. A joint whose configured smoothing is stable keeps it."""
+    plant = Plant(load_model("configs/ella.toml"))
+    assert plant.plan.method == "rk4" and plant.plan.substeps == 1
+    np.testing.assert_allclose(plant.coulomb_smoothing, stable_smoothing(plant, apparent_inertias(plant), 1.0),
+                               rtol=1e-12)
+    plant.pos[:3] = [0.6922, -0.4928, 0.4270]
+    plant.equilibrium_eta()
+    bank = DriveBank(plant)
+    nominal = stable_smoothing(plant, bank.inertia, 1.0)
+    assert np.all(nominal > 1.9e-3) and np.all(nominal < 3e-3)
+    np.testing.assert_allclose(bank.coulomb_smoothing, nominal, rtol=1e-12)
+    np.testing.assert_allclose(plant.km.jpar[:, JP_COUL_VS], nominal, rtol=1e-12)
+    for k in range(3):
+        bank.set_friction_scale(k, 10.0)
+    tenfold = stable_smoothing(plant, bank.inertia, 10.0)
+    np.testing.assert_allclose(bank.coulomb_smoothing, tenfold, rtol=1e-12)
+    assert np.all(tenfold > 9.9 * nominal)
+    print(f"\nELLA Coulomb smoothing (configured 1e-3 rad/s): 1x {np.round(nominal * 1e3, 3)} mrad/s, "
+          f"10x {np.round(tenfold * 1e3, 2)} mrad/s")
+    bank.set_friction_scale("elbow", 1.0)
+    assert bank.coulomb_smoothing[2] == pytest.approx(nominal[2], rel=1e-12)
+    np.testing.assert_allclose(bank.coulomb_smoothing[:2], tenfold[:2], rtol=1e-12)
+    stable = Plant(rig(coulomb_N_m=0.5, coulomb_smoothing_rad_s=0.05, viscous_N_m_s_rad=0.5))
+    assert stable.coulomb_smoothing[0] == 0.05 == DriveBank(stable).coulomb_smoothing[0]
+
+
+def sign_changes(qd: np.ndarray, noise: float = 1e-9) -> np.ndarray:
+    """Per column: how often qd changes sign from one step to the next, both values above `noise`."""
+    above = np.abs(qd) > noise
+    flips = (np.signbit(qd[1:]) != np.signbit(qd[:-1])) & above[1:] & above[:-1]
+    return np.count_nonzero(flips, axis=0)
+
+
+@pytest.mark.parametrize("scale", [1.0, 10.0], ids=["nominal", "friction_x10"])
+def test_ella_held_at_rest_by_its_holding_torque_stays_at_rest(scale):
+    """ELLA at the seed 000 set-points in its static equilibrium, the drives (current loops primed at
+    rest) commanding the holding torques of Plant.equilibrium_eta, joint friction scaled by 1 and 10:
+    over 0.5 s no joint rate changes sign from step to step after the first 50 ms and every |qd| stays
+    below 1e-4 rad/s (measured: round-off, 1e-16 rad/s). The control, the configured 1 mrad/s written
+    back into the kernel: the unstable tanh slides the joints at up to 0.27 (1x) and 7 mrad/s (10x)."""
+    runs = {}
+    for widened in (True, False):
+        plant = Plant(load_model("configs/ella.toml"))
+        plant.pos[:3] = [0.6922, -0.4928, 0.4270]
+        hold = plant.equilibrium_eta()
+        bank = DriveBank(plant)
+        for k in range(3):
+            bank.set_friction_scale(k, scale)
+        if not widened:
+            plant.km.jpar[:, JP_COUL_VS] = 1e-3
+        for _ in range(5):                   # the current loops reach the holding currents (the plant at rest)
+            bank.update(hold)
+        qd = np.zeros((500, 3))
+        for s in range(500):
+            plant.step(bank.update(hold))
+            qd[s] = plant.vel[:3]
+        runs[widened] = qd[50:]
+        if widened:
+            smoothing = bank.coulomb_smoothing
+    flips, peak = sign_changes(runs[True]), np.abs(runs[True]).max(axis=0)
+    print(f"\nELLA at rest, friction x{scale:g}: v_s = {np.round(smoothing * 1e3, 2)} mrad/s, sign "
+          f"changes {flips}, max |qd| {peak} rad/s; configured 1 mrad/s: max |qd| {np.abs(runs[False]).max(axis=0)}")
+    assert np.all(flips <= 2) and np.all(peak < 1e-4)
+    assert np.abs(runs[False]).max() > 1e-4
+
+
+def test_bare_plant_held_at_rest_stays_at_rest():
+    """The plant without a drive bank (hil simulate) widens the smoothing too: ELLA at the set-points,
+    stepped with its holding torques for 0.5 s, stays at rest (configured 1 mrad/s: slides at
+    0.3 mrad/s)."""
+    plant = Plant(load_model("configs/ella.toml"))
+    plant.pos[:3] = [0.6922, -0.4928, 0.4270]
+    hold = plant.equilibrium_eta()
+    qd = np.zeros((500, 3))
+    for s in range(500):
+        plant.step(hold)
+        qd[s] = plant.vel[:3]
+    assert np.all(plant.coulomb_smoothing > 1.9e-3)
+    assert np.all(sign_changes(qd[50:]) <= 2) and np.abs(qd).max() < 1e-4
 
 
 # ---------------------------------------------------------------- backlash

@@ -7,14 +7,15 @@ and prints, side by side: wake-up lateness, compute, I/O and total cycle time
 same CPU when --cpu is given (crossing CPUs adds about 20 us each way on this machine).
 
 What the sensor, drive and fault models cost (the budget: 10 us per 1 ms cycle) is measured
-between two emulators of ELLA: "before" with ideal sensors (hil.sensor_specs.default_sensors),
-ideal torque drives and no faults, "after" with the preset's sensor and drive models under the
-benchmark's fault load (configs/scenarios/overhead.toml: active faults that leave the plant's
+between three emulators of ELLA: "before" with ideal sensors (hil.sensor_specs.default_sensors),
+ideal torque drives and no faults; "models" with the preset's sensor and drive models and the
+fault engine armed but idle (the budget's case); "faulted" with the same models under the
+benchmark's fault load (configs/scenarios/overhead.toml: seven active faults that leave the plant's
 cost alone). Compute is the plant step with drives, sensors and signal faults; total is the whole
 cycle (also the fault engine's cycle start and the bus fault layer).
 
 * --models: the closed loop above, once per model set, one after the other, on each link (real time);
-* --inprocess: both emulators in this process, on in-memory links in afap mode with a firmware
+* --inprocess: the emulators in this process, on in-memory links in afap mode with a firmware
   answering the holding torque between the cycles, stepped alternately cycle by cycle so that
   both see the same machine load, no firmware process to disturb them (--cycles, default 20000).
 
@@ -55,7 +56,7 @@ LINKS = {
     "slcan": ("configs/bus/compact_classic.toml", ["--link", "slcan-pty"]),
 }
 OVERHEAD = "configs/scenarios/overhead.toml"
-MODEL_SETS = {"before": ["--ideal-sensors", "--ideal-drives"], "after": ["--scenario", OVERHEAD]}
+MODEL_SETS = {"before": ["--ideal-sensors", "--ideal-drives"], "models": [], "faulted": ["--scenario", OVERHEAD]}
 WARMUP_CYCLES = 1000        # in-process: cycles run before timing (first calls, caches, branch predictors)
 BUDGET_US = 10.0            # what sensor, drive and fault models may add to a 1 ms cycle (issue 4)
 
@@ -109,11 +110,16 @@ def difference(before: dict, after: dict) -> dict | None:
             for series in ("compute", "total")}
 
 
+def differences(timing: dict) -> dict:
+    """Each model set minus "before"."""
+    return {name: difference(timing["before"], t) for name, t in timing.items() if name != "before"}
+
+
 def models_comparison(link: str, duration: float, cpu: int | None) -> dict:
     """The real-time closed loop with each model set, one after the other."""
     runs = {name: run_once(link, duration, True, cpu, args) for name, args in MODEL_SETS.items()}
     timing = {name: r if "error" in r else r["timing"] for name, r in runs.items()}
-    return {"link": link, "runs": runs, "difference_us": difference(timing["before"], timing["after"])}
+    return {"link": link, "runs": runs, "difference_us": differences(timing)}
 
 
 class _MemoryEnd:
@@ -154,9 +160,10 @@ class _HoldingFirmware:
         self.counter = self.codec.next_counter(self.counter)
 
 
-def _emulator(model, bus, ideal: bool, capacity: int):
-    """ELLA at rest behind an in-memory link: ideal models without faults, or the preset's models
-    under the benchmark's fault load; with the firmware on the other end."""
+def _emulator(model, bus, models: str, capacity: int):
+    """ELLA at rest behind an in-memory link with a model set of MODEL_SETS; with the firmware on
+    the other end."""
+    ideal = models == "before"
     plant = Plant(model)
     plant.equilibrium_eta()
     names = plant.layout.joint_names
@@ -164,7 +171,7 @@ def _emulator(model, bus, ideal: bool, capacity: int):
     here.peer, there.peer = there, here
     emu = Emulator(plant, here, CommandInput(bus, names), SensorOutput(bus, names),
                    RuntimeOptions(mode="afap", realtime=False, stats_capacity=capacity),
-                   scenario=None if ideal else load_scenario(ROOT / OVERHEAD),
+                   scenario=load_scenario(ROOT / OVERHEAD) if models == "faulted" else None,
                    drives=DriveBank(plant, [None] * len(names)) if ideal else None,
                    sensors=default_sensors(model) if ideal else None)
     hold = np.round(emu.hold_tau / 0.02) * 0.02          # on the command signals' 0.02 N m grid
@@ -172,10 +179,10 @@ def _emulator(model, bus, ideal: bool, capacity: int):
 
 
 def inprocess_comparison(cycles: int, bus_path: str = LINKS["pty"][0]) -> dict:
-    """Both emulators stepped alternately for WARMUP_CYCLES + `cycles` cycles; each one's timing
-    (Emulator.stats, step_once's own clock) over the last `cycles`."""
+    """The emulators of each model set stepped in turn for WARMUP_CYCLES + `cycles` cycles; each
+    one's timing (Emulator.stats, step_once's own clock) over the last `cycles`."""
     model, bus = load_model(ROOT / ARM), BusMap.load(ROOT / bus_path)
-    rigs = {name: _emulator(model, bus, name == "before", WARMUP_CYCLES + cycles) for name in ("before", "after")}
+    rigs = {name: _emulator(model, bus, name, WARMUP_CYCLES + cycles) for name in MODEL_SETS}
     gc.collect()
     for _ in range(WARMUP_CYCLES + cycles):
         for emu, firmware in rigs.values():
@@ -189,22 +196,23 @@ def inprocess_comparison(cycles: int, bus_path: str = LINKS["pty"][0]) -> dict:
                         for series in ("compute", "total")}
         timing[name]["channels"] = len(emu.sensors.channel_names)
         timing[name]["faults_active"] = len(emu.faults.active())
-    return {"bus": bus_path, "cycles": cycles, "timing": timing,
-            "difference_us": difference(timing["before"], timing["after"])}
+    return {"bus": bus_path, "cycles": cycles, "timing": timing, "difference_us": differences(timing)}
 
 
-def comparison_rows(timing: dict, diff: dict | None) -> list[str]:
-    """before, after and after - before: compute and total p50/p99 [us], and the budget's verdict
-    on the whole cycle's median."""
+def comparison_rows(timing: dict, diffs: dict) -> list[str]:
+    """Each model set, and its difference to "before": compute and total p50/p99 [us]; the budget's
+    verdict on the whole cycle's median with the models (no fault active)."""
     def cells(t: dict, sign: str = "") -> str:
         return " | ".join(f"{series} p50 {t[series]['p50']:{sign}7.1f} p99 {t[series]['p99']:{sign}7.1f}"
                           for series in ("compute", "total"))
-    rows = [f"  {name:16s} " + (f"failed: {t['error']}" if "error" in t else cells(t)) for name, t in timing.items()]
-    if diff is not None:
-        added = diff["total"]["p50"]
-        rows.append(f"  {'after - before':16s} " + cells(diff, "+"))
+    rows = [f"  {name:18s} " + (f"failed: {t['error']}" if "error" in t else cells(t)) for name, t in timing.items()]
+    rows += [f"  {name + ' - before':18s} " + cells(d, "+") for name, d in diffs.items() if d is not None]
+    if diffs.get("models") is not None:
+        added = diffs["models"]["total"]["p50"]
         rows.append(f"  the models add {added:+.1f} us to the median cycle: "
-                    + ("within" if added <= BUDGET_US else "OVER") + f" the budget of {BUDGET_US:g} us")
+                    + ("within" if added <= BUDGET_US else "OVER") + f" the budget of {BUDGET_US:g} us"
+                    + ("" if diffs.get("faulted") is None else
+                       f"; the fault load {diffs['faulted']['total']['p50'] - added:+.1f} us more"))
     return rows
 
 
@@ -215,10 +223,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--links", default="pty", help=f"comma list of {', '.join(LINKS)} (default pty)")
     p.add_argument("--cpu", type=int, default=0, help="pin both processes to this CPU (default 0; -1: no pinning)")
     p.add_argument("--models", action="store_true",
-                   help="instead of real time on/off: the real-time loop with ideal models, then with the preset's "
-                        "models under the benchmark's fault load (compute and total before/after)")
+                   help="instead of real time on/off: the real-time loop with ideal models, with the preset's "
+                        "models, and with them under the benchmark's fault load (compute and total, each vs ideal)")
     p.add_argument("--inprocess", action="store_true",
-                   help="the same comparison in this process, both emulators stepped alternately (no firmware process)")
+                   help="the same comparison in this process, the emulators stepped in turn (no firmware process)")
     p.add_argument("--cycles", type=int, default=20000, help="--inprocess: timed cycles per emulator (default 20000)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
@@ -250,8 +258,8 @@ def print_report(report: dict, duration: float) -> None:
     for name, s in report.get("runs", {}).items():
         print(row(name, s))
     if "models" in report or "inprocess" in report:
-        print(f"models: before = ideal sensors, ideal torque drives, no faults; after = the preset's sensor and "
-              f"drive models under {OVERHEAD}")
+        print(f"models: before = ideal sensors, ideal torque drives, no faults; models = the preset's sensor and "
+              f"drive models, fault engine idle; faulted = the same under {OVERHEAD}")
     for m in report.get("models", []):
         where = "not pinned" if report["cpu"] is None else f"both processes on CPU {report['cpu']}"
         print(f"closed loop on {m['link']}, real time, {duration:g} s per run, {where}:")

@@ -100,6 +100,10 @@ def friction(viscous, coulomb, smoothing, stribeck, stribeck_vs, brake, brake_vs
     torque F_b is smoothed by a ramp saturating at v_b (hil.drives states why a ramp):
 
     tau_f = c v + (F_c + F_s exp(-(v / v_st)^2)) tanh(v / v_s) + F_b clip(v / v_b, -1, 1)
+
+    v_s (jpar JP_COUL_VS) is the effective smoothing: the configured one, widened by
+    hil.plant.Plant.stabilize_friction where the slope c + (F_c + F_s) / v_s at rest would be beyond
+    the substep's stability bound.
     """
     breakaway = coulomb
     if stribeck > 0.0:
