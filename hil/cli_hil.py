@@ -29,12 +29,16 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--period", type=float, default=1e-3, help="cycle period in s (realtime mode)")
     p.add_argument("--log", help="run log (.msgpack), readable up to its last flush if the process is killed")
     p.add_argument("--seed", type=int, default=None,
-                   help="seed of the sensor noise generator (default: the preset's model.sensor_seed)")
+                   help="seed of the sensor noise generator and of the faults' random streams, replacing the "
+                        "scenario's seed (default: noise from the preset's model.sensor_seed, faults from the "
+                        "scenario's seed, else model.sensor_seed)")
     p.add_argument("--scenario", help="fault scenario (configs/scenarios/*.toml): faults injected during the run")
     p.add_argument("--ideal-sensors", action="store_true",
                    help="ideal encoders and tip IMU instead of the preset's sensor models (benchmark reference)")
     p.add_argument("--ideal-drives", action="store_true",
                    help="ideal torque drives instead of the preset's motor models (benchmark reference)")
+    p.add_argument("--announce-faults", action="store_true",
+                   help="set FAULT_ACTIVE in the status sent to the firmware while a fault is active (always logged)")
     p.add_argument("--record-bus", metavar="FILE", help="record every frame with python-can's writers (.asc, .blf)")
     p.add_argument("--no-realtime", action="store_true", help="skip SCHED_FIFO, mlockall and gc freezing")
     p.add_argument("--cpu", type=int, default=None, help="pin the loop (and a spawned firmware) to this CPU")
@@ -58,7 +62,7 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
 def _cmd_run(args: argparse.Namespace) -> int:
     from firmware_bridge.canopen import is_canopen
     from firmware_bridge.messages import BusMap
-    from .launch import await_host, build_emulator, reference_firmware, spawn_firmware
+    from .launch import await_host, build_emulator, reference_firmware, spawn_firmware, stop_process
     from .runtime import RuntimeOptions
 
     if args.heartbeat_ms is not None and not is_canopen(BusMap.load(args.bus)):
@@ -67,24 +71,31 @@ def _cmd_run(args: argparse.Namespace) -> int:
                           watchdog_s=args.watchdog, safe_state=args.safe_state, realtime=not args.no_realtime,
                           cpu=args.cpu, log_path=args.log, overrun_policy=args.overrun_policy,
                           halt_after=args.halt_after, ignore_first_s=args.ignore_first,
-                          bus_record_path=args.record_bus, seed=args.seed)
+                          bus_record_path=args.record_bus, seed=args.seed,
+                          announce_faults=args.announce_faults)
     built = build_emulator(args.config, args.bus, args.link, opts, args.scenario,
                            None if args.heartbeat_ms is None else args.heartbeat_ms * 1e-3, args.firmware_link,
                            ideal_sensors=args.ideal_sensors, ideal_drives=args.ideal_drives)
     emulator = built.emulator
     firmware = None
-    if args.spawn_firmware:
-        command = reference_firmware(args.config, args.bus, args.duration, args.move_time, args.vibration_suppression)
-        firmware = spawn_firmware(command, built.firmware_link,
-                                  args.cpu if args.firmware_cpu is None else args.firmware_cpu, args.firmware_priority)
-        await_host(emulator.link)
     out = ""
     try:
+        if args.spawn_firmware:
+            command = reference_firmware(args.config, args.bus, args.duration, args.move_time,
+                                         args.vibration_suppression)
+            firmware = spawn_firmware(command, built.firmware_link,
+                                      args.cpu if args.firmware_cpu is None else args.firmware_cpu,
+                                      args.firmware_priority)
+            await_host(emulator.link)
         summary = emulator.run()
         if firmware is not None:     # keep this end open until the firmware has closed its own
             out, _ = firmware.communicate(timeout=30)
     finally:
-        emulator.link.close()
+        try:
+            emulator.link.close()
+        finally:
+            if firmware is not None:     # a failed start or run: kill and reap it (a no-op once it exited)
+                stop_process(firmware)
     if firmware is not None:
         summary["firmware"] = json.loads(out.strip().splitlines()[-1]) if out.strip() else None
     names = emulator.plant.layout.joint_names

@@ -54,9 +54,10 @@ plant's construction, again when the bank is built (at the bank's pose) and afte
 set_friction_scale (ten times the friction needs a ten times wider smoothing). The configured
 ``coulomb_smoothing_rad_s`` is a lower bound, kept where it is already stable: below v_s the
 smoothed model creeps under loads below its Coulomb level instead of sticking (Plant
-.stabilize_friction). ELLA (1 substep of 1 ms, RK4 at safety 0.5): v_s = 2.0, 2.2 and 2.7 mrad/s
-for yaw, pitch and elbow instead of the configured 1 mrad/s; 20, 22 and 28 mrad/s at ten times
-the friction.
+.stabilize_friction). ELLA (1 substep of 1 ms, RK4 at safety 0.5): v_s = 1.97, 2.14 and 2.72 mrad/s
+for yaw, pitch and elbow instead of the configured 1 mrad/s; 20.0, 21.9 and 27.8 mrad/s at ten
+times the friction. The floor scales with h: should the plant's substeps change at run time (a
+payload fault, hil.faults), restabilize() recomputes it, and the brake ramps below, for the new h.
 
 Holding brake: a stick-slip brake on the motor coordinate (the joint angle, or the rotor angle of a
 Spong joint), link side: it holds up to F_s (``brake_torque_N_m``) and slips with the kinetic torque
@@ -447,6 +448,20 @@ class DriveBank:
         self._drive[k] = DRIVE_TORQUE
         self._out[O_BRAKE, k] = 0.0
 
+    def command_for_torque(self, tau: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Each drive's command for the link-side torques `tau` (the emulator's safe states): the
+        torque itself for the torque and current interfaces, for a voltage drive the duty that
+        gives it at the present motor speed with the motor driving the load,
+        (R tau / (n eta Kt) + Ke n v) / supply_V, clipped to [-1, 1]. `out` may be `tau`."""
+        out[:] = tau
+        for k, spec in enumerate(self.specs):
+            if spec.interface == INTERFACE_VOLTAGE:
+                n, v = self.gear[k], self.plant.vel[self._vidx[k]]
+                volts = (spec.resistance_ohm * tau[k] / (n * spec.gear_efficiency * spec.torque_constant_N_m_A)
+                         + spec.back_emf_V_s_rad * n * v)
+                out[k] = min(max(volts / spec.supply_V, -1.0), 1.0)
+        return out
+
     def set_friction_scale(self, joint: int | str, factor: float) -> None:
         """Scale the joint's viscous, Coulomb and Stribeck friction to `factor` x nominal, and widen
         (or narrow back) its Coulomb smoothing to the stable floor for the scaled friction
@@ -463,6 +478,17 @@ class DriveBank:
     def coulomb_smoothing(self) -> np.ndarray:
         """Effective smoothing velocity v_s of each joint's Coulomb and Stribeck friction [rad/s]."""
         return self.plant.coulomb_smoothing
+
+    def restabilize(self) -> None:
+        """Recompute what the substep h = dt / substeps sets, after the plant's substeps changed (a
+        payload fault raising them while it lasts, hil.faults): each brake's ramp width and stick
+        velocity v_b (``brake_velocity``, in place; a configured brake_smoothing_rad_s stays) and each
+        joint's Coulomb smoothing floor at the current friction scales (Plant.stabilize_friction at
+        this bank's inertias). Allocates a few small arrays; no compilation."""
+        self.brake_velocity[:] = self._brake_smoothing()
+        self._par[:, P_STICK] = self.brake_velocity
+        self.plant.km.jpar[:, JP_BRAKE_VS] = self.brake_velocity
+        self.plant.stabilize_friction(self.inertia)
 
     def _index(self, joint: int | str) -> int:
         if isinstance(joint, str):

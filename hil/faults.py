@@ -10,7 +10,7 @@ Set-up, before the loop::
 
     link = FaultyLink(raw_link, bus)            # firmware_bridge.link_faults; the loop's link from now on
     engine = FaultEngine(sensors.channel_names, dt_s=plant.dt, seed=seed, encoding=bus_encoding(bus),
-                         plant=plant, drives=drives, link=link)
+                         counter_bits=encoder_counter_bits(sensors), plant=plant, drives=drives, link=link)
     load_scenario(path).inject_into(engine)     # and/or engine.inject(fault, trigger, duration)
 
 Each cycle::
@@ -35,10 +35,13 @@ Each cycle::
 trigger and duration times are on this emulator clock, so lockstep and afap runs are reproducible
 (compared with a tolerance of 1 % of a cycle for the round-off of a clock that sums its steps).
 Injections and clearances requested through the API take effect at the next ``begin_cycle``
-(the API may be called from another thread). Binding a fault (``inject``) does all the work that
-allocates: channel look-ups, random streams, the kernel arrays of a payload change (a re-assembly,
-some 20 ms of Python that a live injection makes the loop share the interpreter with); the
-per-cycle hooks only index preallocated state. Nothing a fault does at run time raises into the
+(``inject``, ``clear``, ``active`` and ``summary`` may be called from another thread; the hooks and
+``hold_brake`` only from the loop's: see :class:`FaultEngine`). Binding a fault (``inject``) does
+all the work that allocates: channel look-ups, random streams, the kernel arrays of a payload
+change (a re-assembly, some 20 ms of Python that a live injection makes the loop share the
+interpreter with); the per-cycle hooks only index preallocated state (but for a payload fault
+that changes the substeps: the friction and brake floors are recomputed then, a few small
+arrays). Nothing a fault does at run time raises into the
 loop: a failing effect is skipped and counted in ``engine.error_count`` (the first messages in
 ``engine.errors``). In lockstep mode the commands are the clock: a to_plant fault that withholds
 them (drop, silent, frame_delay, period) holds the loop until its lockstep timeout.
@@ -76,10 +79,13 @@ in the order they became active.
     ``gain``           multiplies by ``gain``
     ``noise``          adds white Gaussian noise of standard deviation ``sigma_<unit>``
     ``drift``          adds ``rate_<unit>_per_s`` times the time since it struck (0 in its first cycle)
-    ``delay``          the value of ``samples`` cycles earlier (the value at the strike until then)
+    ``delay``          the value ``samples`` loop cycles earlier (the parameter counts cycles, not
+                       the channel's own samples: a channel sampled every divider-th cycle is
+                       delayed by ``samples`` cycles all the same); the value at the strike until then
     ``dropout``        the sensor stops answering: the value reads 0 (``mode = "zero"``, default)
                        or keeps the last sample (``mode = "hold"``); either way ``engine.invalid``
-                       flags the channel while active, for a status or validity bit
+                       flags the channel while active. Nothing in the loop reads it and no bus
+                       signal carries it: it is there for tests and monitors, through the API
     ``nan``            NaN, for channels a float32 bus signal carries (refused at binding for a
                        channel the ``encoding`` look-up knows as integer-coded: no integer holds NaN)
     ``saturation``     clipped to [``low_<unit>``, ``high_<unit>``] (either may be omitted)
@@ -89,7 +95,9 @@ in the order they became active.
     ``quantisation``   rounded to a multiple of ``lsb_<unit>``
     ``slip``           an encoder count slip: ``slip_counts`` added to the count from the strike on,
                        for good: clearing the fault does not undo a slip, as on a real encoder that
-                       lost or gained edges (the offset is kept as the counter's persistent error)
+                       lost or gained edges (the offset is kept as the counter's persistent error).
+                       The slipped count wraps in the counter's width like the real counter (with
+                       the engine's ``counter_bits``; so does an encoder_disconnect's offset)
 Plant faults
     ``payload``        attachment ``target`` gets ``mass_kg`` (and ``inertia_kg_m2``, principal
                        moments about its centre of mass; default: the nominal inertia scaled with
@@ -97,7 +105,9 @@ Plant faults
                        swapped in place when it strikes and restored when it clears. Should the
                        lighter arm vibrate faster than the integrator's substeps can follow (ELLA
                        without its payload: link 2 torsion at 726 Hz), the plant's substeps are
-                       raised while the fault is active, as the preset's own plan would choose.
+                       raised while the fault is active, as the preset's own plan would choose; on
+                       every change of substeps the joints' friction smoothing floors and the brake
+                       ramps are recomputed for the new substep (DriveBank.restabilize).
                        Payload faults do not compose: the most recently struck one sets the arrays.
     ``payload_drop``   the same with mass 0: the payload falls off
     ``friction``       joint ``target``: the drive's friction scaled by ``friction_scale``
@@ -323,7 +333,7 @@ _PARAMS: dict[str, tuple[_Param, ...]] = {
     "gain": (_Param("gain"),),
     "noise": (_Param("sigma", "@", check=_NONNEG),),
     "drift": (_Param("rate", "@/s"),),
-    "delay": (_Param("samples", type="int", check=_COUNT),),
+    "delay": (_Param("samples", "cycles", type="int", check=_COUNT),),
     "dropout": (_Param("mode", type="str", default="zero", choices=("zero", "hold")),),
     "nan": (),
     "saturation": (_Param("low", "@", default=None), _Param("high", "@", default=None)),
@@ -720,9 +730,17 @@ class _PlantArrays:
     of the plant's model assembled afresh, not a copy of the live ones, which the drive bank
     rewrites at run time (friction, brakes): a variant touches only the arrays the model change
     alters, and every change rewrites just those in place, from the nominal arrays or the latest
-    payload variant, then scales the modal stiffness and damping of weakened bodies."""
+    payload variant, then scales the modal stiffness and damping of weakened bodies.
 
-    def __init__(self, plant: Plant):
+    What depends on the substep h (each joint's Coulomb smoothing floor, the brakes' ramps) is
+    recomputed whenever a change sets other substeps: with ``drives.restabilize()`` (hil.drives
+    .DriveBank: its inertias, its current friction scales), else Plant.stabilize_friction at the
+    drive bank's ``inertia`` or, without one, the apparent inertias at the plant's pose now.
+
+    Threads: variant() runs on the API thread (inject), start/stop and refresh() on the loop's;
+    only the loop thread changes ``payloads``, ``weakened`` and ``touched``."""
+
+    def __init__(self, plant: Plant, drives: Any = None):
         self.plant = plant
         self.live = dict(zip(plant.km._fields, plant.km))
         self.nominal = dict(zip(plant.km._fields, assemble(plant.asm.model).km))
@@ -730,6 +748,13 @@ class _PlantArrays:
         self.payloads: list[_Payload] = []
         self.weakened: list[_StiffnessLoss] = []
         self.touched: set[str] = set()
+        restabilize = getattr(drives, "restabilize", None)
+        if restabilize is None:
+            from hil.plant import apparent_inertias
+            inertia = getattr(drives, "inertia", None)
+            inertia = apparent_inertias(plant) if inertia is None else np.array(inertia, float)
+            restabilize = lambda: plant.stabilize_friction(inertia)   # noqa: E731
+        self.restabilize: Callable[[], Any] = restabilize
 
     def variant(self, model: Any, fault: str) -> tuple[dict[str, np.ndarray], int]:
         """Kernel arrays of ``model`` that differ from the nominal ones, and the substeps it needs."""
@@ -754,22 +779,27 @@ class _PlantArrays:
         return max(self.nominal_substeps, needed)
 
     def refresh(self) -> None:
+        """Rewrite the touched arrays for the faults active now (loop thread)."""
         top = self.payloads[-1] if self.payloads else None
         arrays = top.arrays if top else {}
         for name in self.touched:
             np.copyto(self.live[name], arrays.get(name, self.nominal[name]))
-        self.plant.plan.substeps = top.substeps if top else self.nominal_substeps
         for w in self.weakened:
             self.live["Kmod"][w.body] *= w.scale
             self.live["Dmod"][w.body] *= math.sqrt(w.scale)
+        plan = self.plant.plan
+        substeps = top.substeps if top else self.nominal_substeps
+        if substeps != plan.substeps:
+            plan.substeps = substeps
+            self.restabilize()          # friction smoothing floors and brake ramps for the new substep
 
 
 class _Payload(_Effect):
     def __init__(self, arrays: _PlantArrays, changed: dict[str, np.ndarray], substeps: int):
         self.plant_arrays, self.arrays, self.substeps = arrays, changed, substeps
-        arrays.touched |= changed.keys()
 
     def start(self, engine: FaultEngine) -> None:
+        self.plant_arrays.touched.update(self.arrays)      # here, on the loop thread that iterates it
         self.plant_arrays.payloads.append(self)
         self.plant_arrays.refresh()
 
@@ -781,9 +811,9 @@ class _Payload(_Effect):
 class _StiffnessLoss(_Effect):
     def __init__(self, arrays: _PlantArrays, body: int, scale: float):
         self.plant_arrays, self.body, self.scale = arrays, body, scale
-        arrays.touched |= {"Kmod", "Dmod"}
 
     def start(self, engine: FaultEngine) -> None:
+        self.plant_arrays.touched.update(("Kmod", "Dmod"))  # here, on the loop thread that iterates it
         self.plant_arrays.weakened.append(self)
         self.plant_arrays.refresh()
 
@@ -841,23 +871,42 @@ class FaultEngine:
 
     ``channel_names``: the sensor suite's channels, in the order of its ``measured``/``truth``
     arrays. ``encoding(name) -> (scale, offset, bits, signed)``: a channel's bus coding (for bit
-    flips; :func:`bus_encoding` builds it from a bus map). ``plant`` (for q_<joint> triggers and
-    plant faults), ``drives`` (a drive bank: ``kt_scale``, ``set_brake``, ``set_friction_scale``)
-    and ``link`` (a FaultyLink, for bus and output-delay faults) are needed only by the faults
-    that act on them.
+    flips; :func:`bus_encoding` builds it from a bus map). ``counter_bits``: channel -> width in
+    bits of the signed two's-complement counter an encoder channel reads (hil.sensor_specs
+    .EncoderSpec.counter_bits; :func:`encoder_counter_bits` builds it from a sensor suite): the
+    persistent count offsets of slips and encoder disconnections are added to the wrapped count
+    and wrapped again, as the real counter wraps; a channel not in it is not wrapped. ``plant``
+    (for q_<joint> triggers and plant faults), ``drives`` (a drive bank: ``kt_scale``,
+    ``set_brake``, ``set_friction_scale``; ``restabilize()`` and ``inertia`` if it has them) and
+    ``link`` (a FaultyLink, for bus and output-delay faults) are needed only by the faults that
+    act on them.
+
+    Threads: ``inject``, ``clear``, ``active`` and ``summary`` (and ``channel``) may be called from
+    another thread than the loop's (a test's): inject binds there and queues the arming, clear
+    queues the clearance, both taken up at the next begin_cycle; active and summary read copies.
+    Everything else is for the loop's thread only: the hooks ``begin_cycle``, ``stall``,
+    ``apply_signals`` and ``events_since``, and ``hold_brake``. Only the loop thread changes the
+    plant, the drive bank, the link's active effects and the measured arrays.
     """
 
     MAX_ERRORS = 100
 
     def __init__(self, channel_names: Sequence[str], *, dt_s: float, seed: int = 0,
                  encoding: Encoding | None = None, plant: Plant | None = None, drives: Any = None,
-                 link: FaultyLink | None = None):
+                 link: FaultyLink | None = None, counter_bits: Mapping[str, int] | None = None):
         if not dt_s > 0:
             raise ValueError(f"dt_s = {dt_s!r}: expected the cycle period, a positive number in s")
         if link is not None and not isinstance(link, FaultyLink):
             raise TypeError(f"link {link!r}: expected a FaultyLink around the loop's link")
         self.channel_names = list(channel_names)
         self._channels = {n: i for i, n in enumerate(self.channel_names)}
+        self._counter_half = np.zeros(len(self.channel_names))    # 2^(bits - 1) of a counter channel, else 0
+        for name, bits in (counter_bits or {}).items():
+            if name not in self._channels:
+                raise ValueError(f"counter_bits: no channel {name!r}; channels: {', '.join(self.channel_names)}")
+            if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or not 2 <= bits <= 62:
+                raise ValueError(f"counter_bits[{name!r}] = {bits!r}: expected a counter width of 2 .. 62 bits")
+            self._counter_half[self._channels[name]] = float(1 << (int(bits) - 1))
         self.dt = float(dt_s)
         self.seed = int(seed)
         self.encoding = encoding
@@ -867,7 +916,7 @@ class FaultEngine:
         self.events: list[FaultEvent] = []
         self.errors: list[tuple[int, str, str]] = []         # (cycle, fault, what failed), the first MAX_ERRORS
         self.error_count = 0
-        self.invalid = np.zeros(len(self.channel_names), bool)
+        self.invalid = np.zeros(len(self.channel_names), bool)   # dropouts: for tests, monitors (no bus bit)
         self.any_active = False
         self.cycle = 0
         self.t = 0.0
@@ -879,7 +928,7 @@ class FaultEngine:
         self._crossings: list[_Entry] = []
         self._next_t = math.inf
         self._chain: list[Callable[[np.ndarray, np.ndarray], None]] = []
-        self._offsets: list[list] = []                       # [channel index, persistent offset]
+        self._offsets: list[list] = []          # [channel index, persistent offset, 2^(counter bits - 1) or 0]
         self._dropouts = np.zeros(len(self.channel_names), np.int64)
         self._stall_ns = 0
         self._time = [0.0]
@@ -888,8 +937,12 @@ class FaultEngine:
         self._watch_m: list[float] = []
         self._watch_t: list[float] = []
         self._watching = False
-        self._drive_faults: _DriveFaults | None = None
-        self._plant_arrays: _PlantArrays | None = None
+        # made here, not at the first fault that needs them: inject (API thread) and hold_brake
+        # (loop thread) would race to create them. A plant without kernel arrays (a stand-in that
+        # serves q_<joint> triggers only) takes no plant faults.
+        self._drive_faults = _DriveFaults(drives) if drives is not None else None
+        self._plant_arrays = (_PlantArrays(plant, drives) if getattr(plant, "km", None) is not None
+                              else None)
 
     # ------------------------------------------------------------------ public API
     def channel(self, name: str) -> int:
@@ -929,10 +982,8 @@ class FaultEngine:
         """Close or open joint ``joint``'s brake for an owner other than the faults (the loop's
         watchdog, safe state "brake"): the brake is closed while that owner or an active brake
         fault wants it, so neither releases the other's brake. Call it from the loop's thread."""
-        if self.drives is None:
-            raise ValueError("hold_brake needs the engine's drives (FaultEngine(..., drives=...))")
         if self._drive_faults is None:
-            self._drive_faults = _DriveFaults(self.drives)
+            raise ValueError("hold_brake needs the engine's drives (FaultEngine(..., drives=...))")
         self._drive_faults.hold_brake(joint, engaged)
 
     def events_since(self, index: int) -> list[FaultEvent]:
@@ -970,8 +1021,8 @@ class FaultEngine:
                 self._watch_m[slot] = measured[i]
             for slot, i in enumerate(self._watch_t_idx):
                 self._watch_t[slot] = truth[i]
-        for entry in self._offsets:
-            measured[entry[0]] += entry[1]
+        for i, offset, half in self._offsets:
+            measured[i] = _wrap(measured[i] + offset, half)      # the counter wraps as the real one does
         for apply in self._chain:
             try:
                 apply(measured, truth)
@@ -1110,11 +1161,16 @@ class FaultEngine:
 
     # ------------------------------------------------------------------ state the effects change
     def _add_offset(self, i: int, offset: float) -> None:
+        """Add a persistent count offset to channel i (loop thread); on a counter channel it is
+        kept within the counter's range (it acts modulo the counter's 2^bits anyway)."""
+        half = float(self._counter_half[i])
         for entry in self._offsets:
             if entry[0] == i:
-                entry[1] += offset
-                return
-        self._offsets.append([i, offset])
+                break
+        else:
+            entry = [i, 0.0, half]
+            self._offsets.append(entry)
+        entry[1] = _wrap(entry[1] + offset, half)
 
     def _set_invalid(self, i: int, change: int) -> None:
         self._dropouts[i] += change
@@ -1183,8 +1239,6 @@ class FaultEngine:
             return _EncoderDisconnect(self._channel_of(fault, f"enc_{joint}"), vel)
         if kind in ("friction", "kt_loss", "brake"):
             drives = self._need(fault, "drives", f"a {kind} fault")
-            if self._drive_faults is None:
-                self._drive_faults = _DriveFaults(drives)
             factor = {"friction": p.get("friction_scale"), "kt_loss": p.get("kt_scale"), "brake": 1.0}[kind]
             what = {"friction": "friction", "kt_loss": "kt", "brake": "brake"}[kind]
             joint = self._joint_of(fault)
@@ -1234,9 +1288,10 @@ class FaultEngine:
 
     def _bind_plant(self, fault: Fault, p: dict[str, Any]) -> _Effect:
         plant = self._need(fault, "plant", f"a {fault.kind} fault")
-        if self._plant_arrays is None:
-            self._plant_arrays = _PlantArrays(plant)
         arrays = self._plant_arrays
+        if arrays is None:
+            raise FaultError(fault.name, "kind", fault.kind, f"a {fault.kind} fault needs a hil.plant.Plant "
+                                                             "(its kernel arrays) as the engine's plant")
         if fault.kind == "stiffness_loss":
             bodies = plant.layout.body_names
             flexible = [b for k, b in enumerate(bodies) if plant.km.nm[k] > 0]
@@ -1255,6 +1310,24 @@ class FaultEngine:
         attachment.mass_kg = mass
         changed, substeps = arrays.variant(model, fault.name)
         return _Payload(arrays, changed, substeps)
+
+
+def _wrap(count: float, half: float) -> float:
+    """``count`` in a signed two's-complement counter whose range is [-half, half) (half =
+    2^(bits - 1)); unchanged for half = 0 (not a counter). Exact for the integer counts of counters
+    up to 53 bits, as hil.kernels.sensing wraps them."""
+    if not half:
+        return count
+    return (count + half) % (2.0 * half) - half
+
+
+def encoder_counter_bits(sensors: Any) -> dict[str, int]:
+    """``{enc_<joint>: counter_bits}`` of the incremental encoders of a sensor suite
+    (hil.sensors.SensorSuite, or a list of its specs), for ``FaultEngine(counter_bits=...)``."""
+    from hil.sensor_specs import EncoderSpec, channel_names
+    specs = list(getattr(sensors, "specs", sensors))
+    return {names[0]: int(s.counter_bits) for s, names in zip(specs, channel_names(specs))
+            if isinstance(s, EncoderSpec)}
 
 
 def _find_attachment(model: Any, fault: Fault) -> Any:

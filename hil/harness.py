@@ -6,10 +6,11 @@ log afterwards. The pytest plugin (hil.pytest_plugin) hands these out as fixture
     run.wait_until(1.0)
     run.inject("dropout", "enc_elbow")                              # hil.faults kinds and parameters
     result = run.finish()
-    result.log.column("qd_elbow", true=False), result.log.events, result.firmware["fault"]
+    result.log.column("qd_elbow"), result.log.events, result.firmware["fault"]
 
 Thread mode (default) gives the live plant, the sensors and `faults` (hil.faults.FaultEngine) while
-the loop runs; injections take effect at the next cycle start. Subprocess mode runs `hil run` in its
+the loop runs; injections take effect at the next cycle start. From the test's thread, change the
+run only through `inject` / `faults` (inject, clear); read everything else, write nothing else. Subprocess mode runs `hil run` in its
 own process: faults then come only from the scenario file, and the result is the same log and
 summary. In both modes the firmware is a command line (LINK_PLACEHOLDER stands for the link spec
 its end opens), the reference firmware by default, or None for firmware on real hardware that
@@ -18,6 +19,8 @@ opens the link itself.
 from __future__ import annotations
 
 import json
+import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -93,7 +96,7 @@ class EmulatorRun:
     arm: str = "configs/ella.toml"
     bus: str = "configs/bus/serial_frame.toml"
     link: str = "pty"
-    firmware: Sequence[str] | str | None = REFERENCE
+    firmware: Sequence[str] | str | None = REFERENCE   # REFERENCE, a command line (str or argv), None
     scenario: str | None = None
     mode: str = "realtime"
     duration_s: float = 3.0
@@ -104,7 +107,7 @@ class EmulatorRun:
     vibration_suppression: bool = False
     realtime: bool = False             # SCHED_FIFO, mlockall, gc freeze for the loop thread
     subprocess: bool = False           # run `hil run` in its own process instead of a thread
-    log_path: str | None = None        # default: a file in a temporary folder
+    log_path: str | None = None        # default: a file in a temporary folder, removed by close()
     cwd: str = str(ROOT)               # relative config paths start here
     _thread: threading.Thread | None = field(default=None, init=False, repr=False)
     _emulator: Any = field(default=None, init=False, repr=False)
@@ -113,11 +116,13 @@ class EmulatorRun:
     _summary: dict | None = field(default=None, init=False, repr=False)
     _error: BaseException | None = field(default=None, init=False, repr=False)
     _link_closed: bool = field(default=False, init=False, repr=False)
+    _temp_dir: str | None = field(default=None, init=False, repr=False)
 
     # ------------------------------------------------------------------ start
     def start(self) -> EmulatorRun:
         if self.log_path is None:
-            self.log_path = str(Path(tempfile.mkdtemp(prefix="hil-run-")) / "run.msgpack")
+            self._temp_dir = tempfile.mkdtemp(prefix="hil-run-")
+            self.log_path = str(Path(self._temp_dir) / "run.msgpack")
         if self.subprocess:
             self._start_process()
         else:
@@ -133,7 +138,7 @@ class EmulatorRun:
         if self.firmware == REFERENCE:
             return reference_firmware(self._path(self.arm), self._path(self.bus), self.duration_s, self.move_time_s,
                                       self.vibration_suppression)
-        return list(self.firmware)
+        return shlex.split(self.firmware) if isinstance(self.firmware, str) else list(self.firmware)
 
     def _start_thread(self) -> None:
         options = RuntimeOptions(mode=self.mode, duration_s=self.duration_s, watchdog_s=self.watchdog_s,
@@ -150,7 +155,7 @@ class EmulatorRun:
                                                 cwd=self.cwd)
                 await_host(self._emulator.link)
         except BaseException:
-            self._close_link()
+            self.close()
             raise
         self._thread = threading.Thread(target=self._loop, name="hil-loop", daemon=True)
         self._thread.start()
@@ -235,7 +240,8 @@ class EmulatorRun:
             self._emulator.stop_requested = True
             self._thread.join(5.0)
         firmware_output = self._collect_firmware()
-        self._close_link()
+        if not self._thread.is_alive():
+            self._close_link()
         if self._error is not None:
             raise self._error
         return RunResult(self._summary, _last_json(firmware_output), RunLog(*read_run(self.log_path)),
@@ -263,7 +269,8 @@ class EmulatorRun:
         return RunResult(summary, summary.get("firmware"), RunLog(*read_run(self.log_path)), "")
 
     def close(self) -> None:
-        """Stop whatever still runs (a test that failed before finish())."""
+        """Stop whatever still runs (a test that failed before finish()) and remove the temporary
+        log folder (a RunResult keeps the log it read)."""
         if self._thread is not None and self._thread.is_alive():
             self._emulator.stop_requested = True
             self._thread.join(5.0)
@@ -271,7 +278,11 @@ class EmulatorRun:
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.communicate()
-        self._close_link()
+        if self._thread is None or not self._thread.is_alive():
+            self._close_link()
+        if self._temp_dir is not None:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+            self._temp_dir = None
 
     def _close_link(self) -> None:
         if self._emulator is not None and not self._link_closed:

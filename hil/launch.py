@@ -98,11 +98,26 @@ def spawn_firmware(command: Sequence[str], link_spec: str, cpu: int | None = Non
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, preexec_fn=placement, cwd=cwd)
     if ready_line is not None:
-        line = proc.stdout.readline()
+        try:
+            line = proc.stdout.readline()
+        except BaseException:
+            stop_process(proc)
+            raise
         if line.strip() != ready_line:
-            proc.kill()
+            stop_process(proc)
             raise RuntimeError(f"firmware {cmd[:4]}... did not print {ready_line!r}: {line!r}")
     return proc
+
+
+def stop_process(proc: subprocess.Popen) -> None:
+    """Kill a spawned process unless it has exited, reap it and close its stdout pipe."""
+    try:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    finally:
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def await_host(link, timeout_s: float = 5.0) -> None:

@@ -5,10 +5,12 @@ Active wherever the package is installed (entry point ``pytest11``). A test asks
 starts runs with other settings); settings come from, in rising precedence, the defaults of
 EmulatorRun, the command line and a ``hil`` marker::
 
-    @pytest.mark.hil(duration_s=3.0, safe_state="brake", scenario="configs/scenarios/encoder_dropout.toml")
-    def test_the_arm_stops_after_an_encoder_dropout(hil_run):
+    @pytest.mark.hil(duration_s=3.0, safe_state="brake", watchdog_s=0.02,
+                     scenario="configs/scenarios/encoder_signal_loss.toml")
+    def test_the_arm_is_braked_after_an_encoder_signal_loss(hil_run):
         result = hil_run.finish()
-        ...
+        t_fault = result.log.event_time("inject")
+        assert result.log.event_time("watchdog_tripped") - t_fault <= 0.05
 
 Command line: ``--hil-arm``, ``--hil-bus``, ``--hil-link`` and ``--hil-firmware`` (a command
 line; ``{link}`` stands for the link spec the firmware opens) run the same suite on another arm

@@ -31,7 +31,7 @@ from firmware_bridge.messages import StatusFlag
 from firmware_bridge.recording import BackgroundWriter, BusRecorder
 from firmware_bridge.signals import CommandInput, SensorOutput
 from .drives import DriveBank
-from .faults import FaultEngine, bus_encoding
+from .faults import FaultEngine, bus_encoding, encoder_counter_bits
 from .model import INTERFACE_VOLTAGE
 from .plant import Plant
 from .realtime import CycleStats, OverrunHalt, Pacer, RealtimeSetup
@@ -61,6 +61,8 @@ class RuntimeOptions:
     realtime: bool = True               # try SCHED_FIFO, mlockall, gc freeze
     priority: int = 80
     cpu: int | None = None
+    announce_faults: bool = False       # FAULT_ACTIVE in the frames to the firmware (always in the log): off,
+                                        # so a firmware under test reacts to a fault's effect, not to the bit
     seed: int | None = None             # sensor noise and fault seed (None: the model's sensor_seed,
                                         # the scenario's seed)
     log_path: str | None = None
@@ -165,7 +167,8 @@ class Emulator:
         seed = options.seed if options.seed is not None else (scenario.seed if scenario and scenario.seed
                                                                is not None else plant.asm.model.sensor_seed)
         self.faults = FaultEngine(self.sensors.channel_names, dt_s=plant.dt, seed=seed,
-                                  encoding=bus_encoding(bus), plant=plant, drives=self.drives, link=self.link)
+                                  encoding=bus_encoding(bus), plant=plant, drives=self.drives, link=self.link,
+                                  counter_bits=encoder_counter_bits(self.sensors))
         if scenario is not None:
             scenario.inject_into(self.faults)
         self._events_logged = 0
@@ -185,6 +188,7 @@ class Emulator:
         nj = plant.layout.n_joints
         self._safe_before = np.zeros(nj, bool)   # protocol: joints in the safe state last cycle
         self._braked = (self.drives.brake_torque > 0) & (options.safe_state == "brake")
+        self._brakes_closed = np.zeros(nj, bool)   # by the safe state (watchdog trip or a stopped drive node)
         self.tau = np.zeros(nj)
         self.hold_q = plant.q().copy()
         self.hold_tau = plant.tau[:nj].copy()     # the torque holding the arm at start (Plant.equilibrium_eta)
@@ -224,10 +228,13 @@ class Emulator:
         return self.commands.feed(frame)
 
     def _applied_torque(self) -> np.ndarray:
+        """The drives' commands: as received, or in the safe state the safe torques, converted to
+        each drive's command (a voltage drive's duty)."""
         nodes_safe = self.protocol is not None and self.protocol.any_safe
         if not self.watchdog.tripped and not nodes_safe:
             return self.commands.tau
         self._safe_torque()
+        self.drives.command_for_torque(self.tau, out=self.tau)
         if not self.watchdog.tripped:       # only the joints of stopped drives in the safe state
             keep = ~self.protocol.safe
             self.tau[keep] = self.commands.tau[keep]
@@ -252,11 +259,17 @@ class Emulator:
         else:                               # joints with a holding brake: brake, no torque; else damping
             self.tau[:] = np.where(self._braked, 0.0, -self.opt.brake_damping_N_m_s_rad * qd)
 
-    def _watchdog_brakes(self, engaged: bool) -> None:
-        """Safe state "brake": the drives' holding brakes close on a trip and open when it clears
-        (through the fault engine, so that a brake fault's brake stays closed, and vice versa)."""
-        for k in np.flatnonzero(self._braked):
-            self.faults.hold_brake(int(k), engaged)
+    def _update_brakes(self) -> None:
+        """Safe state "brake": a joint's holding brake is closed while the watchdog is tripped or its
+        drive node is in the safe state, open otherwise (through the fault engine, so that a brake
+        fault's brake stays closed, and vice versa)."""
+        nodes = self.protocol is not None and self.protocol.any_safe
+        if not (self.watchdog.tripped or nodes or self._brakes_closed.any()) or not self._braked.any():
+            return
+        want = self._braked & (self.watchdog.tripped | (self.protocol.safe if nodes else False))
+        for k in np.flatnonzero(want != self._brakes_closed):
+            self.faults.hold_brake(int(k), bool(want[k]))
+        self._brakes_closed[:] = want
 
     def _status(self) -> int:
         status = StatusFlag.RUNNING
@@ -316,6 +329,7 @@ class Emulator:
         self._check_watchdog(fresh)
         if self.protocol is not None:
             self._hold_newly_safe_joints()
+        self._update_brakes()
         t1 = time.monotonic_ns()
         tau = self.drives.update(self._applied_torque())
         self.faults.stall()
@@ -328,7 +342,7 @@ class Emulator:
         self.cycle += 1
         t2 = time.monotonic_ns()
         status = self._status()
-        self._send(status)
+        self._send(status if self.opt.announce_faults else status & ~StatusFlag.FAULT_ACTIVE)
         t3 = time.monotonic_ns()
         if fresh and self.commands.arrival_s > 0:
             self.latency_ns[self.latency_count % len(self.latency_ns)] = t3 - int(self.commands.arrival_s * 1e9)
@@ -342,7 +356,6 @@ class Emulator:
         if tripped and not was_tripped:
             self.hold_q[:] = self.plant.q()          # the pose at the trip, held by safe_state "hold"
         if tripped != was_tripped:
-            self._watchdog_brakes(tripped)
             if self.logger is not None:
                 self.logger.event({"event": "watchdog_" + ("tripped" if tripped else "cleared"),
                                    "cycle": self.cycle, "t": self.plant.t})

@@ -2,7 +2,7 @@
 
 Usage::
 
-    scenario = load_scenario("configs/scenarios/encoder_dropout.toml")
+    scenario = load_scenario("configs/scenarios/encoder_disconnect.toml")
     handles = scenario.inject_into(engine)          # a hil.faults.FaultEngine
 
 Schema (every key is checked; a problem raises :class:`hil.config.ConfigError` naming the file,

@@ -56,8 +56,9 @@ element (before the filter) and on the output word.
 
 Order of a cycle, for the bus and the fault engine: ``step(tau)`` advances the plant and
 writes ``truth`` and ``measured``; a fault engine may then change ``measured`` in place;
-only then are frames encoded from it (firmware_bridge.signals.SensorOutput). Nothing else
-writes ``measured``. One numpy Generator per suite draws all normals (2 per channel per
+only then are frames encoded from it (firmware_bridge.signals.SensorOutput). A channel sampled
+every n-th step keeps its value in ``measured`` between samples, so a user that changes it
+(the emulator's fault engine) puts the sampled value back before the next step. One numpy Generator per suite draws all normals (2 per channel per
 step, whether the channel samples or not), so a seed reproduces a run exactly.
 """
 from __future__ import annotations

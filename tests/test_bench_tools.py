@@ -1,14 +1,16 @@
 """tools/bench_kernel.py (``hil bench kernel``): the quick benchmark runs and reports sane numbers;
-tools/bench_loop.py (``hil bench loop``): the model-overhead comparisons run and print both model sets."""
+tools/bench_loop.py (``hil bench loop``): the model-overhead comparisons run and print every model set;
+tools/bench_checkouts.py: the loop of a checkout is timed."""
 from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
 from hil.cli import main as hil_main
-from tools import bench_kernel, bench_loop
+from tools import bench_checkouts, bench_kernel, bench_loop
 
 
 def _timings(obj, key: str = ""):
@@ -111,3 +113,10 @@ def test_loop_bench_inprocess_reports_every_model_set(capsys):
             for q in ("p50", "p99"):
                 assert 0 < t[name][series][q] < math.inf
                 assert ip["difference_us"][name][series][q] == pytest.approx(t[name][series][q] - t["before"][series][q])
+
+
+def test_checkout_bench_times_the_loop_of_each_checkout(capsys):
+    root = Path(__file__).resolve().parent.parent
+    assert bench_checkouts.main([str(root), "--cycles", "50", "--rounds", "1", "--json"]) == 0
+    (name, run), = json.loads(capsys.readouterr().out)["runs"]
+    assert name == str(root) and 0 < run["compute"]["p50"] <= run["total"]["p50"] < math.inf

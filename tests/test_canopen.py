@@ -64,7 +64,8 @@ class Clock:
 class Rig:
     """Emulator + DriveNodes behind an in-memory link; the test is the CANopen master."""
 
-    def __init__(self, model, bus: BusMap, heartbeat_s: float | None = 0.1, **options):
+    def __init__(self, model, bus: BusMap, heartbeat_s: float | None = 0.1, preset_drives: bool = False, **options):
+        """Ideal drives (the applied torque is exactly the command) unless `preset_drives`."""
         self.bus = bus
         self.plant = Plant(model)
         self.hold = self.plant.equilibrium_eta()[:3].copy()
@@ -74,10 +75,9 @@ class Rig:
         self.nodes = DriveNodes(bus, names, heartbeat_s, clock=self.clock)
         self.emu_link, self.link = memory_pair()
         opts = RuntimeOptions(**{"mode": "afap", "realtime": False, "watchdog_s": 10.0, **options})
-        # ideal drives: the applied torque is exactly the command
         self.emu = Emulator(self.plant, self.emu_link, CommandInput(bus, names),
                             SensorOutput(bus, names, self.nodes.own_ids), opts, protocol=self.nodes,
-                            drives=DriveBank(self.plant, [None] * len(names)))
+                            drives=None if preset_drives else DriveBank(self.plant, [None] * len(names)))
         self.gear = np.array([b.joint.gear_ratio for b in model.bodies])
 
     def cycle(self, *frames: Frame) -> list[Frame]:
@@ -185,6 +185,21 @@ def test_rpdos_are_ignored_and_counted_unless_their_node_is_operational(model, b
     assert np.array_equal(rig.applied(), [rig.hold[0], tau_a[1], rig.hold[2]])
     assert ids(sent) == [0x182]                     # only node 2 answers the SYNC
     assert rig.nodes.counters()["rpdos_ignored"] == 5 and rig.emu.commands.counters()["accepted"] == 1
+
+
+def test_a_stopped_node_closes_its_holding_brake_and_opens_it_when_started(model, bus):
+    rig = Rig(model, bus, preset_drives=True, safe_state="brake")
+    rig.started()
+    hold = rig.quantized(rig.hold)
+    rig.cycle(*rig.rpdos(hold), sync_frame())
+    assert not rig.emu.drives.brake_engaged.any()
+    rig.cycle(nmt_frame(NMT_STOP, 3), *rig.rpdos(hold), sync_frame())
+    assert rig.emu.drives.brake_engaged.tolist() == [False, False, True]      # node 3: the elbow
+    for _ in range(20):
+        rig.cycle(*rig.rpdos(hold), sync_frame())
+    assert rig.plant.vel[2] == 0.0 and rig.emu.drives.brake_engaged[2]
+    rig.cycle(nmt_frame(NMT_START, 3), *rig.rpdos(hold), sync_frame())
+    assert not rig.emu.drives.brake_engaged.any() and rig.emu.watchdog.trips == 0
 
 
 @pytest.mark.parametrize("safe_state", ["zero_torque", "brake"])

@@ -188,3 +188,61 @@ def test_progress_bar():
         bar(k, 4)
     text = stream.getvalue()
     assert text.startswith("\r[") and "100.0%" in text and text.endswith("\n")
+
+
+# ----------------------------------------------------------------------------- hil run: start-up failures
+FIRMWARE_SLEEPS = "import sys, time; print(sys.argv[1], flush=True); time.sleep(60)"
+
+
+def _recording_popen(monkeypatch) -> list[subprocess.Popen]:
+    import hil.launch as launch
+    started: list[subprocess.Popen] = []
+    real = launch.subprocess.Popen
+
+    def popen(*args, **kwargs):
+        started.append(real(*args, **kwargs))
+        return started[-1]
+    monkeypatch.setattr(launch.subprocess, "Popen", popen)
+    return started
+
+
+def test_spawn_firmware_that_is_not_ready_is_killed_and_reaped(monkeypatch):
+    from hil.launch import LINK_PLACEHOLDER, spawn_firmware
+    started = _recording_popen(monkeypatch)
+    with pytest.raises(RuntimeError, match="did not print 'ready'"):
+        spawn_firmware([sys.executable, "-c", FIRMWARE_SLEEPS, "starting"], "pty-x")
+    proc, = started
+    assert proc.returncode is not None and proc.stdout.closed
+    proc = spawn_firmware([sys.executable, "-c", FIRMWARE_SLEEPS, "ready", LINK_PLACEHOLDER], "pty-x")
+    try:
+        assert proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+
+
+def test_run_closes_the_link_and_reaps_the_firmware_when_the_start_fails(monkeypatch):
+    import hil.launch as launch
+    started = _recording_popen(monkeypatch)
+    closed = []
+    link = types.SimpleNamespace(close=lambda: closed.append(True))
+    emulator = types.SimpleNamespace(link=link, run=lambda: pytest.fail("the run must not start"))
+    monkeypatch.setattr(launch, "build_emulator", lambda *a, **k: launch.Built(emulator, "pty-x"))
+    monkeypatch.setattr(launch, "reference_firmware", lambda *a, **k: [sys.executable, "-c", FIRMWARE_SLEEPS, "ready"])
+
+    def no_host(link, timeout_s=5.0):
+        raise RuntimeError("the firmware did not open the slcan channel")
+    monkeypatch.setattr(launch, "await_host", no_host)
+    with pytest.raises(RuntimeError, match="slcan channel"):
+        main(["run", "configs/ella.toml", "--bus", "configs/bus/compact_fd.toml", "--spawn-firmware"])
+    proc, = started
+    assert closed == [True]
+    assert proc.returncode is not None and proc.stdout.closed
+
+    def not_ready(*a, **k):
+        raise RuntimeError("firmware did not print 'ready'")
+    monkeypatch.setattr(launch, "spawn_firmware", not_ready)
+    with pytest.raises(RuntimeError, match="did not print"):
+        main(["run", "configs/ella.toml", "--bus", "configs/bus/compact_fd.toml", "--spawn-firmware"])
+    assert closed == [True, True]

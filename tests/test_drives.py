@@ -79,6 +79,21 @@ def test_locked_rotor_voltage_step_rises_with_L_over_R():
     assert res[-1, 0] == pytest.approx(V / R, rel=1e-6)
 
 
+def test_the_duty_for_a_torque_gives_that_torque_on_a_locked_rotor():
+    """The safe states command torques: a voltage drive gets the duty that settles to them (here at
+    rest, so the back-EMF term is 0); other interfaces get the torque itself."""
+    plant = Plant(rig(prescribed=True))
+    bank = DriveBank(plant, [DriveSpec(**VOLT, gear_efficiency=0.9)])
+    tau = np.array([2.0])
+    duty = bank.command_for_torque(tau, np.zeros(1))
+    assert duty[0] == pytest.approx(2.0 * 2.0 / (10.0 * 0.9 * 0.05) / 24.0)
+    run(bank, plant, duty, 40)
+    assert bank.tau[0] == pytest.approx(2.0 / 0.9, rel=1e-6)       # at standstill the gear passes n Kt i
+    assert bank.command_for_torque(np.array([1e4]), np.zeros(1))[0] == 1.0
+    ideal = DriveBank(Plant(rig()), [None])
+    assert ideal.command_for_torque(tau, np.zeros(1))[0] == 2.0
+
+
 def test_free_motor_voltage_step_reaches_no_load_speed_with_mechanical_time_constant():
     """Unloaded motor (L/R = 10 us << dt): the joint rate follows V/(n Ke) (1 - exp(-t/tau_m)) with
     tau_m = J R / (n^2 Kt Ke), J the inertia at the joint. The drive holds the step-start speed over

@@ -61,11 +61,12 @@ def fd():
 
 # ----------------------------------------------------------------------------- emulator, firmware
 def make_emulator(model, bus: BusMap, link, scenario=None, **options) -> Emulator:
-    """ELLA at its gravity equilibrium behind `link`, with the preset's drives and sensors."""
+    """ELLA at its gravity equilibrium behind `link`, with the preset's drives and sensors; the
+    frames carry FAULT_ACTIVE (announce_faults)."""
     plant = Plant(model)
     plant.equilibrium_eta()
     names = plant.layout.joint_names
-    opts = RuntimeOptions(**{"mode": "afap", "realtime": False, **options})
+    opts = RuntimeOptions(**{"mode": "afap", "realtime": False, "announce_faults": True, **options})
     return Emulator(plant, link, CommandInput(bus, names), SensorOutput(bus, names), opts,
                     {"config": str(ARM), "bus": bus.source}, scenario=scenario)
 
@@ -797,3 +798,16 @@ def test_signal_faults_act_once_on_a_value_a_slower_sensor_holds(model, fd, faul
     end = N if fault.kind == "slip" else B
     np.testing.assert_allclose(f[A:end] - h[A:end], offset, atol=0.5 * bus_scale(fd, fault.target) * 1.0001)
     np.testing.assert_array_equal(f[end:], h[end:])
+
+
+def test_fault_active_is_logged_but_kept_from_the_firmware_unless_announced(model, fd, tmp_path):
+    """A firmware under test should react to a fault's effect, not to the emulator's bookkeeping."""
+    log = tmp_path / "run.msgpack"
+    emu, fw = rig(model, fd, announce_faults=False, duration_s=0.02, log_path=str(log))
+    emu.faults.inject(Fault("accel_bias", "offset", "imu_ax", {"offset_m_s2": 0.1}))
+    emu.run()
+    frames = fw.receive()
+    assert len(frames) == 21 and not any(int(f["status"]) & FAULT_ACTIVE for f in frames if f["accepted"])
+    header, rows = read_run(log)
+    status = rows[:, header["columns"].index("status")].astype(int)
+    assert np.all(status & FAULT_ACTIVE)

@@ -22,9 +22,12 @@ from firmware_bridge.messages import BusMap
 from firmware_bridge.serial_link import SerialLink, open_pty_pair
 from firmware_bridge.signals import FrameReader, FrameWriter
 from hil.config import ConfigError, load_model
-from hil.faults import Duration, Fault, FaultEngine, FaultError, Trigger, bus_encoding
+from hil.drives import P_STICK, DriveBank
+from hil.faults import Duration, Fault, FaultEngine, FaultError, Trigger, bus_encoding, encoder_counter_bits
+from hil.kernels.aba import JP_BRAKE_VS
 from hil.linearize import component_frequencies_hz
-from hil.plant import Plant
+from hil.plant import REAL_AXIS_STABILITY, Plant
+from hil.sensor_specs import EncoderSpec, ImuSpec
 from hil.scenario import load_scenario, scenario_from_string
 from links import memory_pair
 
@@ -213,6 +216,64 @@ def test_encoder_disconnect_freezes_the_count_and_the_lost_motion_stays_lost():
     lost = healthy[14] - healthy[10]
     np.testing.assert_array_equal(out[15:, enc], healthy[15:] - lost)   # counts on, 4 cycles of motion short
     np.testing.assert_array_equal(out[15:, vel], ramp("vel_elbow", range(15, 30)))
+
+
+def slip_rig(**kwargs) -> tuple[FaultEngine, np.ndarray]:
+    engine = FaultEngine(["enc_a", "vel_a"], dt_s=DT, **kwargs)
+    return engine, np.zeros(2)
+
+
+def counts(engine: FaultEngine, measured: np.ndarray, cycle: int, count: float) -> float:
+    """One cycle in loop order with the counter sampled at `count`; the count the bus would carry."""
+    engine.begin_cycle(cycle, cycle * DT)
+    measured[0] = count
+    engine.apply_signals(measured, measured.copy())
+    return float(measured[0])
+
+
+def test_slipped_count_wraps_like_the_counter():
+    """A 16-bit counter at 32700 slipped by +400 reads 33100 - 65536 = -32436, as the real counter
+    that gained 400 edges would; and back across the wrap the other way."""
+    engine, m = slip_rig(counter_bits={"enc_a": 16})
+    assert counts(engine, m, 0, 32700.0) == 32700.0
+    engine.inject(Fault("s", "slip", "enc_a", {"slip_counts": 400}), duration=Duration.once())
+    assert counts(engine, m, 1, 32700.0) == -32436.0
+    assert counts(engine, m, 2, 32767.0) == -32369.0              # kept after clearing, still wrapped
+    assert counts(engine, m, 3, -32768.0) == -32368.0
+    engine.inject(Fault("t", "slip", "enc_a", {"slip_counts": -1000}), duration=Duration.once())
+    assert counts(engine, m, 4, -32500.0) == 32436.0              # -32500 - 600 wraps to the top
+    assert engine._offsets[0][1] == -600.0
+    # without the width the offset is added as before (the channel is not known as a counter)
+    engine, m = slip_rig()
+    engine.inject(Fault("s", "slip", "enc_a", {"slip_counts": 400}))
+    assert counts(engine, m, 0, 32700.0) == 33100.0
+
+
+def test_encoder_disconnected_across_the_wrap_counts_on_from_the_held_count():
+    engine, m = slip_rig(counter_bits={"enc_a": 16})
+    h = engine.inject(Fault("d", "encoder_disconnect", "enc_a"))
+    assert counts(engine, m, 0, 32700.0) == 32700.0
+    assert counts(engine, m, 1, -32700.0) == 32700.0              # moved on 136 counts, through the wrap
+    engine.clear(h)
+    assert counts(engine, m, 2, -32690.0) == 32710.0              # 136 counts lost, 10 gained since
+    assert counts(engine, m, 3, -32600.0) == -32736.0             # and the counter wraps again
+
+
+def test_counter_bits_argument():
+    with pytest.raises(ValueError, match="no channel 'enc_b'"):
+        slip_rig(counter_bits={"enc_b": 16})
+    with pytest.raises(ValueError, match="2 .. 62 bits"):
+        slip_rig(counter_bits={"enc_a": 64})
+    specs = [EncoderSpec(joint="elbow", counter_bits=16), ImuSpec(station="tip"),
+             EncoderSpec(joint="base_yaw", index=False)]
+    assert encoder_counter_bits(specs) == {"enc_elbow": 16, "enc_base_yaw": 32}
+    assert encoder_counter_bits(SimpleNamespace(specs=specs)) == {"enc_elbow": 16, "enc_base_yaw": 32}
+
+
+def test_delay_counts_cycles():
+    engine, suite = signal_rig()
+    with pytest.raises(FaultError, match=re.escape("samples") + ".*in cycles"):
+        engine.inject(Fault("f", "delay", "imu_ax", {"samples": 0}))
 
 
 @pytest.mark.parametrize("channel, key", [
@@ -529,6 +590,74 @@ def test_stiffness_loss_and_payload_change_compose(plant):
     engine.clear(0)
     engine.begin_cycle(3, 3 * plant.dt)
     assert_arrays_equal(plant, nominal)
+
+
+def test_substep_change_restabilizes_friction_and_brakes_for_the_substep_in_force(plant):
+    """A payload drop raises the substeps 1 -> 4; friction x10 on the elbow while it lasts widens
+    the elbow's Coulomb smoothing only as far as the 4-substep h needs (6.8 mrad/s). Clearing the
+    payload brings back the full step: the smoothing must widen again to its floor there
+    (27.8 mrad/s), and every brake ramp follows the substep in force."""
+    drives = DriveBank(plant)
+    engine = FaultEngine([], dt_s=plant.dt, plant=plant, drives=drives)
+    nominal = plant.plan.substeps
+    configured = plant._configured_smoothing
+    kappa = plant.asm.model.integrator.safety * REAL_AXIS_STABILITY[plant.plan.method]
+    braked = drives.brake_torque > 0
+    assert nominal == 1 and braked.any()
+
+    def assert_stable_for(substeps: int) -> None:
+        assert plant.plan.substeps == substeps
+        floor = plant.friction_smoothing_floor(drives.inertia)
+        np.testing.assert_allclose(plant.coulomb_smoothing, np.maximum(configured, floor), rtol=1e-12)
+        h = plant.dt / substeps
+        ramp = drives.brake_kinetic * h / (kappa * drives.inertia)
+        np.testing.assert_allclose(drives.brake_velocity[braked], ramp[braked], rtol=1e-12)
+        np.testing.assert_array_equal(drives._par[:, P_STICK], drives.brake_velocity)
+        np.testing.assert_array_equal(plant.km.jpar[:, JP_BRAKE_VS], drives.brake_velocity)
+
+    assert_stable_for(nominal)
+    drop = engine.inject(Fault("drop", "payload_drop", "payload"))
+    engine.begin_cycle(0, 0.0)
+    assert_stable_for(4)
+    friction = engine.inject(Fault("sticky", "friction", "elbow", {"friction_scale": 10.0}))
+    engine.begin_cycle(1, plant.dt)
+    assert drives.friction_scale[2] == 10.0
+    assert_stable_for(4)
+    assert plant.coulomb_smoothing[2] == pytest.approx(6.8e-3, rel=0.01)
+    engine.clear(drop)
+    engine.begin_cycle(2, 2 * plant.dt)
+    assert_stable_for(nominal)
+    assert plant.coulomb_smoothing[2] == pytest.approx(27.8e-3, rel=0.01)
+    engine.clear(friction)
+    engine.begin_cycle(3, 3 * plant.dt)
+    assert drives.friction_scale[2] == 1.0
+    assert_stable_for(nominal)
+
+
+def test_binding_leaves_the_loop_state_alone_until_the_fault_strikes(plant):
+    """inject may run on another thread: the set refresh() iterates and the drive-fault state are
+    changed on the loop's thread only (begin_cycle), the latter made with the engine."""
+    drives = Drives(["base_yaw", "shoulder_pitch", "elbow"])
+    engine = FaultEngine([], dt_s=plant.dt, plant=plant, drives=drives)
+    assert engine._drive_faults is not None and engine._plant_arrays is not None
+    arrays = engine._plant_arrays
+    drop = engine.inject(Fault("drop", "payload_drop", "payload"))
+    engine.inject(Fault("crack", "stiffness_loss", "link2", {"stiffness_scale": 0.5}))
+    assert arrays.touched == set() and not arrays.payloads and not arrays.weakened
+    engine.begin_cycle(0, 0.0)
+    assert {"Kmod", "Dmod", "Jsum"} <= arrays.touched and len(arrays.payloads) == len(arrays.weakened) == 1
+    engine.clear(drop)
+    engine.clear(1)
+    engine.begin_cycle(1, plant.dt)
+    # the loop's brake holder and a brake fault share one record: neither releases the other's brake
+    engine.hold_brake(0, True)
+    brake = engine.inject(Fault("b", "brake", "base_yaw"))
+    engine.begin_cycle(2, 2 * plant.dt)
+    engine.clear(brake)
+    engine.begin_cycle(3, 3 * plant.dt)
+    assert drives.brake[0]
+    engine.hold_brake(0, False)
+    assert not drives.brake[0]
 
 
 def test_drive_faults_reach_the_drive_bank_and_clear():

@@ -17,7 +17,7 @@ from firmware_bridge.messages import (
 from hil.config import ConfigError
 
 BUS_DIR = Path("configs/bus")
-PRESETS = ("compact_classic", "compact_fd", "canopen_cst", "serial_frame")
+PRESETS = ("compact_classic", "compact_fd", "canopen_cst", "serial_frame", "full_fd")
 JOINTS = ("base_yaw", "shoulder_pitch", "elbow")
 
 

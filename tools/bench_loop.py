@@ -58,7 +58,7 @@ LINKS = {
 OVERHEAD = "configs/scenarios/overhead.toml"
 MODEL_SETS = {"before": ["--ideal-sensors", "--ideal-drives"], "models": [], "faulted": ["--scenario", OVERHEAD]}
 WARMUP_CYCLES = 1000        # in-process: cycles run before timing (first calls, caches, branch predictors)
-BUDGET_US = 10.0            # what sensor, drive and fault models may add to a 1 ms cycle (issue 4)
+BUDGET_US = 10.0            # what sensor, drive and fault models may add to a 1 ms cycle
 
 
 def run_once(link: str, duration: float, realtime: bool, cpu: int | None, extra: list[str] | None = None) -> dict:
