@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import model as md
+from .config import reject
 from .kernels import aba, profiles
 from .modal import BeamModes, beam_modes
 
@@ -254,14 +255,7 @@ def assemble(model: md.Model) -> Assembled:
                              "(the rotor carries the motor-side coordinate)")
     kspring = np.array([b.joint.elasticity.stiffness_N_m_rad if b.joint.elasticity else 0.0 for b in bodies])
     for b in bodies:
-        j = b.joint
-        where = f"{model.source}: body[{b.name}].joint"
-        if j.backlash_rad < 0 or (j.backlash_rad > 0 and j.elasticity is None):
-            raise ValueError(f"{where}: backlash_rad = {j.backlash_rad}: expected 0 rad, or >= 0 rad on an elastic "
-                             "joint (the dead band sits in the joint spring)")
-        if j.stribeck_N_m > 0 and not j.stribeck_velocity_rad_s > 0:
-            raise ValueError(f"{where}: stribeck_velocity_rad_s = {j.stribeck_velocity_rad_s}: expected a positive "
-                             "Stribeck velocity in rad/s with stribeck_N_m > 0")
+        reject(model.source, f"body[{b.name}].joint", md.joint_problems(b.joint))
     dspring = np.array([b.joint.elasticity.damping_N_m_s_rad if b.joint.elasticity else 0.0 for b in bodies])
     drive = np.array([1 if b.joint.drive == md.DRIVE_PRESCRIBED else 0 for b in bodies], dtype=np.int64)
     prof_kind = np.zeros(nb, dtype=np.int64)

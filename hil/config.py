@@ -38,14 +38,17 @@ Schema (see the presets in ``configs/`` for complete examples)::
                                  inductance_H, torque_constant_N_m_A, back_emf_V_s_rad (> 0;
                                  motor side), rotor_inertia_kg_m2 (instead of the joint's),
                                  gear_efficiency in (0, 1], torque_limit_N_m (> 0, link side),
-                                 current_limit_A (> 0), current_bandwidth_hz (> 0), supply_V
+                                 current_limit_A (> 0; only with torque_constant_N_m_A, for
+                                 every interface), current_bandwidth_hz (> 0), supply_V
                                  (> 0), brake_torque_N_m (>= 0, link side: the holding torque),
                                  brake_kinetic_N_m (> 0, at most brake_torque_N_m: the slipping
                                  torque; default brake_torque_N_m), brake_smoothing_rad_s (> 0;
                                  default from the integrator's stability bound). Required:
                                  current: torque_constant_N_m_A, current_bandwidth_hz; voltage:
                                  resistance_ohm, inductance_H, torque_constant_N_m_A,
-                                 back_emf_V_s_rad, supply_V
+                                 back_emf_V_s_rad, supply_V. The motor values and the joint's
+                                 friction and backlash are checked by hil.model.drive_problems
+                                 and joint_problems, also for models built in code
         [body.joint.elasticity]  stiffness_N_m_rad > 0, damping_N_m_s_rad >= 0; not for
                                  prescribed joints
       [body.rigid]     mass_kg > 0, com_m, inertia_kg_m2 (3x3 | [Ixx,Iyy,Izz] |
@@ -83,7 +86,7 @@ import math
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -91,9 +94,8 @@ from hil.model import (
     BASE,
     DRIVE_PRESCRIBED,
     DRIVE_TORQUE,
-    INTERFACE_CURRENT,
-    INTERFACE_VOLTAGE,
-    INTERFACES,
+    DRIVE_UNITS,
+    JOINT_FRICTION_UNITS,
     MODE_FAMILIES,
     MODE_KINDS,
     PROFILE_CONSTANT,
@@ -108,12 +110,16 @@ from hil.model import (
     Joint,
     JointElasticity,
     Model,
+    Problem,
     Profile,
     RigidInertia,
     Station,
+    drive_problems,
+    in_unit,
+    joint_problems,
 )
 
-__all__ = ["ConfigError", "load_model", "load_model_from_string", "INTEGRATOR_METHODS"]
+__all__ = ["ConfigError", "load_model", "load_model_from_string", "reject", "INTEGRATOR_METHODS"]
 
 INTEGRATOR_METHODS = ("auto", "rk4", "imex_midpoint", "euler")
 DRIVES = (DRIVE_TORQUE, DRIVE_PRESCRIBED)
@@ -186,7 +192,8 @@ def _fmt(value: Any, depth: int = 0) -> str:
 
 
 class ConfigError(ValueError):
-    """Invalid arm preset. ``str(err)`` is ``"<file>: <key> = <value>: <expected>"``.
+    """Invalid arm preset (or drive or joint parameters of a model built in code, ``reject``).
+    ``str(err)`` is ``"<file>: <key> = <value>: <expected>"``.
 
     Attributes ``file``, ``key``, ``value`` (the offending value as read) and
     ``expected`` (what was expected, with the unit) are kept for programmatic use.
@@ -206,11 +213,6 @@ class ConfigError(ValueError):
 # ----------------------------------------------------------------------------- reader
 def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _in(unit: str) -> str:
-    """' in Pa' for a unit, ' (dimensionless note)' for a parenthesised description."""
-    return f" {unit}" if unit.startswith("(") else f" in {unit}"
 
 
 def _bare(key: str) -> str:
@@ -268,11 +270,11 @@ class _Table:
                positive: bool = False, nonneg: bool = False,
                upper: float | None = None) -> float:
         if positive:
-            expected = f"a positive number{_in(unit)}"
+            expected = f"a positive number{in_unit(unit)}"
         elif nonneg:
-            expected = f"a non-negative number{_in(unit)}"
+            expected = f"a non-negative number{in_unit(unit)}"
         else:
-            expected = f"a finite number{_in(unit)}"
+            expected = f"a finite number{in_unit(unit)}"
         if upper is not None:
             expected += f", at most {_fmt_float(upper)}"
         v = self._get(k, default, expected)
@@ -284,6 +286,25 @@ class _Table:
         if (positive and not v > 0) or (nonneg and v < 0) or (upper is not None and v > upper):
             raise self.error(k, self.data[k], f"expected {expected}")
         return v
+
+    def checked_later(self, k: str, default: Any) -> float | None:
+        """The value at k as a float (`default` when absent) for hil.model's checks (drive_problems,
+        joint_problems) to judge; nan for anything but a finite number, which they reject with their
+        expectation and unit (the error then shows the value as written)."""
+        if k not in self.data:
+            return default
+        v = self.data[k]
+        return float(v) if _is_number(v) and math.isfinite(float(v)) else math.nan
+
+    def reject(self, problems: Sequence[Problem]) -> None:
+        """Raise the first of `problems` (hil.model's checks of values read from this table) as a
+        ConfigError naming its key and the value as written; a key left out is reported as required."""
+        if not problems:
+            return
+        key, _, expected = problems[0]
+        if self.has(key):
+            raise self.error(key, self.raw(key), expected)
+        raise self.error(key, _MISSING, f"required; {expected}")
 
     def integer(self, k: str, default: Any = _MISSING, *, minimum: int = 0, what: str = "") -> int:
         expected = f"an integer >= {minimum}" + (f" ({what})" if what else "")
@@ -323,7 +344,7 @@ class _Table:
     def vector(self, k: str, default: Any = _MISSING, *, n: int | None = 3, unit: str,
                nonneg: bool = False) -> np.ndarray:
         size = f"{n}-vector" if n is not None else "list"
-        expected = f"a {size} of {'non-negative ' if nonneg else ''}numbers{_in(unit)}"
+        expected = f"a {size} of {'non-negative ' if nonneg else ''}numbers{in_unit(unit)}"
         v = self._get(k, default, expected)
         if k not in self.data:
             return np.array(v, dtype=float)
@@ -405,20 +426,8 @@ _JOINT_KEYS = ("name", "axis", "station_m", "offset_m", "rpy_rad", "q0_rad", "qd
                "coulomb_smoothing_rad_s", "stribeck_N_m", "stribeck_velocity_rad_s",
                "backlash_rad", "drive", "profile", "elasticity", "motor")
 _ELASTICITY_KEYS = ("stiffness_N_m_rad", "damping_N_m_s_rad")
-# [body.joint.motor]: key -> unit, and the keys each interface needs
-_MOTOR_UNITS = {
-    "resistance_ohm": "ohm", "inductance_H": "H", "torque_constant_N_m_A": "N m/A",
-    "back_emf_V_s_rad": "V s/rad", "rotor_inertia_kg_m2": "kg m^2",
-    "gear_efficiency": "(output power / input power when the motor drives the load)",
-    "torque_limit_N_m": "N m (link side)", "current_limit_A": "A", "current_bandwidth_hz": "Hz",
-    "supply_V": "V", "brake_torque_N_m": "N m (link side)", "brake_kinetic_N_m": "N m (link side)",
-    "brake_smoothing_rad_s": "rad/s",
-}
-_MOTOR_KEYS = ("interface",) + tuple(_MOTOR_UNITS)
-_MOTOR_REQUIRED = {
-    INTERFACE_CURRENT: ("torque_constant_N_m_A", "current_bandwidth_hz"),
-    INTERFACE_VOLTAGE: ("resistance_ohm", "inductance_H", "torque_constant_N_m_A", "back_emf_V_s_rad", "supply_V"),
-}
+# [body.joint.motor]: the DriveSpec fields (checked by hil.model.drive_problems) and the rotor inertia
+_MOTOR_KEYS = ("interface", *DRIVE_UNITS, "rotor_inertia_kg_m2")
 _RIGID_KEYS = ("mass_kg", "com_m", "inertia_kg_m2")
 _BEAM_KEYS = ("length_m", "E_Pa", "G_Pa", "rho_kg_m3", "area_m2", "Iy_m4", "Iz_m4",
               "torsion_constant_m4", "polar_moment_m4", "rotary_inertia", "family",
@@ -641,20 +650,9 @@ class _Loader:
                                           unit="kg m^2", nonneg=True),
             gear_ratio=jt.number("gear_ratio", d.gear_ratio,
                                  unit="(motor angle / joint angle)", positive=True),
-            viscous_N_m_s_rad=jt.number("viscous_N_m_s_rad", d.viscous_N_m_s_rad,
-                                        unit="N m s/rad", nonneg=True),
-            coulomb_N_m=jt.number("coulomb_N_m", d.coulomb_N_m, unit="N m", nonneg=True),
-            coulomb_smoothing_rad_s=jt.number("coulomb_smoothing_rad_s", d.coulomb_smoothing_rad_s,
-                                              unit="rad/s", positive=True),
-            stribeck_N_m=jt.number("stribeck_N_m", d.stribeck_N_m, unit="N m", nonneg=True),
-            backlash_rad=jt.number("backlash_rad", d.backlash_rad, unit="rad", nonneg=True),
             drive=drive,
+            **{k: jt.checked_later(k, getattr(d, k)) for k in JOINT_FRICTION_UNITS},
         )
-        if joint.stribeck_N_m > 0:
-            joint.stribeck_velocity_rad_s = jt.number("stribeck_velocity_rad_s", unit="rad/s (with stribeck_N_m > 0)",
-                                                      positive=True)
-        elif jt.has("stribeck_velocity_rad_s"):
-            jt.number("stribeck_velocity_rad_s", unit="rad/s", positive=True)
 
         if jt.has("profile"):
             if drive != DRIVE_PRESCRIBED:
@@ -674,10 +672,7 @@ class _Loader:
                 stiffness_N_m_rad=et.number("stiffness_N_m_rad", unit="N m/rad", positive=True),
                 damping_N_m_s_rad=et.number("damping_N_m_s_rad", 0.0, unit="N m s/rad", nonneg=True),
             )
-        if joint.backlash_rad > 0 and joint.elasticity is None:
-            raise jt.error("backlash_rad", jt.raw("backlash_rad"),
-                           "expected 0 rad without a [body.joint.elasticity] table (the dead band of "
-                           "total width backlash_rad sits in the joint spring)")
+        jt.reject(joint_problems(joint, jt.data))
 
         if jt.has("motor"):
             if drive == DRIVE_PRESCRIBED:
@@ -690,38 +685,9 @@ class _Loader:
         """The [body.joint.motor] table; may set the joint's rotor inertia."""
         mt = jt.table("motor", _MOTOR_KEYS)
         d = DriveSpec()
-        interface = mt.choice("interface", d.interface, INTERFACES)
-        required = _MOTOR_REQUIRED.get(interface, ())
-
-        def value(k: str, default, **kw):
-            if k in required and not mt.has(k):
-                raise mt.error(k, _MISSING, f'required with interface = "{interface}"; '
-                                            f"expected a positive number{_in(_MOTOR_UNITS[k])}")
-            return mt.number(k, default, unit=_MOTOR_UNITS[k], **kw)
-
-        spec = DriveSpec(
-            interface=interface,
-            resistance_ohm=value("resistance_ohm", d.resistance_ohm, positive=True),
-            inductance_H=value("inductance_H", d.inductance_H, positive=True),
-            torque_constant_N_m_A=value("torque_constant_N_m_A", d.torque_constant_N_m_A, positive=True),
-            back_emf_V_s_rad=value("back_emf_V_s_rad", d.back_emf_V_s_rad, positive=True),
-            gear_efficiency=value("gear_efficiency", d.gear_efficiency, positive=True, upper=1.0),
-            torque_limit_N_m=value("torque_limit_N_m", d.torque_limit_N_m, positive=True),
-            current_limit_A=value("current_limit_A", d.current_limit_A, positive=True),
-            current_bandwidth_hz=value("current_bandwidth_hz", d.current_bandwidth_hz, positive=True),
-            supply_V=value("supply_V", d.supply_V, positive=True),
-            brake_torque_N_m=value("brake_torque_N_m", d.brake_torque_N_m, nonneg=True),
-            brake_kinetic_N_m=value("brake_kinetic_N_m", d.brake_kinetic_N_m, positive=True),
-            brake_smoothing_rad_s=value("brake_smoothing_rad_s", d.brake_smoothing_rad_s, positive=True),
-        )
-        if spec.brake_kinetic_N_m is not None and spec.brake_kinetic_N_m > spec.brake_torque_N_m:
-            raise mt.error("brake_kinetic_N_m", mt.raw("brake_kinetic_N_m"),
-                           f"expected at most brake_torque_N_m = {spec.brake_torque_N_m} N m (link side): "
-                           "a brake slips at no more than it holds")
-        if mt.has("current_limit_A") and not mt.has("torque_constant_N_m_A"):
-            raise mt.error("current_limit_A", mt.raw("current_limit_A"),
-                           "expected no current limit in A without torque_constant_N_m_A (N m/A), "
-                           "which turns the current into a torque")
+        spec = DriveSpec(interface=mt.raw("interface", d.interface),
+                         **{k: mt.checked_later(k, getattr(d, k)) for k in DRIVE_UNITS})
+        mt.reject(drive_problems(spec, mt.data))
         if mt.has("rotor_inertia_kg_m2"):
             if jt.has("rotor_inertia_kg_m2"):
                 raise mt.error("rotor_inertia_kg_m2", mt.raw("rotor_inertia_kg_m2"),
@@ -905,6 +871,15 @@ def parse_toml(text: str, source: str) -> dict:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(source, None, _MISSING, "valid TOML",
                           message=f"{source}: not valid TOML: {exc}") from exc
+
+
+def reject(source: str, where: str, problems: Sequence[Problem]) -> None:
+    """Raise the first of `problems` (hil.model.drive_problems, joint_problems of a model built in
+    code) as a ConfigError, a ValueError, naming `source` and the key ``<where>.<key>``
+    (``body[link1].joint.motor``): the message a preset with that value gets."""
+    if problems:
+        key, value, expected = problems[0]
+        raise ConfigError(source, f"{where}.{key}", value, expected)
 
 
 def load_model_from_string(text: str, source: str = "<string>") -> Model:

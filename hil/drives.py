@@ -110,9 +110,11 @@ import numpy as np
 from numba import njit
 
 from .assembly import make_work
+from .config import reject
 from .kernels.aba import (DRIVE_PRESCRIBED, DRIVE_ROTOR_HELD, DRIVE_TORQUE, JP_BRAKE, JP_BRAKE_VS, JP_STRIBECK,
                           forward_dynamics)
-from .model import INTERFACE_CURRENT, INTERFACE_TORQUE, INTERFACE_VOLTAGE, INTERFACES, DriveSpec
+from .model import (INTERFACE_CURRENT, INTERFACE_TORQUE, INTERFACE_VOLTAGE, INTERFACES, DriveSpec, Problem,
+                    drive_problems)
 from .plant import REAL_AXIS_STABILITY, Plant, apparent_inertias
 
 __all__ = ["DriveBank", "DriveSpec", "apparent_inertias", "INTERFACES"]
@@ -247,39 +249,6 @@ def stop_joint(m, w, t, pos, vel, tau, k, probe, acc0, acc1):
     vel[k] = 0.0
 
 
-def _check(spec: DriveSpec, where: str) -> None:
-    """Reject a DriveSpec built in Python that the TOML loader would reject."""
-    def positive(name: str, unit: str) -> None:
-        if not getattr(spec, name) > 0:
-            raise ValueError(f"{where}: {name} = {getattr(spec, name)}: expected a positive number in {unit} "
-                             f'with interface = "{spec.interface}"')
-
-    if spec.interface not in INTERFACES:
-        raise ValueError(f"{where}: interface = {spec.interface!r}: expected one of {', '.join(INTERFACES)}")
-    if not 0 < spec.gear_efficiency <= 1:
-        raise ValueError(f"{where}: gear_efficiency = {spec.gear_efficiency}: expected a number in (0, 1]")
-    for name, unit in (("torque_limit_N_m", "N m"), ("current_limit_A", "A")):
-        if not getattr(spec, name) > 0:
-            raise ValueError(f"{where}: {name} = {getattr(spec, name)}: expected a positive number in {unit}")
-    if not spec.brake_torque_N_m >= 0:
-        raise ValueError(f"{where}: brake_torque_N_m = {spec.brake_torque_N_m}: expected >= 0 N m")
-    if spec.brake_kinetic_N_m is not None and not 0 < spec.brake_kinetic_N_m <= spec.brake_torque_N_m:
-        raise ValueError(f"{where}: brake_kinetic_N_m = {spec.brake_kinetic_N_m}: expected a positive number in N m, "
-                         f"at most brake_torque_N_m = {spec.brake_torque_N_m} (a brake slips at no more than it holds)")
-    if spec.brake_smoothing_rad_s is not None and not spec.brake_smoothing_rad_s > 0:
-        raise ValueError(f"{where}: brake_smoothing_rad_s = {spec.brake_smoothing_rad_s}: expected a positive "
-                         "number in rad/s, or None (from the integrator's stability bound)")
-    if math.isfinite(spec.current_limit_A) and spec.interface == INTERFACE_TORQUE:
-        positive("torque_constant_N_m_A", "N m/A")
-    if spec.interface == INTERFACE_CURRENT:
-        positive("torque_constant_N_m_A", "N m/A")
-        positive("current_bandwidth_hz", "Hz")
-    if spec.interface == INTERFACE_VOLTAGE:
-        for name, unit in (("resistance_ohm", "ohm"), ("inductance_H", "H"), ("torque_constant_N_m_A", "N m/A"),
-                           ("back_emf_V_s_rad", "V s/rad"), ("supply_V", "V")):
-            positive(name, unit)
-
-
 def _parameters(spec: DriveSpec, gear: float, inertia: float, dt: float) -> np.ndarray:
     """One row of the step kernel's parameter array."""
     p = np.zeros(N_PAR)
@@ -298,7 +267,7 @@ def _parameters(spec: DriveSpec, gear: float, inertia: float, dt: float) -> np.n
         p[P_AMP_PER_NM] = 1.0 / per_amp
         p[P_IMAX] = min(spec.current_limit_A, spec.torque_limit_N_m / per_amp)
         p[P_TMAX] = min(spec.torque_limit_N_m, per_amp * spec.current_limit_A)
-    else:                                            # no Kt: no current limit either (_check)
+    else:                                            # no Kt: no current limit either (drive_problems)
         p[P_IMAX] = spec.current_limit_A
         p[P_TMAX] = spec.torque_limit_N_m
     if spec.interface == INTERFACE_CURRENT:
@@ -346,12 +315,7 @@ class DriveBank:
         if len(specs) != nj:
             raise ValueError(f"{len(specs)} drive specs for {nj} joints ({', '.join(lay.joint_names)})")
         self.specs = [s if s is not None else DriveSpec() for s in specs]
-        for name, spec, kind in zip(lay.joint_names, self.specs, plant.km.drive):
-            where = f"{plant.asm.model.source}: joint {name!r} motor"
-            _check(spec, where)
-            if spec.brake_torque_N_m > 0 and kind == DRIVE_PRESCRIBED:
-                raise ValueError(f"{where}: brake_torque_N_m = {spec.brake_torque_N_m}: expected no brake on a "
-                                 "prescribed joint (its profile moves it)")
+        self._check_specs(plant)
         self.plant = plant
         self.names = list(lay.joint_names)
         self.interfaces = tuple(s.interface for s in self.specs)
@@ -526,6 +490,17 @@ class DriveBank:
             acc, tau = self._scratch
             vel[stiff[0]] = 1.0
             stop_joint(plant.km, self._work, plant.t, plant.pos, vel, tau, stiff[0], 1.0, acc[0], acc[1])
+
+    def _check_specs(self, plant: Plant) -> None:
+        """Refuse an invalid spec (hil.model.drive_problems) or a brake on a prescribed joint with the
+        ConfigError (a ValueError) a preset with those values gets."""
+        model = plant.asm.model
+        for body, spec, kind in zip(model.bodies, self.specs, plant.km.drive):
+            problems = drive_problems(spec)
+            if spec.brake_torque_N_m > 0 and kind == DRIVE_PRESCRIBED:
+                problems.append(Problem("brake_torque_N_m", spec.brake_torque_N_m,
+                                        "expected no brake on a prescribed joint (its profile moves it)"))
+            reject(model.source, f"body[{body.name}].joint.motor", problems)
 
     def _check_back_emf_coupling(self) -> None:
         """Voltage drives: the back-EMF damping n^2 Kt Ke / R, held over a step, must stay below 2 J / dt."""

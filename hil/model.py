@@ -2,11 +2,16 @@
 
 These dataclasses are what a TOML arm preset is parsed into (see ``hil.config``)
 and what ``hil.assembly`` turns into the flat arrays of the numba kernels.
+``drive_problems`` and ``joint_problems`` are the one statement of the valid drive,
+friction and backlash parameters: ``hil.config`` reports their problems for a preset,
+``hil.assembly`` and ``hil.drives`` for a model built in code, with the same text.
 Frames and signs are stated once, in README.md section "Conventions".
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any, Collection, NamedTuple
 
 import numpy as np
 
@@ -56,7 +61,7 @@ class DriveSpec:
     The model and its sign conventions are stated in ``hil.drives``. Motor quantities (R, L,
     Kt, Ke, current) are at the motor shaft; torque limit and brake torque at the joint (link
     side). The rotor inertia and gear ratio are the joint's (``Joint.rotor_inertia_kg_m2``,
-    ``Joint.gear_ratio``). A limit of ``inf`` means none.
+    ``Joint.gear_ratio``). A limit of ``inf`` means none. Valid values: ``drive_problems``.
     """
 
     interface: str = INTERFACE_TORQUE
@@ -83,7 +88,7 @@ class Joint:
     ``offset_m`` and turned by ``rpy_rad`` (fixed-axis roll, pitch, yaw, i.e.
     R = Rz(yaw) Ry(pitch) Rx(roll)), rigidly attached to the parent's deformed
     cross-section at that station. The child frame is the joint frame turned by q
-    about ``axis``.
+    about ``axis``. Valid friction and backlash values: ``joint_problems``.
     """
 
     name: str
@@ -209,3 +214,135 @@ class Model:
     source: str = "<memory>"
     sensors: list = field(default_factory=list)       # hil.sensor_specs specs; empty: hil.sensor_specs.default_sensors
     sensor_seed: int = 0                              # seed of the sensor noise generator
+
+
+# ----------------------------------------------------------------------------- parameter checks
+class Problem(NamedTuple):
+    """An invalid parameter: its field name (the TOML key), the offending value and what was
+    expected, with the unit (the text after ``<key> = <value>: `` in an error message)."""
+
+    key: str
+    value: Any
+    expected: str
+
+
+# DriveSpec's numeric fields and their units; the ones each interface needs
+DRIVE_UNITS = {
+    "resistance_ohm": "ohm", "inductance_H": "H", "torque_constant_N_m_A": "N m/A",
+    "back_emf_V_s_rad": "V s/rad",
+    "gear_efficiency": "(output power / input power when the motor drives the load)",
+    "torque_limit_N_m": "N m (link side)", "current_limit_A": "A", "current_bandwidth_hz": "Hz",
+    "supply_V": "V", "brake_torque_N_m": "N m (link side)", "brake_kinetic_N_m": "N m (link side)",
+    "brake_smoothing_rad_s": "rad/s",
+}
+DRIVE_REQUIRED = {
+    INTERFACE_CURRENT: ("torque_constant_N_m_A", "current_bandwidth_hz"),
+    INTERFACE_VOLTAGE: ("resistance_ohm", "inductance_H", "torque_constant_N_m_A", "back_emf_V_s_rad", "supply_V"),
+}
+# the motor parameters that only some interfaces use: 0 (the default) leaves them unset
+_DRIVE_OPTIONAL = ("resistance_ohm", "inductance_H", "torque_constant_N_m_A", "back_emf_V_s_rad",
+                   "current_bandwidth_hz", "supply_V")
+# Joint's friction and backlash fields (those joint_problems checks) and their units
+JOINT_FRICTION_UNITS = {
+    "viscous_N_m_s_rad": "N m s/rad", "coulomb_N_m": "N m", "coulomb_smoothing_rad_s": "rad/s",
+    "stribeck_N_m": "N m", "stribeck_velocity_rad_s": "rad/s", "backlash_rad": "rad",
+}
+
+
+def in_unit(unit: str) -> str:
+    """' in Pa' for a unit, ' (dimensionless note)' for a parenthesised description."""
+    return f" {unit}" if unit.startswith("(") else f" in {unit}"
+
+
+def _positive(key: str, value: Any, unit: str, context: str = "") -> Problem | None:
+    """A problem unless value > 0 (nan fails)."""
+    return None if value > 0 else Problem(key, value, f"expected a positive number{in_unit(unit)}{context}")
+
+
+def _nonneg(key: str, value: Any, unit: str) -> Problem | None:
+    """A problem unless value >= 0 (nan fails)."""
+    return None if value >= 0 else Problem(key, value, f"expected a non-negative number{in_unit(unit)}")
+
+
+def _given(obj: Any, names: Collection[str], given: Collection[str] | None) -> set[str]:
+    """The fields among `names` set explicitly: `given`, or by default those that differ from the
+    dataclass defaults (nan included)."""
+    if given is not None:
+        return set(given) & set(names)
+    defaults = {f.name: f.default for f in fields(obj)}
+    return {n for n in names if not getattr(obj, n) == defaults[n]}
+
+
+def drive_problems(spec: DriveSpec, given: Collection[str] | None = None) -> list[Problem]:
+    """Every invalid parameter of a drive: each field on its own (field order), then the rules
+    between fields. `given`: the parameters set explicitly (a TOML table's keys); default: those
+    that differ from DriveSpec's defaults. A given electrical parameter (_DRIVE_OPTIONAL) must be
+    positive even where the interface does not use it; left at 0 it is unset, which only the
+    interface's required ones (DRIVE_REQUIRED) may not be. An unknown interface is the only problem
+    reported (the others depend on it)."""
+    if spec.interface not in INTERFACES:
+        return [Problem("interface", spec.interface, "expected one of " + ", ".join(f'"{i}"' for i in INTERFACES))]
+    given = _given(spec, _DRIVE_OPTIONAL, given)
+    problems = [_drive_field(spec, key, key in given) for key in DRIVE_UNITS]
+    problems += _drive_relations(spec)
+    return [p for p in problems if p is not None]
+
+
+def _drive_field(spec: DriveSpec, key: str, given: bool) -> Problem | None:
+    """The problem of one DriveSpec field on its own, if any."""
+    value, unit = getattr(spec, key), DRIVE_UNITS[key]
+    if key in _DRIVE_OPTIONAL:
+        if key in DRIVE_REQUIRED.get(spec.interface, ()):
+            return _positive(key, value, unit, f' with interface = "{spec.interface}"')
+        return _positive(key, value, unit) if given else None
+    if key == "gear_efficiency":
+        ok = 0 < value <= 1
+        return None if ok else Problem(key, value, f"expected a positive number{in_unit(unit)}, at most 1.0")
+    if key == "brake_torque_N_m":
+        return _nonneg(key, value, unit)
+    if value is None:                  # brake_kinetic_N_m, brake_smoothing_rad_s: None means the default
+        return None
+    return _positive(key, value, unit)
+
+
+def _drive_relations(spec: DriveSpec) -> list[Problem]:
+    """The rules between a drive's fields. A current limit needs Kt whatever the interface: Kt
+    turns it into the torque limit n eta Kt i_max (torque, current) and the winding current into
+    torque (voltage)."""
+    kinetic, holding = spec.brake_kinetic_N_m, spec.brake_torque_N_m
+    problems = []
+    if kinetic is not None and kinetic > holding:
+        problems.append(Problem("brake_kinetic_N_m", kinetic,
+                                f"expected at most brake_torque_N_m = {holding} N m (link side): "
+                                "a brake slips at no more than it holds"))
+    if math.isfinite(spec.current_limit_A) and not spec.torque_constant_N_m_A > 0:
+        problems.append(Problem("current_limit_A", spec.current_limit_A,
+                                "expected no current limit in A without torque_constant_N_m_A (N m/A), "
+                                "which turns the current into a torque"))
+    return problems
+
+
+def joint_problems(joint: Joint, given: Collection[str] | None = None) -> list[Problem]:
+    """Every invalid friction or backlash parameter of a joint (JOINT_FRICTION_UNITS), in field
+    order. `given`: the keys set explicitly (a TOML table's); default: the fields that differ from
+    Joint's defaults. The Stribeck velocity must be positive when given or with stribeck_N_m > 0;
+    backlash needs the joint's elasticity (the dead band sits in its spring)."""
+    given = _given(joint, ("stribeck_velocity_rad_s",), given)
+    problems = []
+    for key, unit in JOINT_FRICTION_UNITS.items():
+        value = getattr(joint, key)
+        if key == "coulomb_smoothing_rad_s":
+            problems.append(_positive(key, value, unit))
+        elif key == "stribeck_velocity_rad_s":
+            if joint.stribeck_N_m > 0:
+                problems.append(_positive(key, value, unit, " (with stribeck_N_m > 0)"))
+            elif key in given:
+                problems.append(_positive(key, value, unit))
+        else:
+            problems.append(_nonneg(key, value, unit))
+    if joint.backlash_rad > 0 and joint.elasticity is None:
+        problems.append(Problem("backlash_rad", joint.backlash_rad,
+                                "expected 0 rad without joint elasticity (a [body.joint.elasticity] table, "
+                                "Joint.elasticity): the dead band of total width backlash_rad sits in the "
+                                "joint spring"))
+    return [p for p in problems if p is not None]

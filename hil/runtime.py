@@ -197,6 +197,7 @@ class Emulator:
         self.columns = (["cycle", "t", "status"] + [f"tau_cmd_{j}" for j in plant.layout.joint_names]
                         + [f"tau_{j}" for j in plant.layout.joint_names]
                         + [f"q_{j}" for j in plant.layout.joint_names] + [f"qd_{j}" for j in plant.layout.joint_names]
+                        + [f"brake_{j}" for j in plant.layout.joint_names]     # 0 open, 1 closed, 2 holding
                         + [c for name in self.sensors.channel_names for c in (name, f"{name}_true")]
                         + ["tip_x", "tip_y", "tip_z", "lateness_us", "compute_us", "io_us"])
         self.logger: RunLogger | None = None
@@ -309,6 +310,8 @@ class Emulator:
         for block in (self.commands.tau, tau, self.plant.q(), self.plant.vel[:nj]):
             r[i:i + len(block)] = block
             i += len(block)
+        np.add(self.drives.brake_engaged, self.drives.brake_held, out=r[i:i + nj])
+        i += nj
         n = len(self.sensors.measured)          # each channel as measured, then its ground truth
         r[i:i + 2 * n:2] = self.sensors.measured
         r[i + 1:i + 2 * n:2] = self.sensors.truth

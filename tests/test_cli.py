@@ -246,3 +246,21 @@ def test_run_closes_the_link_and_reaps_the_firmware_when_the_start_fails(monkeyp
     with pytest.raises(RuntimeError, match="did not print"):
         main(["run", "configs/ella.toml", "--bus", "configs/bus/compact_fd.toml", "--spawn-firmware"])
     assert closed == [True, True]
+
+
+def test_log_export_writes_rows_and_events(tmp_path, capsys):
+    from hil.runlog import MsgpackRunWriter
+    log = tmp_path / "run.msgpack"
+    with MsgpackRunWriter(log, {"columns": ["cycle", "t"]}) as w:
+        w.write(np.array([0.0, 0.0]))
+        w.write_event({"event": "inject", "cycle": 1, "t": 0.001, "fault": "f", "detail": 'offset on "imu_ax"'})
+        w.write(np.array([1.0, 0.001]))
+        w.write_event({"event": "watchdog_tripped", "cycle": 2, "t": 0.002})
+    header, rows = read_run(log)
+    assert rows.tolist() == [[0.0, 0.0], [1.0, 0.001]] and [e["event"] for e in header["events"]] == \
+        ["inject", "watchdog_tripped"]
+    assert main(["log", "export", str(log), "--csv", str(tmp_path / "run.csv")]) == 0
+    assert "2 events" in capsys.readouterr().out
+    lines = (tmp_path / "run.events.csv").read_text().splitlines()
+    assert lines == ["t,cycle,event,fault,detail", "0.001,1,inject,f,\"offset on 'imu_ax'\"",
+                     "0.002,2,watchdog_tripped,,\"\""]

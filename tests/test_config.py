@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hil.config import ConfigError, load_model
+from hil.assembly import assemble
+from hil.config import ConfigError, load_model, load_model_from_string
 from hil.model import DRIVE_PRESCRIBED, Model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -323,6 +324,31 @@ def test_broken_config_raises(tmp_path, case):
     for frag in fragments:
         assert frag in msg, (frag, msg)
     assert info.value.file == str(path) and info.value.key == key
+
+
+JOINT_LINES = {
+    # id: (lines added to link1's [body.joint], the same values set on the Joint in code)
+    "negative_viscous": ("  viscous_N_m_s_rad = -0.5", dict(viscous_N_m_s_rad=-0.5)),
+    "zero_coulomb_smoothing": ("  coulomb_smoothing_rad_s = 0.0", dict(coulomb_smoothing_rad_s=0.0)),
+    "stribeck_at_zero_velocity": ("  stribeck_N_m = 0.2\n  stribeck_velocity_rad_s = 0.0",
+                                  dict(stribeck_N_m=0.2, stribeck_velocity_rad_s=0.0)),
+    "backlash_without_elasticity": ("  backlash_rad = 0.01", dict(backlash_rad=0.01)),
+    "negative_backlash": ("  backlash_rad = -0.01", dict(backlash_rad=-0.01)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(JOINT_LINES))
+def test_broken_joint_friction_gives_the_same_message_from_toml_and_from_code(case):
+    lines, change = JOINT_LINES[case]
+    with pytest.raises(ConfigError) as from_toml:
+        load_model_from_string(_replace('  drive = "torque"', lines), "broken.toml")
+    model = load_model_from_string(BASE, "broken.toml")
+    for key, value in change.items():
+        setattr(model.bodies[1].joint, key, value)
+    with pytest.raises(ValueError) as from_code:
+        assemble(model)
+    assert str(from_code.value) == str(from_toml.value)
+    assert from_toml.value.key == f"body[link1].joint.{list(change)[-1]}"
 
 
 def test_axis_is_normalised_and_scalar_damping_broadcasts(tmp_path):

@@ -5,6 +5,7 @@ its motor rotor J_r behind a gear n, so the inertia at the joint is J = J_link +
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import timeit
 from pathlib import Path
@@ -853,3 +854,48 @@ def test_drive_spec_built_in_python_is_checked():
         DriveBank(plant, [DriveSpec(brake_torque_N_m=10.0, brake_kinetic_N_m=12.0)])
     with pytest.raises(ValueError, match="no brake on a prescribed joint"):
         DriveBank(Plant(rig(prescribed=True)), [DriveSpec(brake_torque_N_m=10.0)])
+    with pytest.raises(ValueError, match=r"current_limit_A = 5.0: expected no current limit in A without "
+                                         r"torque_constant_N_m_A \(N m/A\)"):
+        DriveBank(plant, [DriveSpec(current_limit_A=5.0)])
+
+
+@pytest.mark.parametrize("interface", md.INTERFACES)
+def test_a_current_limit_needs_the_torque_constant_for_every_interface(interface):
+    """Kt turns the current limit into a torque: without it a limit is refused whatever the interface
+    (current and voltage drives need Kt anyway)."""
+    others = {k: 1.0 for k in md.DRIVE_REQUIRED.get(interface, ()) if k != "torque_constant_N_m_A"}
+    spec = DriveSpec(interface, **others, current_limit_A=5.0)
+    assert [p.key for p in md.drive_problems(spec)] == ["torque_constant_N_m_A"] * (interface != "torque") + [
+        "current_limit_A"]
+    assert md.drive_problems(dataclasses.replace(spec, torque_constant_N_m_A=0.05)) == []
+
+
+SAME_MESSAGE = {
+    # id of a BROKEN case: its joint and the change to that joint's DriveSpec that gives the same value in code
+    "negative_resistance": (0, dict(resistance_ohm=-1.2)),
+    "efficiency_above_one": (0, dict(gear_efficiency=1.2)),
+    "bad_interface": (0, dict(interface="velocity")),
+    "current_limit_without_kt": (0, dict(interface="torque", torque_constant_N_m_A=0.0)),
+    "kinetic_above_holding": (2, dict(brake_kinetic_N_m=120.0)),
+    "negative_torque_limit": (2, dict(torque_limit_N_m=-90.0)),
+}
+
+
+@pytest.fixture(scope="module")
+def ella_broken():
+    """ELLA loaded under the broken files' name, and its plant."""
+    model = load_model_from_string(ELLA_TEXT, "configs/ella_broken.toml")
+    return model, Plant(model)
+
+
+@pytest.mark.parametrize("case", sorted(SAME_MESSAGE))
+def test_broken_drive_value_gives_the_same_message_from_toml_and_from_code(case, ella_broken):
+    model, plant = ella_broken
+    k, change = SAME_MESSAGE[case]
+    with pytest.raises(ConfigError) as from_toml:
+        load_model_from_string(BROKEN[case][0], "configs/ella_broken.toml")
+    specs = [b.joint.motor for b in model.bodies]
+    specs[k] = dataclasses.replace(specs[k], **change)
+    with pytest.raises(ValueError) as from_code:
+        DriveBank(plant, specs)
+    assert str(from_code.value) == str(from_toml.value)

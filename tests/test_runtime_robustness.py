@@ -759,7 +759,7 @@ def expected_columns(joints) -> list[str]:
     channels = ([f"{p}_{j}" for j in joints for p in ("enc", "index", "vel")]
                 + [f"imu_{c}" for c in ("ax", "ay", "az", "gx", "gy", "gz")] + [f"cur_{j}" for j in joints])
     return (["cycle", "t", "status"] + [f"tau_cmd_{j}" for j in joints] + [f"tau_{j}" for j in joints]
-            + [f"q_{j}" for j in joints] + [f"qd_{j}" for j in joints]
+            + [f"q_{j}" for j in joints] + [f"qd_{j}" for j in joints] + [f"brake_{j}" for j in joints]
             + [c for ch in channels for c in (ch, f"{ch}_true")]
             + ["tip_x", "tip_y", "tip_z", "lateness_us", "compute_us", "io_us"])
 

@@ -47,6 +47,8 @@ def test_after_an_encoder_dropout_the_firmware_brakes_the_arm_within_50_ms(hil_r
     status = result.log.window(t_fault + 0.05).column("status").astype(int)
     assert np.all(status & StatusFlag.COMMAND_TIMEOUT)                 # braked from 50 ms on, to the end
     assert np.abs(joint_rates(result.log.window(t_fault + 1.0))).max() == 0.0   # held still
+    after = result.log.window(t_fault + 0.05)
+    assert all(np.all(after.column(f"brake_{j}") >= 1) for j in JOINTS)          # every brake closed
 
 
 @pytest.mark.hil(duration_s=3.0, safe_state="brake")
