@@ -26,7 +26,7 @@ def joint_rates(log) -> np.ndarray:
     return np.column_stack([log.column(f"qd_{j}") for j in JOINTS])
 
 
-@pytest.mark.hil(duration_s=2.5)
+@pytest.mark.hil(duration_s=2.5, mode="lockstep")     # one step per command: deterministic, as fast as it goes
 def test_the_arm_reaches_the_setpoints_without_a_lost_frame(hil_run):
     result = hil_run.finish()
     assert np.abs(joint_errors(result)).max() < 2e-3
