@@ -164,14 +164,15 @@ class Emulator:
         self.sensors = SensorSuite(plant, sensors, seed=options.seed, current_source=self.drives.current)
         sensors_out.bind(self.sensors.channel_names)
         self._sampled = self.sensors.measured.copy()    # the channels as sampled, before any signal fault
-        seed = options.seed if options.seed is not None else (scenario.seed if scenario and scenario.seed
-                                                               is not None else plant.asm.model.sensor_seed)
+        # the faults' seed: the run's, else the scenario's, else the model's
+        seed = next(s for s in (options.seed, scenario and scenario.seed, plant.asm.model.sensor_seed) if s is not None)
         self.faults = FaultEngine(self.sensors.channel_names, dt_s=plant.dt, seed=seed,
                                   encoding=bus_encoding(bus), plant=plant, drives=self.drives, link=self.link,
                                   counter_bits=encoder_counter_bits(self.sensors))
         if scenario is not None:
             scenario.inject_into(self.faults)
         self._events_logged = 0
+        self._announced = ~0 if options.announce_faults else ~int(StatusFlag.FAULT_ACTIVE)   # status bits sent
         self._limited_cycles = 0
         self.watchdog = Watchdog(options.watchdog_s)
         self.header = header or {}
@@ -345,7 +346,7 @@ class Emulator:
         self.cycle += 1
         t2 = time.monotonic_ns()
         status = self._status()
-        self._send(status if self.opt.announce_faults else status & ~StatusFlag.FAULT_ACTIVE)
+        self._send(status & self._announced)
         t3 = time.monotonic_ns()
         if fresh and self.commands.arrival_s > 0:
             self.latency_ns[self.latency_count % len(self.latency_ns)] = t3 - int(self.commands.arrival_s * 1e9)

@@ -120,3 +120,31 @@ def test_checkout_bench_times_the_loop_of_each_checkout(capsys):
     assert bench_checkouts.main([str(root), "--cycles", "50", "--rounds", "1", "--json"]) == 0
     (name, run), = json.loads(capsys.readouterr().out)["runs"]
     assert name == str(root) and 0 < run["compute"]["p50"] <= run["total"]["p50"] < math.inf
+
+
+def test_trace_analysis_finds_silent_stretches_and_waits_of_the_loop():
+    from tools.trace_stalls import analyse, parse
+
+    def line(t: float, name: str, rest: str) -> str:
+        return f"          <idle>-0       [000] d..2. {t:.6f}: {name}: {rest}"
+
+    def wakeup(t: float) -> str:
+        return line(t, "sched_wakeup", "comm=hil pid=7 prio=19 target_cpu=000")
+
+    def switch(t: float, prev: int, state: str, nxt: int) -> str:
+        return line(t, "sched_switch", f"prev_comm=x prev_pid={prev} prev_prio={19 if prev == 7 else 120} "
+                                       f"prev_state={state} ==> next_comm=y next_pid={nxt} next_prio=120")
+    lines = []
+    for k in range(6000):                     # the loop (pid 7, SCHED_FIFO 80) wakes and runs every 1 ms
+        t = 1e-3 * k
+        if 3.0 < t < 3.009:                   # 9 ms without any event: the CPU was not running
+            continue
+        if k == 4000:                         # at 4 s it waits 1.6 ms for the CPU after its wake-up
+            lines += [wakeup(t), line(t + 8e-4, "irq_handler_entry", "irq=11 name=x"),
+                      switch(t + 1.6e-3, 0, "R", 7), switch(t + 1.8e-3, 7, "S", 0)]
+        elif k != 4001:
+            lines += [wakeup(t), switch(t + 1e-5, 0, "R", 7), switch(t + 2e-4, 7, "S", 0)]
+    report = analyse(parse("\n".join(lines)), 1.5e-3)
+    assert report["loop_pid"] == "7"
+    assert [(round(g["at_s"], 4), round(g["ms"], 1)) for g in report["gaps"]] == [(3.0002, 8.8)]
+    assert [(round(w["at_s"], 3), round(w["ms"], 2)) for w in report["waits"]] == [(4.0, 1.6)]
