@@ -23,10 +23,9 @@ Each cycle::
     3. engine.stall()                           in the compute phase, before the plant step
     4. plant step + sensor sampling             fills sensors.truth and sensors.measured
     5. engine.apply_signals(measured, truth)    signal faults change ``measured`` in place; it must
-                                                hold the values as sampled: a channel held between
-                                                samples (divider > 1) gets its sampled value back
-                                                before the step, or a fault would act on its own
-                                                output again (hil.runtime keeps a copy)
+                                                hold the values as sampled (SensorSuite.step copies
+                                                its outputs into it every step, held channels too),
+                                                or a fault would act on its own output again
     6. status |= StatusFlag.FAULT_ACTIVE if engine.any_active
     7. frames encoded from measured, link.send  to_firmware bus faults and the output delay act here
     8. engine.events_since(n_logged)            the injections and clearances of this cycle, for the log

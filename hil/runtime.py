@@ -163,7 +163,6 @@ class Emulator:
         self.drives = drives or DriveBank(plant)
         self.sensors = SensorSuite(plant, sensors, seed=options.seed, current_source=self.drives.current)
         sensors_out.bind(self.sensors.channel_names)
-        self._sampled = self.sensors.measured.copy()    # the channels as sampled, before any signal fault
         # the faults' seed: the run's, else the scenario's, else the model's
         seed = next(s for s in (options.seed, scenario and scenario.seed, plant.asm.model.sensor_seed) if s is not None)
         self.faults = FaultEngine(self.sensors.channel_names, dt_s=plant.dt, seed=seed,
@@ -337,11 +336,7 @@ class Emulator:
         t1 = time.monotonic_ns()
         tau = self.drives.update(self._applied_torque())
         self.faults.stall()
-        # a channel sampled every n-th step holds its value in `measured` between samples: put back
-        # the value as sampled, so that no signal fault acts again on its own last output
-        np.copyto(self.sensors.measured, self._sampled)
         self.sensors.step(tau)
-        np.copyto(self._sampled, self.sensors.measured)
         self.faults.apply_signals(self.sensors.measured, self.sensors.truth)
         self.cycle += 1
         t2 = time.monotonic_ns()

@@ -56,10 +56,11 @@ element (before the filter) and on the output word.
 
 Order of a cycle, for the bus and the fault engine: ``step(tau)`` advances the plant and
 writes ``truth`` and ``measured``; a fault engine may then change ``measured`` in place;
-only then are frames encoded from it (firmware_bridge.signals.SensorOutput). A channel sampled
-every n-th step keeps its value in ``measured`` between samples, so a user that changes it
-(the emulator's fault engine) puts the sampled value back before the next step. One numpy Generator per suite draws all normals (2 per channel per
-step, whether the channel samples or not), so a seed reproduces a run exactly.
+only then are frames encoded from it (firmware_bridge.signals.SensorOutput). The sensors keep
+their outputs in ``sampled`` (a channel sampled every n-th step holds its value there between
+samples) and every step copies them to ``measured``, so a change made to ``measured`` lasts one
+step and never feeds back into the next. One numpy Generator per suite draws all normals (2 per
+channel per step, whether the channel samples or not), so a seed reproduces a run exactly.
 """
 from __future__ import annotations
 
@@ -128,7 +129,8 @@ class SensorSuite:
     """Every sensor of an arm on flat channel arrays (the models: see the module docstring).
 
     ``channel_names`` (bus signal names), ``truth`` (ideal value at each channel's last sample)
-    and ``measured`` (what goes on the bus) are preallocated and indexed alike;
+    ``sampled`` (the sensors' outputs) and ``measured`` (what goes on the bus: ``sampled`` as of the
+    last step, then changed by faults) are preallocated and indexed alike;
     ``channel(name)`` gives the index. ``station_out`` (n, 24) holds the world kinematics of
     the sampled stations (Plant.station's fields), ``tip`` a view of the tip's position.
     """
@@ -185,6 +187,7 @@ class SensorSuite:
         self._gm = np.array(t.group_mats, float).reshape(-1, 2, 3, 3)
         self._z = np.zeros(2 * n)
         self.truth = np.zeros(n)
+        self.sampled = np.zeros(n)
         self.measured = np.zeros(n)
         self._enc = np.nonzero(self._ich[:, k.I_KIND] == k.ENC)[0]
         self._imu = np.array([[self._index[c] for c in spec_names] for spec, spec_names in zip(self.specs, names)
@@ -212,7 +215,8 @@ class SensorSuite:
         p = self.plant
         k.sense(self.step_count, first, p.pos, p.vel, self.station_out, p.work.fj, self.current_source, self._z,
                 self._ich, self._fch, self._sf, self._si, self._gi, self._gm, self._lin_idx, self._lin_coef,
-                p.km.axis, self.truth, self.measured)
+                p.km.axis, self.truth, self.sampled)
+        self.measured[:] = self.sampled
 
     # ------------------------------------------------------------------ access
     def channel(self, name: str) -> int:
