@@ -222,7 +222,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------------------- hil bench
-BENCHES = {"kernel": "tools.bench_kernel", "loop": "tools.bench_loop"}
+BENCHES = {"kernel": "tools.bench_kernel", "loop": "tools.bench_loop", "components": "tools.bench_components"}
 
 
 def _bench_module(name: str):
@@ -240,7 +240,8 @@ def _bench_module(name: str):
     return importlib.import_module(module)
 
 
-@command("bench", "benchmarks: `hil bench kernel ...` (default) or `hil bench loop ...`; arguments are passed on",
+@command("bench", "benchmarks: `hil bench kernel ...` (default), `hil bench loop ...` or `hil bench components ...`; "
+                  "arguments are passed on",
          passthrough=True)
 def _cmd_bench(argv: list[str]) -> int:
     name = argv[0] if argv and argv[0] in BENCHES else "kernel"

@@ -1,6 +1,7 @@
 """tools/bench_kernel.py (``hil bench kernel``): the quick benchmark runs and reports sane numbers;
 tools/bench_loop.py (``hil bench loop``): the model-overhead comparisons run and print every model set;
-tools/bench_checkouts.py: the loop of a checkout is timed."""
+tools/bench_checkouts.py: the loop of a checkout is timed; tools/bench_components.py: every model stage
+is timed."""
 from __future__ import annotations
 
 import json
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hil.cli import main as hil_main
-from tools import bench_checkouts, bench_kernel, bench_loop
+from tools import bench_checkouts, bench_components, bench_kernel, bench_loop
 
 
 def _timings(obj, key: str = ""):
@@ -148,3 +149,12 @@ def test_trace_analysis_finds_silent_stretches_and_waits_of_the_loop():
     assert report["loop_pid"] == "7"
     assert [(round(g["at_s"], 4), round(g["ms"], 1)) for g in report["gaps"]] == [(3.0002, 8.8)]
     assert [(round(w["at_s"], 3), round(w["ms"], 2)) for w in report["waits"]] == [(4.0, 1.6)]
+
+
+def test_component_bench_times_every_stage(capsys):
+    assert bench_components.main(["--number", "20", "--repeat", "1", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report) == {"drives", "sensors", "faults", "codecs"}
+    for section in report.values():
+        for what, us in section.items():
+            assert 0 < us < math.inf or what.startswith("sensor stage"), (what, us)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import timeit
 from pathlib import Path
 
 import numpy as np
@@ -755,25 +754,6 @@ def test_ella_torque_limits_match_the_bus_command_ranges():
     limits = np.array([b.joint.motor.torque_limit_N_m for b in model.bodies])
     for path in sorted((ROOT / "configs" / "bus").glob("*.toml")):
         np.testing.assert_allclose(CommandOutput(BusMap.load(path), names).limit, limits, err_msg=path.name)
-
-
-def test_update_costs_a_few_microseconds():
-    """With every brake released, and with all three engaged and holding."""
-    plant = Plant(load_model("configs/ella.toml"))
-    plant.equilibrium_eta()
-    bank = DriveBank(plant)
-    cmd = np.array([10.0, -50.0, 5.0])
-    n = 20000
-    us = {}
-    for braked in (False, True):
-        for k in range(3):
-            bank.set_brake(k, braked)
-        bank.update(cmd)
-        assert bank.brake_held.all() == braked
-        us[braked] = min(timeit.repeat(lambda: bank.update(cmd), number=n, repeat=5)) / n * 1e6
-    print(f"\nDriveBank.update (ELLA, 3 current drives): {us[False]:.2f} us per cycle, "
-          f"{us[True]:.2f} us with the brakes holding")
-    assert max(us.values()) < 20.0
 
 
 ELLA_TEXT = (ROOT / "configs" / "ella.toml").read_text()
