@@ -6,7 +6,7 @@ RPDO1..4 0x200/0x300/0x400/0x500 + node (master -> drive), heartbeat 0x700 + nod
 CANopen (:func:`is_canopen`) when it carries NMT and SYNC to the plant (``configs/bus/canopen_cst.toml``).
 
 Plant side, :class:`DriveNodes`: the nodes of the map (every node id with a PDO or a heartbeat in
-it) as NMT slaves, used by ``hil.runtime.Emulator`` through a narrow hook:
+it) as NMT slaves, used by ``hil.runtime.loop.Emulator`` through a narrow hook:
 
 * ``receive(frame)``: True if the frame is protocol traffic and must not reach the command
   decoder: NMT (state changes), SYNC (marks a cycle: ``step_due``), and RPDOs addressed to a node

@@ -4,7 +4,7 @@
 faults to the frames of either direction: ``to_plant`` (what the emulator receives from the
 firmware, acted on in ``recv``) and ``to_firmware`` (what it sends, acted on in ``send``). With no
 fault active a call costs one list test on top of the wrapped link's. Faults are bound and switched
-by :class:`hil.faults.FaultEngine` (``bind``, ``activate``, ``deactivate``, ``begin_cycle`` once
+by :class:`hil.faults.engine.FaultEngine` (``bind``, ``activate``, ``deactivate``, ``begin_cycle`` once
 per cycle while ``busy``); nothing a fault does raises into the loop (a failing effect passes the
 frame on unchanged and counts in ``errors``), and every frame a fault acts on counts in its
 ``hits`` (``stats()``). Frames a fault swallows count as sent for the sender: on a real bus the

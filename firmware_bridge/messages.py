@@ -33,7 +33,7 @@ signals (a float32 signal carries NaN, for fault injection);
 decoding rejects frames with the wrong length, a bad CRC, NaN or out-of-range values, and
 (when asked) an unexpected counter. A signal name is unique on a bus, except counters, which
 may repeat (e.g. ``cycle`` in every sensor frame). Errors in a map raise
-:class:`hil.config.ConfigError` naming file, key, value and the expected unit.
+:class:`hil.model.config.ConfigError` naming file, key, value and the expected unit.
 
 ``python -m firmware_bridge.messages MAP.toml ...`` prints each map's layout and bus load.
 """
@@ -53,7 +53,7 @@ import numpy as np
 
 from firmware_bridge.framing import MAX_PAYLOAD, max_encoded_size
 from firmware_bridge.link import Frame
-from hil.config import ConfigError, parse_toml
+from hil.model.config import ConfigError, parse_toml
 
 KINDS = ("can", "canfd", "serial")
 DIRECTIONS = ("to_plant", "to_firmware")

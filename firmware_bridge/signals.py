@@ -1,7 +1,7 @@
 """Between named bus signals and the arrays the emulator and the firmware compute with.
 
 Signal names (see configs/bus/*.toml): commands `tau_<joint>` [N m, link side] with a
-rolling counter; sensors: any channel of hil.sensors.SensorSuite by its name (`enc_<joint>`
+rolling counter; sensors: any channel of hil.devices.sensors.SensorSuite by its name (`enc_<joint>`
 [counts], `vel_<joint>` [motor counts/s], `imu_ax..imu_az` [m/s^2], `imu_gx..imu_gz` [rad/s],
 `index_<joint>`, `abs_<joint>`, `strain_<name>`, `torque_<joint>`, `cur_<joint>`), `status`
 (StatusFlag bits) and `cycle`.
@@ -164,7 +164,7 @@ class SensorOutput:
     """Plant side: the sensor channels, status and cycle into the sensor frames.
 
     ``bind(channel_names)`` (once, at start-up) maps every to_firmware signal named like a
-    sensor channel (hil.sensors.SensorSuite.channel_names) to that channel; ``frames()`` then
+    sensor channel (hil.devices.sensors.SensorSuite.channel_names) to that channel; ``frames()`` then
     copies the measured array into the due frames through these index slots. Signals without
     a channel (other than status and cycle) stay zero. `joint_names` is taken as by the other
     plant-side endpoints; the sensor channels carry their joints in their names."""

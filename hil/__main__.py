@@ -1,6 +1,6 @@
 """`python -m hil ...` is the `hil` command."""
 import sys
 
-from .cli import main
+from hil.cli.main import main
 
 sys.exit(main())

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hil import model as md
-from hil.assembly import rpy_matrix
+from hil.model import spec as md
+from hil.model.assembly import rpy_matrix
 
 
 def spd_inertia(rng: np.random.Generator, scale: float = 0.1) -> np.ndarray:

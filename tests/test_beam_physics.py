@@ -3,7 +3,7 @@
 Every reference here is computed in this file from first principles (closed-form
 Euler-Bernoulli results, our own root solves of the characteristic equations, a
 Hermite-cubic finite-element beam, a hand-written rotating-beam ODE, energy balance)
-or taken from the research digests (seeds 001, 003, 004); none reuses hil.modal code.
+or taken from the research digests (seeds 001, 003, 004); none reuses hil.model.modal code.
 
 1. clamped-free frequencies from the whole-arm linearisation (seed 003 cantilever);
 2. clamped beam with a rigid tip body (child body through a joint, or an attachment);
@@ -20,12 +20,12 @@ import math
 import numpy as np
 import pytest
 
-from hil import model as md
-from hil.assembly import assemble
-from hil.config import load_model
-from hil.linearize import arm_frequencies_hz
-from hil.modal import clamped_mass_bending_roots
-from hil.plant import Plant
+from hil.model import spec as md
+from hil.model.assembly import assemble
+from hil.model.config import load_model
+from hil.model.linearize import arm_frequencies_hz
+from hil.model.modal import clamped_mass_bending_roots
+from hil.dynamics.plant import Plant
 
 # --------------------------------------------------------------------------- independent references
 
@@ -165,7 +165,7 @@ J_TIP_COM = np.diag([2.0e-3, 4.0e-3, 6.0e-3])   # about the tip body's centre of
 
 
 def _tip_references(J_tip_parent: np.ndarray, n_bend=3, n_tors=0):
-    """Per kind: (own root solve, hil.modal roots) frequencies for a tip body (M_TIP, J about the tip)."""
+    """Per kind: (own root solve, hil.model.modal roots) frequencies for a tip body (M_TIP, J about the tip)."""
     L, rA = AL["length_m"], AL["rho_kg_m3"] * AL["area_m2"]
     mu = M_TIP / (rA * L)
     out_own, out_lib = [], []
@@ -215,7 +215,7 @@ def test_clamped_mass_whole_arm_frequencies(case):
     d = R @ c["offset"]
     J_tip = R @ J_TIP_COM @ R.T + M_TIP * (d @ d * np.eye(3) - np.outer(d, d))   # about the tip point
     own, lib = _tip_references(J_tip, 3, c["torsion"])
-    np.testing.assert_allclose(lib, own, rtol=1e-9)   # hil.modal roots == our own determinant roots
+    np.testing.assert_allclose(lib, own, rtol=1e-9)   # hil.model.modal roots == our own determinant roots
     f = kind_frequencies(assemble(model))
     np.testing.assert_allclose(f, own, rtol=1e-6)    # requirement: < 0.1 %
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hil.cli import main as hil_main
+from hil.cli.main import main as hil_main
 from tools import bench_checkouts, bench_components, bench_kernel, bench_loop
 
 

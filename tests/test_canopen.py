@@ -1,6 +1,6 @@
 """CANopen (configs/bus/canopen_cst.toml): the emulated CiA 402 drives and the firmware's NMT master.
 
-In-process: the emulator (hil.runtime.Emulator with firmware_bridge.canopen.DriveNodes) on one end
+In-process: the emulator (hil.runtime.loop.Emulator with firmware_bridge.canopen.DriveNodes) on one end
 of an in-memory link, the test playing the master on the other, cycle by cycle through
 Emulator.step_once(); the nodes' heartbeat clock is a fake the test advances. Then one closed loop
 through the CLI (`hil run ... --spawn-firmware --mode lockstep` over udp_loopback, SYNC-driven),
@@ -23,11 +23,11 @@ from firmware_bridge.messages import (NMT_PRE_OPERATIONAL, NMT_RESET_COMMUNICATI
                                       NMT_STOP, STATE_BOOTUP, STATE_OPERATIONAL, STATE_PRE_OPERATIONAL,
                                       STATE_STOPPED, BusMap, heartbeat_frame, nmt_frame, sync_frame)
 from firmware_bridge.signals import CommandInput, SensorOutput
-from hil.config import load_model
-from hil.drives import DriveBank
-from hil.plant import Plant
-from hil.runlog import read_run
-from hil.runtime import Emulator, RuntimeOptions
+from hil.model.config import load_model
+from hil.devices.drives import DriveBank
+from hil.dynamics.plant import Plant
+from hil.logs.runlog import read_run
+from hil.runtime.loop import Emulator, RuntimeOptions
 from links import memory_pair
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,9 +10,9 @@ import types
 import numpy as np
 import pytest
 
-from hil.cli import main
-from hil.runlog import read_run
-from hil.simulate import Progress, TorqueTable
+from hil.cli.main import main
+from hil.logs.runlog import read_run
+from hil.dynamics.simulate import Progress, TorqueTable
 
 SPINUP = "configs/spinup_beam.toml"
 
@@ -47,7 +47,7 @@ def _run(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def test_help_subprocess():
-    res = subprocess.run([sys.executable, "-m", "hil.cli", "--help"], capture_output=True, text=True, timeout=120)
+    res = subprocess.run([sys.executable, "-m", "hil", "--help"], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0
     for name in ("modes", "simulate", "bench"):
         assert name in res.stdout
@@ -195,7 +195,7 @@ FIRMWARE_SLEEPS = "import sys, time; print(sys.argv[1], flush=True); time.sleep(
 
 
 def _recording_popen(monkeypatch) -> list[subprocess.Popen]:
-    import hil.launch as launch
+    import hil.runtime.launch as launch
     started: list[subprocess.Popen] = []
     real = launch.subprocess.Popen
 
@@ -207,7 +207,7 @@ def _recording_popen(monkeypatch) -> list[subprocess.Popen]:
 
 
 def test_spawn_firmware_that_is_not_ready_is_killed_and_reaped(monkeypatch):
-    from hil.launch import LINK_PLACEHOLDER, spawn_firmware
+    from hil.runtime.launch import LINK_PLACEHOLDER, spawn_firmware
     started = _recording_popen(monkeypatch)
     with pytest.raises(RuntimeError, match="did not print 'ready'"):
         spawn_firmware([sys.executable, "-c", FIRMWARE_SLEEPS, "starting"], "pty-x")
@@ -223,7 +223,7 @@ def test_spawn_firmware_that_is_not_ready_is_killed_and_reaped(monkeypatch):
 
 
 def test_run_closes_the_link_and_reaps_the_firmware_when_the_start_fails(monkeypatch):
-    import hil.launch as launch
+    import hil.runtime.launch as launch
     started = _recording_popen(monkeypatch)
     closed = []
     link = types.SimpleNamespace(close=lambda: closed.append(True))
@@ -249,7 +249,7 @@ def test_run_closes_the_link_and_reaps_the_firmware_when_the_start_fails(monkeyp
 
 
 def test_log_export_writes_rows_and_events(tmp_path, capsys):
-    from hil.runlog import MsgpackRunWriter
+    from hil.logs.runlog import MsgpackRunWriter
     log = tmp_path / "run.msgpack"
     with MsgpackRunWriter(log, {"columns": ["cycle", "t"]}) as w:
         w.write(np.array([0.0, 0.0]))

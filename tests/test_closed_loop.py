@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hil.runlog import read_run
+from hil.logs.runlog import read_run
 
 ROOT = Path(__file__).resolve().parent.parent
 ARM = "configs/ella.toml"

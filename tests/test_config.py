@@ -1,4 +1,4 @@
-"""Tests of hil.config: the presets load, ELLA numbers match seed 000, broken files fail clearly."""
+"""Tests of hil.model.config: the presets load, ELLA numbers match seed 000, broken files fail clearly."""
 from __future__ import annotations
 
 import math
@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hil.assembly import assemble
-from hil.config import ConfigError, load_model, load_model_from_string
-from hil.model import DRIVE_PRESCRIBED, Model
+from hil.model.assembly import assemble
+from hil.model.config import ConfigError, load_model, load_model_from_string
+from hil.model.spec import DRIVE_PRESCRIBED, Model
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"

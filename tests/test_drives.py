@@ -1,4 +1,4 @@
-"""Motor drives (hil.drives) and the plant-side friction, brake and backlash, against analytic results.
+"""Motor drives (hil.devices.drives) and the plant-side friction, brake and backlash, against analytic results.
 
 Single-joint test rigs: a rigid body on one revolute joint (axis z, no gravity unless stated),
 its motor rotor J_r behind a gear n, so the inertia at the joint is J = J_link + n^2 J_r.
@@ -15,14 +15,14 @@ import pytest
 from chains import random_flexible_chain
 from firmware_bridge.messages import BusMap
 from firmware_bridge.signals import CommandOutput
-from hil import model as md
-from hil.assembly import assemble, make_work
-from hil.config import ConfigError, load_model, load_model_from_string
-from hil.drives import DriveBank, DriveSpec, apparent_inertias
+from hil.model import spec as md
+from hil.model.assembly import assemble, make_work
+from hil.model.config import ConfigError, load_model, load_model_from_string
+from hil.devices.drives import DriveBank, DriveSpec, apparent_inertias
 from hil.kernels.aba import (DRIVE_PRESCRIBED, DRIVE_ROTOR_HELD, JP_BRAKE, JP_BRAKE_VS, JP_COUL_VS,
                              forward_dynamics)
 from hil.kernels.oracle import forward_dynamics_dense
-from hil.plant import Plant
+from hil.dynamics.plant import Plant
 
 ROOT = Path(__file__).resolve().parent.parent
 

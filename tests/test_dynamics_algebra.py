@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from hil.assembly import assemble, make_work
-from hil.config import load_model
+from hil.model.assembly import assemble, make_work
+from hil.model.config import load_model
 from hil.kernels.aba import forward_dynamics
 from hil.kernels.oracle import forward_dynamics_dense
 

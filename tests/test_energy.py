@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hil import model as md
-from hil.config import load_model
-from hil.plant import Plant
+from hil.model import spec as md
+from hil.model.config import load_model
+from hil.dynamics.plant import Plant
 
 from chains import random_flexible_chain
 

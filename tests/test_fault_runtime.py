@@ -1,6 +1,6 @@
 """Fault injection end to end: every fault family through a real Emulator of ELLA.
 
-The emulator (hil.runtime.Emulator, configs/ella.toml with its drives and sensors) sits on one end
+The emulator (hil.runtime.loop.Emulator, configs/ella.toml with its drives and sensors) sits on one end
 of an in-memory link (compact_fd) or a pty pair (serial_frame); the test plays the firmware on
 the other end, cycle by cycle through Emulator.step_once() (or Emulator.run() for the timing and
 scenario tests): it sends hold torques (or a PD law on the encoder angles it decoded) and decodes
@@ -28,12 +28,12 @@ from firmware_bridge.link import Frame
 from firmware_bridge.messages import BusMap, DecodeError, StatusFlag
 from firmware_bridge.serial_link import SerialLink, open_pty_pair
 from firmware_bridge.signals import CommandInput, SensorInput, SensorOutput
-from hil.config import load_model
-from hil.faults import Duration, Fault, FaultError, Trigger
-from hil.plant import Plant
-from hil.runlog import read_run
-from hil.runtime import Emulator, RuntimeOptions
-from hil.scenario import load_scenario
+from hil.model.config import load_model
+from hil.faults.engine import Duration, Fault, FaultError, Trigger
+from hil.dynamics.plant import Plant
+from hil.logs.runlog import read_run
+from hil.runtime.loop import Emulator, RuntimeOptions
+from hil.faults.scenario import load_scenario
 from links import MemoryLink, memory_pair
 
 ROOT = Path(__file__).resolve().parent.parent

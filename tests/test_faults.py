@@ -21,14 +21,14 @@ from firmware_bridge.link_faults import FaultyLink
 from firmware_bridge.messages import BusMap
 from firmware_bridge.serial_link import SerialLink, open_pty_pair
 from firmware_bridge.signals import FrameReader, FrameWriter
-from hil.config import ConfigError, load_model
-from hil.drives import P_STICK, DriveBank
-from hil.faults import Duration, Fault, FaultEngine, FaultError, Trigger, bus_encoding, encoder_counter_bits
+from hil.model.config import ConfigError, load_model
+from hil.devices.drives import P_STICK, DriveBank
+from hil.faults.engine import Duration, Fault, FaultEngine, FaultError, Trigger, bus_encoding, encoder_counter_bits
 from hil.kernels.aba import JP_BRAKE_VS
-from hil.linearize import component_frequencies_hz
-from hil.plant import REAL_AXIS_STABILITY, Plant
-from hil.sensor_specs import EncoderSpec, ImuSpec
-from hil.scenario import load_scenario, scenario_from_string
+from hil.model.linearize import component_frequencies_hz
+from hil.dynamics.plant import REAL_AXIS_STABILITY, Plant
+from hil.model.sensor_specs import EncoderSpec, ImuSpec
+from hil.faults.scenario import load_scenario, scenario_from_string
 from links import memory_pair
 
 ROOT = Path(__file__).resolve().parent.parent

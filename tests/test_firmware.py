@@ -4,13 +4,13 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 
-from firmware_bridge.controller import ReferenceController, ControllerGains, quintic
-from firmware_bridge.firmware import EncoderMonitor, Firmware
+from firmware_bridge.reference.controller import ReferenceController, ControllerGains, quintic
+from firmware_bridge.reference.firmware import EncoderMonitor, Firmware
 from firmware_bridge.messages import BusMap
 from firmware_bridge.signals import CommandInput, SensorOutput
-from hil.config import load_model
-from hil.plant import Plant
-from hil.runtime import Emulator, RuntimeOptions
+from hil.model.config import load_model
+from hil.dynamics.plant import Plant
+from hil.runtime.loop import Emulator, RuntimeOptions
 from links import memory_pair
 
 

@@ -17,10 +17,10 @@ import warnings
 import numpy as np
 import pytest
 
-from hil import model as md
-from hil.assembly import assemble
-from hil.config import load_model
-from hil.plant import AUTO_RK4_MAX_SUBSTEPS, ForwardEulerWarning, Plant, SimulationError, plan_integrator
+from hil.model import spec as md
+from hil.model.assembly import assemble
+from hil.model.config import load_model
+from hil.dynamics.plant import AUTO_RK4_MAX_SUBSTEPS, ForwardEulerWarning, Plant, SimulationError, plan_integrator
 
 from chains import random_flexible_chain
 

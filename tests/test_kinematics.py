@@ -18,13 +18,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hil import model as md
-from hil.assembly import assemble, make_work
-from hil.config import load_model
+from hil.model import spec as md
+from hil.model.assembly import assemble, make_work
+from hil.model.config import load_model
 from hil.kernels import integrate
 from hil.kernels.aba import forward_dynamics
 from hil.kernels.outputs import station_state, world_poses
-from hil.plant import Plant
+from hil.dynamics.plant import Plant
 
 from chains import random_flexible_chain, random_state
 from test_mass_matrix_direct import CS, body_frames, deformed_point, rot_xyz, split, vee

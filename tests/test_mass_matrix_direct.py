@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hil.assembly import assemble, make_work
-from hil.config import load_model
+from hil.model.assembly import assemble, make_work
+from hil.model.config import load_model
 from hil.kernels.aba import forward_kinematics, joint_torques, prepare
 from hil.kernels.oracle import bias_forces, mass_matrix
 from hil.kernels.outputs import energy

@@ -1,14 +1,14 @@
-"""Tests of the load-time modal precomputation (hil.modal)."""
+"""Tests of the load-time modal precomputation (hil.model.modal)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from hil.modal import (
+from hil.model.modal import (
     AXIAL, BENDING_Y, BENDING_Z, TORSION, ModalError, beam_modes, bending_frequency_hz,
     clamped_free_roots, clamped_mass_bending_roots, torsion_roots,
 )
-from hil.model import Beam
+from hil.model.spec import Beam
 
 # seed 003 cantilever (aluminium, L = 8 m)
 SEED3 = dict(length_m=8.0, E_Pa=6.8952e10, G_Pa=2.6e10, rho_kg_m3=2.7667e3, area_m2=7.2968e-5,

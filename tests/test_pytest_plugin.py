@@ -3,8 +3,8 @@ import sys
 
 import numpy as np
 
-from firmware_bridge.controller import ELLA_SETPOINTS
-from hil.launch import LINK_PLACEHOLDER
+from firmware_bridge.reference.controller import ELLA_SETPOINTS
+from hil.runtime.launch import LINK_PLACEHOLDER
 
 pytest_plugins = ["pytester"]
 
@@ -12,7 +12,7 @@ pytest_plugins = ["pytester"]
 def test_settings_come_from_defaults_command_line_and_marker_in_rising_precedence(pytester):
     pytester.makepyfile("""
         import pytest
-        from hil.pytest_plugin import _settings
+        from hil.testing.pytest_plugin import _settings
 
         @pytest.mark.hil(bus="marker.toml", duration_s=1.0)
         def test_inner(request):

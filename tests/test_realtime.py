@@ -8,8 +8,8 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from hil import realtime
-from hil.realtime import (HIST_EDGES_NS, SERIES, CycleStats, OverrunHalt, Pacer, RealtimeSetup,
+from hil.runtime import realtime
+from hil.runtime.realtime import (HIST_EDGES_NS, SERIES, CycleStats, OverrunHalt, Pacer, RealtimeSetup,
                           apply_realtime)
 
 MS = 1_000_000

@@ -1,6 +1,6 @@
 """Runtime robustness: malformed command input, the command watchdog and its safe states, the run log.
 
-Everything runs in this process. The emulator (hil.runtime.Emulator) sits on one end of a link and
+Everything runs in this process. The emulator (hil.runtime.loop.Emulator) sits on one end of a link and
 the test plays the firmware on the other end, cycle by cycle through Emulator.step_once():
 
 * an in-memory CAN-style link pair (MemoryLink) for compact_classic, whose command frame carries a
@@ -30,12 +30,12 @@ from firmware_bridge.messages import (REJECTION_KINDS, BusMap, EncodeError, Stat
                                       crc8_sae_j1850)
 from firmware_bridge.serial_link import SerialLink, open_pty_pair
 from firmware_bridge.signals import CommandInput, SensorInput, SensorOutput
-from hil.config import load_model
-from hil.drives import DriveBank
-from hil.launch import versions
-from hil.plant import Plant
-from hil.runlog import read_run
-from hil.runtime import Emulator, RuntimeOptions
+from hil.model.config import load_model
+from hil.devices.drives import DriveBank
+from hil.runtime.launch import versions
+from hil.dynamics.plant import Plant
+from hil.logs.runlog import read_run
+from hil.runtime.loop import Emulator, RuntimeOptions
 from links import MemoryLink, memory_pair
 
 ROOT = Path(__file__).resolve().parent.parent

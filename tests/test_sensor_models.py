@@ -9,11 +9,11 @@ import pytest
 
 from firmware_bridge.messages import BusMap
 from firmware_bridge.signals import CommandInput, SensorOutput
-from hil.config import ConfigError, load_model, load_model_from_string
-from hil.plant import Plant
-from hil.runlog import read_run
-from hil.runtime import Emulator, RuntimeOptions
-from hil.sensor_specs import (
+from hil.model.config import ConfigError, load_model, load_model_from_string
+from hil.dynamics.plant import Plant
+from hil.logs.runlog import read_run
+from hil.runtime.loop import Emulator, RuntimeOptions
+from hil.model.sensor_specs import (
     AbsEncoderSpec,
     CurrentSpec,
     EncoderSpec,
@@ -23,7 +23,7 @@ from hil.sensor_specs import (
     TorqueSpec,
     TriadChain,
 )
-from hil.sensors import SensorSuite
+from hil.devices.sensors import SensorSuite
 from links import memory_pair
 
 ELLA = "configs/ella.toml"

@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-from hil.config import load_model
-from hil.plant import Plant
-from hil.sensor_specs import ImuSpec, default_sensors
-from hil.sensors import SensorSuite
+from hil.model.config import load_model
+from hil.dynamics.plant import Plant
+from hil.model.sensor_specs import ImuSpec, default_sensors
+from hil.devices.sensors import SensorSuite
 
 from chains import pinocchio_model, rigid_equivalent
 

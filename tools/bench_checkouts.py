@@ -25,10 +25,10 @@ import numpy as np
 from firmware_bridge.link import LinkCounters
 from firmware_bridge.messages import BusMap
 from firmware_bridge.signals import CommandInput, SensorInput, SensorOutput
-from hil.config import load_model
-from hil.plant import Plant
-from hil.realtime import SERIES
-from hil.runtime import Emulator, RuntimeOptions
+from hil.model.config import load_model
+from hil.dynamics.plant import Plant
+from hil.runtime.realtime import SERIES
+from hil.runtime.loop import Emulator, RuntimeOptions
 
 class End:
     def __init__(self):

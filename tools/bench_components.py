@@ -30,15 +30,15 @@ def best_us(fn: Callable[[], object], number: int, repeat: int) -> float:
 
 
 def _at_rest():
-    from hil.config import load_model
-    from hil.plant import Plant
+    from hil.model.config import load_model
+    from hil.dynamics.plant import Plant
     plant = Plant(load_model(ARM))
     plant.equilibrium_eta()
     return plant
 
 
 def drives(number: int, repeat: int) -> dict:
-    from hil.drives import DriveBank
+    from hil.devices.drives import DriveBank
     plant = _at_rest()
     bank = DriveBank(plant)
     cmd = plant.tau[:3].copy()
@@ -71,7 +71,7 @@ def _brake_stop_us(plant, bank, cmd: np.ndarray, n: int) -> float:
 
 
 def sensors(number: int, repeat: int) -> dict:
-    from hil.sensors import SensorSuite
+    from hil.devices.sensors import SensorSuite
     plant = _at_rest()
     suite = SensorSuite(plant)
     tau = plant.tau[:3].copy()
@@ -83,8 +83,8 @@ def sensors(number: int, repeat: int) -> dict:
 
 def faults(number: int, repeat: int) -> dict:
     from firmware_bridge.messages import BusMap
-    from hil.faults import Fault, FaultEngine, bus_encoding
-    from hil.sensors import SensorSuite
+    from hil.faults.engine import Fault, FaultEngine, bus_encoding
+    from hil.devices.sensors import SensorSuite
     plant = _at_rest()
     suite = SensorSuite(plant)
     engine = FaultEngine(suite.channel_names, dt_s=plant.dt, seed=1, encoding=bus_encoding(BusMap.load(BUS)))
@@ -109,7 +109,7 @@ def faults(number: int, repeat: int) -> dict:
 def codecs(number: int, repeat: int) -> dict:
     from firmware_bridge.messages import BusMap
     from firmware_bridge.signals import SensorOutput
-    from hil.sensors import SensorSuite
+    from hil.devices.sensors import SensorSuite
     bus = BusMap.load(BUS)
     plant = _at_rest()
     suite = SensorSuite(plant)

@@ -32,13 +32,13 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from hil import model as md
-from hil.assembly import assemble, make_work
-from hil.config import load_model
+from hil.model import spec as md
+from hil.model.assembly import assemble, make_work
+from hil.model.config import load_model
 from hil.kernels.aba import forward_dynamics
 from hil.kernels.integrate import advance
 from hil.kernels.oracle import forward_dynamics_dense
-from hil.plant import METHODS, Plant
+from hil.dynamics.plant import METHODS, Plant
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = ROOT / "configs" / "ella.toml"

@@ -7,7 +7,7 @@ and prints, side by side: wake-up lateness, compute, I/O and total cycle time
 same CPU when --cpu is given (crossing CPUs adds about 20 us each way on this machine).
 
 What the sensor, drive and fault models cost (the budget: 10 us per 1 ms cycle) is measured
-between three emulators of ELLA: "before" with ideal sensors (hil.sensor_specs.default_sensors),
+between three emulators of ELLA: "before" with ideal sensors (hil.model.sensor_specs.default_sensors),
 ideal torque drives and no faults; "models" with the preset's sensor and drive models and the
 fault engine armed but idle (the budget's case); "faulted" with the same models under the
 benchmark's fault load (configs/scenarios/overhead.toml: seven active faults that leave the plant's
@@ -40,13 +40,13 @@ import numpy as np
 from firmware_bridge.link import LinkCounters
 from firmware_bridge.messages import BusMap
 from firmware_bridge.signals import CommandInput, SensorInput, SensorOutput
-from hil.config import load_model
-from hil.drives import DriveBank
-from hil.plant import Plant
-from hil.realtime import SERIES
-from hil.runtime import Emulator, RuntimeOptions
-from hil.scenario import load_scenario
-from hil.sensor_specs import default_sensors
+from hil.model.config import load_model
+from hil.devices.drives import DriveBank
+from hil.dynamics.plant import Plant
+from hil.runtime.realtime import SERIES
+from hil.runtime.loop import Emulator, RuntimeOptions
+from hil.faults.scenario import load_scenario
+from hil.model.sensor_specs import default_sensors
 
 ROOT = Path(__file__).resolve().parent.parent
 ARM = "configs/ella.toml"

@@ -27,7 +27,7 @@ DRIVE_PRESCRIBED = 1      # the profile's angle, rate and acceleration (a braked
 DRIVE_ROTOR_HELD = 2      # a Spong joint whose holding brake holds the rotor at rest; the link moves on its spring
 
 # columns of KernelModel.jpar: per-joint friction smoothing, Stribeck, the kinetic torque and ramp width
-# of a slipping holding brake (hil.drives), backlash (one array rather than one field each: every
+# of a slipping holding brake (hil.devices.drives), backlash (one array rather than one field each: every
 # field of the model tuple costs each kernel call)
 JP_COUL_VS, JP_STRIBECK, JP_STRIB_VS, JP_BRAKE, JP_BRAKE_VS, JP_BACKLASH = range(6)
 N_JP = 6
@@ -97,12 +97,12 @@ def spring_torque(stiffness, damping, backlash, deflection, rate):
 def friction(viscous, coulomb, smoothing, stribeck, stribeck_vs, brake, brake_vs, rate):
     """Friction torque opposing the rate: viscous, tanh-smoothed Coulomb with an optional Stribeck
     breakaway torque decaying as exp(-(rate / v_st)^2), and a slipping holding brake, whose kinetic
-    torque F_b is smoothed by a ramp saturating at v_b (hil.drives states why a ramp):
+    torque F_b is smoothed by a ramp saturating at v_b (hil.devices.drives states why a ramp):
 
     tau_f = c v + (F_c + F_s exp(-(v / v_st)^2)) tanh(v / v_s) + F_b clip(v / v_b, -1, 1)
 
     v_s (jpar JP_COUL_VS) is the effective smoothing: the configured one, widened by
-    hil.plant.Plant.stabilize_friction where the slope c + (F_c + F_s) / v_s at rest would be beyond
+    hil.dynamics.plant.Plant.stabilize_friction where the slope c + (F_c + F_s) / v_s at rest would be beyond
     the substep's stability bound.
     """
     breakaway = coulomb

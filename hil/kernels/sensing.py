@@ -1,6 +1,6 @@
 """The sensor stage of a cycle: ideal values from the plant state, then each sensor's model.
 
-One call per plant step over flat per-channel tables built by hil.sensors.SensorSuite (the
+One call per plant step over flat per-channel tables built by hil.devices.sensors.SensorSuite (the
 models are stated there). Allocation-free; the standard normals come in through `z`.
 """
 import numpy as np

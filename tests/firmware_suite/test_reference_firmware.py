@@ -1,7 +1,7 @@
 """How to test a firmware on the emulator: this suite tests the reference firmware; run it against
 your own with ``pytest tests/firmware_suite --hil-firmware "./my_fw --port {link}"`` (and
 ``--hil-bus``/``--hil-link`` for its bus map and link), or copy it and set ``firmware`` in the
-markers. The fixtures come from the package's pytest plugin (hil.pytest_plugin): ``hil_run`` is an
+markers. The fixtures come from the package's pytest plugin (hil.testing.pytest_plugin): ``hil_run`` is an
 emulator run (ELLA, serial frames over a pty pair, real-time 1 kHz loop) with the marker's settings,
 already started; ``finish()`` waits for its end and returns the summary, the firmware's result and
 the run log (every measured channel beside its ground truth, the fault events).
@@ -9,9 +9,9 @@ the run log (every measured channel beside its ground truth, the fault events).
 import numpy as np
 import pytest
 
-from firmware_bridge.controller import ELLA_SETPOINTS
+from firmware_bridge.reference.controller import ELLA_SETPOINTS
 from firmware_bridge.messages import StatusFlag
-from hil.faults import Duration, Trigger
+from hil.faults.engine import Duration, Trigger
 
 JOINTS = ("base_yaw", "shoulder_pitch", "elbow")
 

@@ -24,11 +24,11 @@ from typing import Callable, TextIO
 
 import numpy as np
 
-from .assembly import Layout
-from .kernels.outputs import energy, station_state
-from .model import DRIVE_PRESCRIBED
-from .plant import Plant
-from .runlog import RunWriter
+from hil.model.assembly import Layout
+from hil.kernels.outputs import energy, station_state
+from hil.model.spec import DRIVE_PRESCRIBED
+from hil.dynamics.plant import Plant
+from hil.logs.runlog import RunWriter
 
 __all__ = ["InputError", "TorqueTable", "TorqueSource", "Progress", "Summary", "RowBuilder",
            "run_columns", "steps_for", "simulate"]

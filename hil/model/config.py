@@ -1,15 +1,15 @@
-"""TOML arm presets -> :class:`hil.model.Model`, with strict validation.
+"""TOML arm presets -> :class:`hil.model.spec.Model`, with strict validation.
 
 Usage::
 
-    from hil.config import load_model, ConfigError
+    from hil.model.config import load_model, ConfigError
     model = load_model("configs/ella.toml")
 
 Every parameter carries its SI unit in its key name (``length_m``, ``E_Pa``,
 ``viscous_N_m_s_rad`` ...). Only names and structure are required (``model.name``,
 each body's ``name``/``parent``/``joint``/one of ``rigid``|``beam``, a joint's
 ``name`` and ``axis``, the parameters of a beam or rigid body that have no
-dataclass default); everything else falls back to the defaults of ``hil.model``.
+dataclass default); everything else falls back to the defaults of ``hil.model.spec``.
 
 Any problem raises :class:`ConfigError`, a ``ValueError`` whose message names the
 file, the dotted key, the offending value and what was expected, e.g.::
@@ -32,7 +32,7 @@ Schema (see the presets in ``configs/`` for complete examples)::
         [body.joint.profile]     kind = spinup (omega_rad_s, T_s) | cycloidal (k_rad_s, T_s)
                                  | table (t_s strictly increasing, q_rad) | constant;
                                  only with drive = "prescribed" (default: constant)
-        [body.joint.motor]       the joint's PMDC motor drive (hil.drives; none: an ideal torque
+        [body.joint.motor]       the joint's PMDC motor drive (hil.devices.drives; none: an ideal torque
                                  drive without limits); not for prescribed joints:
                                  interface (torque|current|voltage), resistance_ohm,
                                  inductance_H, torque_constant_N_m_A, back_emf_V_s_rad (> 0;
@@ -47,7 +47,7 @@ Schema (see the presets in ``configs/`` for complete examples)::
                                  current: torque_constant_N_m_A, current_bandwidth_hz; voltage:
                                  resistance_ohm, inductance_H, torque_constant_N_m_A,
                                  back_emf_V_s_rad, supply_V. The motor values and the joint's
-                                 friction and backlash are checked by hil.model.drive_problems
+                                 friction and backlash are checked by hil.model.spec.drive_problems
                                  and joint_problems, also for models built in code
         [body.joint.elasticity]  stiffness_N_m_rad > 0, damping_N_m_s_rad >= 0; not for
                                  prescribed joints
@@ -67,7 +67,7 @@ Schema (see the presets in ``configs/`` for complete examples)::
       [[body.attachment]] name, station_m, mass_kg > 0, offset_m, inertia_kg_m2
     [[station]]    name, body, station_m, offset_m
     [[sensor]]     kind = encoder | abs_encoder | imu | strain | torque | current and its keys
-                   (see hil.sensor_specs); none: the default sensor set
+                   (see hil.model.sensor_specs); none: the default sensor set
     [provenance]   "dotted.key" = "published: ..." | "derived: ..." | "assumed: ..."
 
 Positions along a body: on a flexible body ``station_m`` must lie in [0, length_m];
@@ -90,7 +90,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from hil.model import (
+from hil.model.spec import (
     BASE,
     DRIVE_PRESCRIBED,
     DRIVE_TORQUE,
@@ -288,7 +288,7 @@ class _Table:
         return v
 
     def checked_later(self, k: str, default: Any) -> float | None:
-        """The value at k as a float (`default` when absent) for hil.model's checks (drive_problems,
+        """The value at k as a float (`default` when absent) for hil.model.spec's checks (drive_problems,
         joint_problems) to judge; nan for anything but a finite number, which they reject with their
         expectation and unit (the error then shows the value as written)."""
         if k not in self.data:
@@ -297,7 +297,7 @@ class _Table:
         return float(v) if _is_number(v) and math.isfinite(float(v)) else math.nan
 
     def reject(self, problems: Sequence[Problem]) -> None:
-        """Raise the first of `problems` (hil.model's checks of values read from this table) as a
+        """Raise the first of `problems` (hil.model.spec's checks of values read from this table) as a
         ConfigError naming its key and the value as written; a key left out is reported as required."""
         if not problems:
             return
@@ -426,7 +426,7 @@ _JOINT_KEYS = ("name", "axis", "station_m", "offset_m", "rpy_rad", "q0_rad", "qd
                "coulomb_smoothing_rad_s", "stribeck_N_m", "stribeck_velocity_rad_s",
                "backlash_rad", "drive", "profile", "elasticity", "motor")
 _ELASTICITY_KEYS = ("stiffness_N_m_rad", "damping_N_m_s_rad")
-# [body.joint.motor]: the DriveSpec fields (checked by hil.model.drive_problems) and the rotor inertia
+# [body.joint.motor]: the DriveSpec fields (checked by hil.model.spec.drive_problems) and the rotor inertia
 _MOTOR_KEYS = ("interface", *DRIVE_UNITS, "rotor_inertia_kg_m2")
 _RIGID_KEYS = ("mass_kg", "com_m", "inertia_kg_m2")
 _BEAM_KEYS = ("length_m", "E_Pa", "G_Pa", "rho_kg_m3", "area_m2", "Iy_m4", "Iz_m4",
@@ -493,7 +493,7 @@ class _Loader:
             st = self._station(i, rs, by_name, seen_st)
             stations.append(st)
 
-        from hil.sensor_specs import parse_sensors   # it builds on this module's _Table
+        from hil.model.sensor_specs import parse_sensors   # it builds on this module's _Table
         sensors = parse_sensors(top, bodies, stations)
 
         provenance = self._provenance(top)
@@ -874,7 +874,7 @@ def parse_toml(text: str, source: str) -> dict:
 
 
 def reject(source: str, where: str, problems: Sequence[Problem]) -> None:
-    """Raise the first of `problems` (hil.model.drive_problems, joint_problems of a model built in
+    """Raise the first of `problems` (hil.model.spec.drive_problems, joint_problems of a model built in
     code) as a ConfigError, a ValueError, naming `source` and the key ``<where>.<key>``
     (``body[link1].joint.motor``): the message a preset with that value gets."""
     if problems:
@@ -888,7 +888,7 @@ def load_model_from_string(text: str, source: str = "<string>") -> Model:
 
 
 def load_model(path: str | Path) -> Model:
-    """Load and validate an arm preset (TOML) into a :class:`hil.model.Model`."""
+    """Load and validate an arm preset (TOML) into a :class:`hil.model.spec.Model`."""
     source = str(path)
     text = Path(path).read_text(encoding="utf-8")
     return load_model_from_string(text, source)

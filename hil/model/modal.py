@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hil.model import MODE_FAMILIES, MODE_KINDS, Beam
+from hil.model.spec import MODE_FAMILIES, MODE_KINDS, Beam
 
 BENDING_Y, BENDING_Z, TORSION, AXIAL = range(4)
 

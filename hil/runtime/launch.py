@@ -1,5 +1,5 @@
 """An emulator built from files, and a firmware process beside it: what `hil run` and the pytest
-plugin (hil.pytest_plugin) share.
+plugin (hil.testing.pytest_plugin) share.
 
 ``build_emulator`` reads the arm preset, the bus map and a fault scenario, opens the link and
 returns the emulator with the link spec its firmware opens. ``spawn_firmware`` starts a firmware
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .runtime import Emulator, RuntimeOptions
+from hil.runtime.loop import Emulator, RuntimeOptions
 
 LINK_PLACEHOLDER = "{link}"     # in a firmware command line: replaced by the spec its end opens
 
@@ -35,18 +35,18 @@ def build_emulator(arm: str | Path, bus: str | Path, link: str = "pty", options:
     """The emulator of the arm preset `arm` behind `link` (a spec of firmware_bridge.connect, or
     "pty"/"slcan-pty" for a new pty pair), speaking the bus map `bus`, with the faults of the
     scenario file; the plant starts at rest (static deflection, holding torque). `ideal_sensors`:
-    ideal encoders and tip IMU (hil.sensor_specs.default_sensors) instead of the preset's sensor
+    ideal encoders and tip IMU (hil.model.sensor_specs.default_sensors) instead of the preset's sensor
     models; `ideal_drives`: ideal torque drives instead of its motors (the loop benchmark's
     reference, `hil bench loop --models`)."""
     from firmware_bridge.canopen import DriveNodes, is_canopen
     from firmware_bridge.connect import open_link, open_pty_pair_link
     from firmware_bridge.messages import BusMap
     from firmware_bridge.signals import CommandInput, SensorOutput
-    from .config import load_model
-    from .drives import DriveBank
-    from .plant import Plant
-    from .scenario import load_scenario
-    from .sensor_specs import default_sensors
+    from hil.model.config import load_model
+    from hil.devices.drives import DriveBank
+    from hil.dynamics.plant import Plant
+    from hil.faults.scenario import load_scenario
+    from hil.model.sensor_specs import default_sensors
 
     bus_map = BusMap.load(bus)
     plant = Plant(load_model(arm))

@@ -1,4 +1,4 @@
-"""Turn a Model (hil.model) into the flat arrays the numba kernels read.
+"""Turn a Model (hil.model.spec) into the flat arrays the numba kernels read.
 
 KernelModel holds the model as preallocated numpy arrays (one namedtuple so a
 cycle is one Python-to-numba call); Work holds every scratch buffer the kernels
@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import model as md
-from .config import reject
-from .kernels import aba, profiles
-from .modal import BeamModes, beam_modes
+from hil.model import spec as md
+from hil.model.config import reject
+from hil.kernels import aba, profiles
+from hil.model.modal import BeamModes, beam_modes
 
 KernelModel = namedtuple("KernelModel", [
     "dims", "parent", "nm", "mo", "axis", "armature", "viscous", "coulomb", "jpar",
@@ -209,7 +209,7 @@ def _spline_coefficients(t: np.ndarray, q: np.ndarray) -> np.ndarray:
 
 def _joint_parameters(bodies: list[md.Body]) -> np.ndarray:
     """KernelModel.jpar: Coulomb smoothing, Stribeck, brake and backlash per joint (columns aba.JP_*).
-    The brake is released here; hil.drives.DriveBank engages it and sets its smoothing at run time,
+    The brake is released here; hil.devices.drives.DriveBank engages it and sets its smoothing at run time,
     in place, and holds a stuck joint through KernelModel.drive and prof_par."""
     jp = np.zeros((len(bodies), aba.N_JP))
     for k, b in enumerate(bodies):

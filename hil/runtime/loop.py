@@ -1,7 +1,7 @@
 """The emulator's cycle: receive commands, step the plant, sample the sensors, answer.
 
 One thread owns the loop (receive, decode, step, sample, encode, send) on absolute
-deadlines (hil.realtime.Pacer); records go to a logger thread through a bounded queue,
+deadlines (hil.runtime.realtime.Pacer); records go to a logger thread through a bounded queue,
 so file I/O never runs in the loop. One cycle, in order: fault engine cycle start (triggers,
 plant and drive faults), receive commands through the fault layer of the link, watchdog, drive
 update (command -> link-side torque), a stall fault, plant step and sensor sampling, signal
@@ -30,15 +30,15 @@ from firmware_bridge.link_faults import FaultyLink
 from firmware_bridge.messages import StatusFlag
 from firmware_bridge.recording import BackgroundWriter, BusRecorder
 from firmware_bridge.signals import CommandInput, SensorOutput
-from .drives import DriveBank
-from .faults import FaultEngine, bus_encoding, encoder_counter_bits
-from .model import INTERFACE_VOLTAGE
-from .plant import Plant
-from .realtime import CycleStats, OverrunHalt, Pacer, RealtimeSetup
-from .runlog import MsgpackRunWriter
-from .scenario import Scenario
-from .sensor_specs import SensorSpec
-from .sensors import SensorSuite
+from hil.devices.drives import DriveBank
+from hil.faults.engine import FaultEngine, bus_encoding, encoder_counter_bits
+from hil.model.spec import INTERFACE_VOLTAGE
+from hil.dynamics.plant import Plant
+from hil.runtime.realtime import CycleStats, OverrunHalt, Pacer, RealtimeSetup
+from hil.logs.runlog import MsgpackRunWriter
+from hil.faults.scenario import Scenario
+from hil.model.sensor_specs import SensorSpec
+from hil.devices.sensors import SensorSuite
 
 MODES = ("realtime", "afap", "lockstep")
 SAFE_STATES = ("zero_torque", "hold", "brake")
@@ -149,10 +149,10 @@ class Emulator:
                  scenario: Scenario | None = None, drives: DriveBank | None = None,
                  sensors: list[SensorSpec] | None = None):
         """`protocol`: the CANopen nodes (firmware_bridge.canopen.DriveNodes) for a CANopen map, else None.
-        `scenario`: faults to inject (hil.scenario); more can be injected at run time through
-        `emulator.faults` (hil.faults.FaultEngine), also from another thread. `drives`: default the
-        model's motors (hil.drives.DriveBank; ideal torque drives where a joint has none).
-        `sensors`: the sensor specs, default the model's (hil.sensors.SensorSuite)."""
+        `scenario`: faults to inject (hil.faults.scenario); more can be injected at run time through
+        `emulator.faults` (hil.faults.engine.FaultEngine), also from another thread. `drives`: default the
+        model's motors (hil.devices.drives.DriveBank; ideal torque drives where a joint has none).
+        `sensors`: the sensor specs, default the model's (hil.devices.sensors.SensorSuite)."""
         options.validate()
         self.plant = plant
         bus = commands.reader.bus

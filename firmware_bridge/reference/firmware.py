@@ -1,7 +1,7 @@
 """The reference firmware: the controller side of the protocol, in its own process.
 
 It waits for each sensor frame, computes joint torques with the reference
-controller (firmware_bridge.controller) and answers with the command frame(s).
+controller (firmware_bridge.reference.controller) and answers with the command frame(s).
 Time is the emulator's cycle counter times the cycle period, so a lockstep run
 is deterministic.
 
@@ -25,15 +25,15 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from hil.assembly import assemble, make_work
-from hil.config import load_model
-from hil.linearize import static_forces
-from hil.assembly import rpy_matrix
-from .canopen import CanopenMaster, is_canopen
-from .controller import ELLA_SETPOINTS, ChainGeometry, ControllerGains, ReferenceController
-from .link import Link
-from .messages import BusMap
-from .signals import CommandOutput, SensorInput
+from hil.model.assembly import assemble, make_work
+from hil.model.config import load_model
+from hil.model.linearize import static_forces
+from hil.model.assembly import rpy_matrix
+from firmware_bridge.canopen import CanopenMaster, is_canopen
+from firmware_bridge.reference.controller import ELLA_SETPOINTS, ChainGeometry, ControllerGains, ReferenceController
+from firmware_bridge.link import Link
+from firmware_bridge.messages import BusMap
+from firmware_bridge.signals import CommandOutput, SensorInput
 
 MAX_JOINT_RATE_RAD_S = 5.0     # supervision limit: a 0.5 s set-point manoeuvre peaks near 3 rad/s
 ELLA_GAINS = ControllerGains(kp=np.array([3000.0, 3000.0, 800.0]), kd=np.array([300.0, 300.0, 80.0]),

@@ -1,14 +1,12 @@
-"""`hil run`, `hil firmware` and `hil log`: the emulator and the reference firmware on a link."""
+"""`hil run`: the emulator behind a CAN or serial link, optionally with a firmware process; its summary."""
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 
 import numpy as np
 
-from .cli import CliError, command
+from hil.cli.registry import CliError, command
 
 
 def _run_arguments(p: argparse.ArgumentParser) -> None:
@@ -62,8 +60,8 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
 def _cmd_run(args: argparse.Namespace) -> int:
     from firmware_bridge.canopen import is_canopen
     from firmware_bridge.messages import BusMap
-    from .launch import await_host, build_emulator, reference_firmware, spawn_firmware, stop_process
-    from .runtime import RuntimeOptions
+    from hil.runtime.launch import await_host, build_emulator, reference_firmware, spawn_firmware, stop_process
+    from hil.runtime.loop import RuntimeOptions
 
     if args.heartbeat_ms is not None and not is_canopen(BusMap.load(args.bus)):
         raise CliError(f"--heartbeat-ms needs a CANopen bus map; {args.bus} has no NMT and SYNC messages")
@@ -110,13 +108,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _joint_errors(names: list[str], q: np.ndarray) -> dict:
-    from firmware_bridge.controller import ELLA_SETPOINTS
+    from firmware_bridge.reference.controller import ELLA_SETPOINTS
     return {n: float(ELLA_SETPOINTS[n] - qi) for n, qi in zip(names, q) if n in ELLA_SETPOINTS}
 
 
 def _tip_residual(log_path: str, window_s: float = 1.0) -> float | None:
     """Peak-to-peak tip excursion [mm] over the last window of the run (residual vibration)."""
-    from .runlog import read_run
+    from hil.logs.runlog import read_run
     header, rows = read_run(log_path)
     cols = header["columns"]
     t = rows[:, cols.index("t")]
@@ -130,7 +128,7 @@ def _tip_residual(log_path: str, window_s: float = 1.0) -> float | None:
 def _tip_settling(log_path: str, move_end_s: float, band_m: float = 2e-4, window_s: float = 0.1) -> float | None:
     """Seconds after the end of the manoeuvre until the tip's oscillation (its deviation from a
     `window_s` moving average) stays within `band_m`."""
-    from .runlog import read_run
+    from hil.logs.runlog import read_run
     header, rows = read_run(log_path)
     cols = header["columns"]
     t = rows[:, cols.index("t")]
@@ -196,70 +194,3 @@ def format_summary(s: dict) -> str:
             lines.append(f"firmware command->sensor us  p50 {lat['p50']:8.1f}  p99 {lat['p99']:8.1f}  "
                          f"p99.9 {lat['p99.9']:8.1f}  max {lat['max']:8.1f}")
     return "\n".join(lines)
-
-
-def _firmware_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--arm", required=True, help="arm preset the firmware is written for (joint names, gears)")
-    p.add_argument("--bus", required=True, help="bus map (configs/bus/*.toml)")
-    p.add_argument("--link", required=True, help="link spec (see hil run --help)")
-    p.add_argument("--duration", type=float, default=1e9, help="stop after this much emulator time in s")
-    p.add_argument("--move-time", type=float, default=2.0, help="duration of the set-point manoeuvre in s")
-    p.add_argument("--vibration-suppression", action="store_true", help="damp the link modes with the tip IMU")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-
-
-@command("firmware", "the reference firmware (controller side) on a link", _firmware_arguments)
-def _cmd_firmware(args: argparse.Namespace) -> int:
-    from dataclasses import asdict
-    from firmware_bridge.connect import open_link
-    from firmware_bridge.firmware import Firmware, serve
-    from firmware_bridge.messages import BusMap
-
-    bus = BusMap.load(args.bus)
-    firmware = Firmware(bus, args.arm, args.move_time, args.vibration_suppression)   # compiled before the link opens
-    link = open_link(args.link)
-    print("ready", flush=True)
-    try:
-        result = serve(firmware, link, args.duration)
-    finally:
-        try:
-            link.close()
-        except Exception as exc:     # e.g. python-can slcan writes "C" on close; the emulator may be gone
-            print(f"hil firmware: closing {link.name}: {exc}", file=sys.stderr)
-    print(json.dumps(asdict(result)) if args.json else asdict(result), flush=True)
-    return 0
-
-
-def _log_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("action", choices=("export",))
-    p.add_argument("path", help="run log (.msgpack)")
-    p.add_argument("--csv", metavar="OUT", nargs="?", const="", help="write CSV (default: the log name with .csv)")
-
-
-@command("log", "run logs: export a msgpack log as CSV", _log_arguments)
-def _cmd_log(args: argparse.Namespace) -> int:
-    from .runlog import open_writer, read_run
-    header, rows = read_run(args.path)
-    out = args.csv or os.path.splitext(args.path)[0] + ".csv"
-    writer = open_writer(out, {"columns": header["columns"]})
-    for row in rows:
-        writer.write(row)
-    writer.close()
-    if header.get("events"):
-        events_out = os.path.splitext(out)[0] + ".events.csv"
-        with open(events_out, "w", encoding="utf-8") as f:
-            f.write("t,cycle,event,fault,detail\n")
-            for e in header["events"]:
-                detail = str(e.get("detail", "")).replace('"', "'")
-                f.write(f"{e['t']!r},{e['cycle']},{e['event']},{e.get('fault', '')},\"{detail}\"\n")
-        print(f"{len(header['events'])} events -> {events_out}")
-    print(f"{len(rows)} rows -> {out}" + (f" ({header['trailing_bytes']} trailing bytes of a cut record ignored)"
-                                          if header.get("trailing_bytes") else ""))
-    return 0
-
-
-@command("latency", "command-to-sensor latency per link type (runs tools/bench_loop.py; arguments passed on)",
-         passthrough=True)
-def _cmd_latency(argv: list[str]) -> int:
-    from .cli import _bench_module
-    return int(_bench_module("loop").main(argv) or 0)

@@ -2,7 +2,7 @@
 
 A :class:`Fault` is a target, an effect (its ``kind``) and parameters; :meth:`FaultEngine.inject`
 arms it with a :class:`Trigger` (when it starts) and a :class:`Duration` (when it ends). Scenario
-files (``configs/scenarios/*.toml``, parsed by :mod:`hil.scenario`) declare the same things.
+files (``configs/scenarios/*.toml``, parsed by :mod:`hil.faults.scenario`) declare the same things.
 
 Hook API (what the real-time loop calls, in this order)
 --------------------------------------------------------
@@ -141,12 +141,12 @@ import numpy as np
 
 from firmware_bridge.link_faults import BUS_KINDS, FaultyLink, parse_bus_target
 from firmware_bridge.messages import BusMap
-from hil.assembly import assemble
-from hil.config import ConfigError
-from hil.linearize import arm_frequencies_hz, spring_frequencies_hz, substeps_for
+from hil.model.assembly import assemble
+from hil.model.config import ConfigError
+from hil.model.linearize import arm_frequencies_hz, spring_frequencies_hz, substeps_for
 
 if TYPE_CHECKING:
-    from hil.plant import Plant
+    from hil.dynamics.plant import Plant
 
 Encoding = Callable[[str], tuple[float, float, int, bool]]
 
@@ -732,7 +732,7 @@ class _PlantArrays:
     payload variant, then scales the modal stiffness and damping of weakened bodies.
 
     What depends on the substep h (each joint's Coulomb smoothing floor, the brakes' ramps) is
-    recomputed whenever a change sets other substeps: with ``drives.restabilize()`` (hil.drives
+    recomputed whenever a change sets other substeps: with ``drives.restabilize()`` (hil.devices.drives
     .DriveBank: its inertias, its current friction scales), else Plant.stabilize_friction at the
     drive bank's ``inertia`` or, without one, the apparent inertias at the plant's pose now.
 
@@ -749,7 +749,7 @@ class _PlantArrays:
         self.touched: set[str] = set()
         restabilize = getattr(drives, "restabilize", None)
         if restabilize is None:
-            from hil.plant import apparent_inertias
+            from hil.dynamics.plant import apparent_inertias
             inertia = getattr(drives, "inertia", None)
             inertia = apparent_inertias(plant) if inertia is None else np.array(inertia, float)
             restabilize = lambda: plant.stabilize_friction(inertia)   # noqa: E731
@@ -871,7 +871,7 @@ class FaultEngine:
     ``channel_names``: the sensor suite's channels, in the order of its ``measured``/``truth``
     arrays. ``encoding(name) -> (scale, offset, bits, signed)``: a channel's bus coding (for bit
     flips; :func:`bus_encoding` builds it from a bus map). ``counter_bits``: channel -> width in
-    bits of the signed two's-complement counter an encoder channel reads (hil.sensor_specs
+    bits of the signed two's-complement counter an encoder channel reads (hil.model.sensor_specs
     .EncoderSpec.counter_bits; :func:`encoder_counter_bits` builds it from a sensor suite): the
     persistent count offsets of slips and encoder disconnections are added to the wrapped count
     and wrapped again, as the real counter wraps; a channel not in it is not wrapped. ``plant``
@@ -1289,7 +1289,7 @@ class FaultEngine:
         plant = self._need(fault, "plant", f"a {fault.kind} fault")
         arrays = self._plant_arrays
         if arrays is None:
-            raise FaultError(fault.name, "kind", fault.kind, f"a {fault.kind} fault needs a hil.plant.Plant "
+            raise FaultError(fault.name, "kind", fault.kind, f"a {fault.kind} fault needs a hil.dynamics.plant.Plant "
                                                              "(its kernel arrays) as the engine's plant")
         if fault.kind == "stiffness_loss":
             bodies = plant.layout.body_names
@@ -1322,8 +1322,8 @@ def _wrap(count: float, half: float) -> float:
 
 def encoder_counter_bits(sensors: Any) -> dict[str, int]:
     """``{enc_<joint>: counter_bits}`` of the incremental encoders of a sensor suite
-    (hil.sensors.SensorSuite, or a list of its specs), for ``FaultEngine(counter_bits=...)``."""
-    from hil.sensor_specs import EncoderSpec, channel_names
+    (hil.devices.sensors.SensorSuite, or a list of its specs), for ``FaultEngine(counter_bits=...)``."""
+    from hil.model.sensor_specs import EncoderSpec, channel_names
     specs = list(getattr(sensors, "specs", sensors))
     return {names[0]: int(s.counter_bits) for s, names in zip(specs, channel_names(specs))
             if isinstance(s, EncoderSpec)}

@@ -1,10 +1,10 @@
 """Model description of a flexible serial (or tree) manipulator, in SI units.
 
-These dataclasses are what a TOML arm preset is parsed into (see ``hil.config``)
-and what ``hil.assembly`` turns into the flat arrays of the numba kernels.
+These dataclasses are what a TOML arm preset is parsed into (see ``hil.model.config``)
+and what ``hil.model.assembly`` turns into the flat arrays of the numba kernels.
 ``drive_problems`` and ``joint_problems`` are the one statement of the valid drive,
-friction and backlash parameters: ``hil.config`` reports their problems for a preset,
-``hil.assembly`` and ``hil.drives`` for a model built in code, with the same text.
+friction and backlash parameters: ``hil.model.config`` reports their problems for a preset,
+``hil.model.assembly`` and ``hil.devices.drives`` for a model built in code, with the same text.
 Frames and signs are stated once, in README.md section "Conventions".
 """
 from __future__ import annotations
@@ -58,7 +58,7 @@ class JointElasticity:
 class DriveSpec:
     """Motor drive of one joint: a permanent-magnet DC motor behind the joint's gear.
 
-    The model and its sign conventions are stated in ``hil.drives``. Motor quantities (R, L,
+    The model and its sign conventions are stated in ``hil.devices.drives``. Motor quantities (R, L,
     Kt, Ke, current) are at the motor shaft; torque limit and brake torque at the joint (link
     side). The rotor inertia and gear ratio are the joint's (``Joint.rotor_inertia_kg_m2``,
     ``Joint.gear_ratio``). A limit of ``inf`` means none. Valid values: ``drive_problems``.
@@ -103,7 +103,7 @@ class Joint:
     viscous_N_m_s_rad: float = 0.0
     coulomb_N_m: float = 0.0
     coulomb_smoothing_rad_s: float = 1e-3  # tanh(qd / v_s) smoothing of Coulomb friction; a lower bound
-                                           # (hil.plant.Plant.stabilize_friction widens it)
+                                           # (hil.dynamics.plant.Plant.stabilize_friction widens it)
     stribeck_N_m: float = 0.0              # breakaway torque above the Coulomb level; 0: none
     stribeck_velocity_rad_s: float = 0.0   # its decay exp(-(qd / v_st)^2)
     backlash_rad: float = 0.0              # total dead band of the Spong joint spring
@@ -212,7 +212,7 @@ class Model:
     initial_eta: dict = field(default_factory=dict)   # body name -> initial modal coordinates
     provenance: dict = field(default_factory=dict)    # dotted parameter key -> where the value comes from
     source: str = "<memory>"
-    sensors: list = field(default_factory=list)       # hil.sensor_specs specs; empty: hil.sensor_specs.default_sensors
+    sensors: list = field(default_factory=list)       # hil.model.sensor_specs specs; empty: hil.model.sensor_specs.default_sensors
     sensor_seed: int = 0                              # seed of the sensor noise generator
 
 

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .assembly import Assembled, make_work
-from .kernels.aba import DRIVE_PRESCRIBED, forward_dynamics, forward_kinematics, joint_torques, prepare
-from .kernels.oracle import bias_forces, mass_matrix
+from hil.model.assembly import Assembled, make_work
+from hil.kernels.aba import DRIVE_PRESCRIBED, forward_dynamics, forward_kinematics, joint_torques, prepare
+from hil.kernels.oracle import bias_forces, mass_matrix
 
 RK4_STABILITY = 2.0 * math.sqrt(2.0)   # |omega h| limit of classical RK4 on the imaginary axis
 MIDPOINT_STABILITY = 2.0               # explicit midpoint predictor, damped joint springs

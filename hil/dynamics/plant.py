@@ -5,7 +5,7 @@ substeps), allocation-free; everything is compiled and warmed up on creation.
 
 Joint friction is integrated explicitly in every substep, so its slope at rest must stay within the
 method's stability bound; the plant widens each joint's Coulomb smoothing to keep it there
-(Plant.stabilize_friction; hil.drives.DriveBank calls it again when it scales the friction).
+(Plant.stabilize_friction; hil.devices.drives.DriveBank calls it again when it scales the friction).
 """
 from __future__ import annotations
 
@@ -15,15 +15,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import model as md
-from .assembly import Assembled, assemble, make_work
-from .kernels import integrate
-from .kernels.cycle import step_and_sample
-from .kernels.aba import (DRIVE_PRESCRIBED, JP_BACKLASH, JP_COUL_VS, JP_STRIBECK, forward_dynamics,
+from hil.model import spec as md
+from hil.model.assembly import Assembled, assemble, make_work
+from hil.kernels import integrate
+from hil.kernels.cycle import step_and_sample
+from hil.kernels.aba import (DRIVE_PRESCRIBED, JP_BACKLASH, JP_COUL_VS, JP_STRIBECK, forward_dynamics,
                           forward_kinematics, prepare)
-from .kernels.oracle import mass_matrix
-from .kernels.outputs import energy, power, station_state, world_poses
-from .linearize import arm_frequencies_hz, spring_frequencies_hz, static_forces, stiffness_and_mass, substeps_for
+from hil.kernels.oracle import mass_matrix
+from hil.kernels.outputs import energy, power, station_state, world_poses
+from hil.model.linearize import arm_frequencies_hz, spring_frequencies_hz, static_forces, stiffness_and_mass, substeps_for
 
 METHODS = {"rk4": integrate.METHOD_RK4, "imex_midpoint": integrate.METHOD_IMEX, "euler": integrate.METHOD_EULER}
 AUTO_RK4_MAX_SUBSTEPS = 8   # beyond this many RK4 substeps the IMEX scheme is cheaper
@@ -139,7 +139,7 @@ class Plant:
         c + (F_c + F_st) / v_s at rest, a damper integrated explicitly in every substep h: stable while
         (c + (F_c + F_st) / v_s) h / J stays within the method's real-axis bound (RK4 2.785, the IMEX
         midpoint predictor and Euler 2) times the integrator's safety fraction, kappa; J the apparent
-        inertia of the joint's motor coordinate (hil.drives.apparent_inertias, the same rule as the
+        inertia of the joint's motor coordinate (hil.devices.drives.apparent_inertias, the same rule as the
         holding brake's default ramp). Hence the floor
 
             v_s >= (F_c + F_st) h / (kappa J - c h).

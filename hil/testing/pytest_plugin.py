@@ -1,7 +1,7 @@
 """pytest plugin for firmware test authors: the emulator as a fixture.
 
 Active wherever the package is installed (entry point ``pytest11``). A test asks for ``hil_run``
-(a started hil.harness.EmulatorRun, stopped after the test) or ``hil_start`` (a function that
+(a started hil.testing.harness.EmulatorRun, stopped after the test) or ``hil_start`` (a function that
 starts runs with other settings); settings come from, in rising precedence, the defaults of
 EmulatorRun, the command line and a ``hil`` marker::
 
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:      # imported by the fixtures: a pytest run that uses none stays light
-    from .harness import EmulatorRun
+    from hil.testing.harness import EmulatorRun
 
 OPTIONS = (("arm", "arm preset (TOML)"), ("bus", "bus map (TOML)"),
            ("link", "link spec: pty, slcan-pty, can:IF:CH, canfd:IF:CH, serial:PATH, ..."),
@@ -39,7 +39,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "hil(**settings): settings of the hil_run fixture (hil.harness.EmulatorRun "
+    config.addinivalue_line("markers", "hil(**settings): settings of the hil_run fixture (hil.testing.harness.EmulatorRun "
                                        "fields: arm, bus, link, firmware, scenario, mode, duration_s, seed, ...)")
 
 
@@ -59,7 +59,7 @@ def _settings(request: pytest.FixtureRequest) -> dict:
 def hil_start(request: pytest.FixtureRequest) -> Iterator[Callable[..., EmulatorRun]]:
     """start(**settings) -> a started EmulatorRun (the test's settings, overridden by these);
     every run it started is stopped after the test."""
-    from .harness import EmulatorRun
+    from hil.testing.harness import EmulatorRun
     runs: list[EmulatorRun] = []
 
     def start(**settings) -> EmulatorRun:

@@ -3,13 +3,13 @@
 Usage::
 
     scenario = load_scenario("configs/scenarios/encoder_disconnect.toml")
-    handles = scenario.inject_into(engine)          # a hil.faults.FaultEngine
+    handles = scenario.inject_into(engine)          # a hil.faults.engine.FaultEngine
 
-Schema (every key is checked; a problem raises :class:`hil.config.ConfigError` naming the file,
+Schema (every key is checked; a problem raises :class:`hil.model.config.ConfigError` naming the file,
 the key, the value and what was expected, with the unit)::
 
     [scenario]          description (string), seed (integer >= 0: the engine seed a run uses)
-    [[fault]]           name (unique), kind (one of hil.faults.KINDS), target (a sensor channel;
+    [[fault]]           name (unique), kind (one of hil.faults.engine.KINDS), target (a sensor channel;
                         a joint, body or attachment; "to_plant" or "to_firmware", optionally
                         ":<message name or id>"; none for the timing faults), and the kind's
                         parameters with their unit in the key: offset_m_s2, sigma_rad_s,
@@ -29,7 +29,7 @@ the key, the value and what was expected, with the unit)::
       [fault.duration]  omitted: permanent; else exactly one of once = true, for_s = T,
                         permanent = true, mttr_s = T (mean time to repair)
 
-See :mod:`hil.faults` for what each kind does.
+See :mod:`hil.faults.engine` for what each kind does.
 """
 from __future__ import annotations
 
@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hil.config import ConfigError, parse_toml
-from hil.faults import KINDS, MISSING, Duration, Fault, FaultEngine, FaultError, Trigger, check_fault, signal_unit
+from hil.model.config import ConfigError, parse_toml
+from hil.faults.engine import KINDS, MISSING, Duration, Fault, FaultEngine, FaultError, Trigger, check_fault, signal_unit
 
 _TOP_KEYS = ("scenario", "fault")
 _SCENARIO_KEYS = ("description", "seed")

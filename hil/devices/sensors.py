@@ -2,7 +2,7 @@
 
 Every sensor is sampled from the plant state at the sample instant (right after a plant
 step, from the same kernel call), in its own frame, every ``divider``-th step; between its
-samples a channel holds its last value. The sensors are described by hil.sensor_specs (the
+samples a channel holds its last value. The sensors are described by hil.model.sensor_specs (the
 preset's ``[[sensor]]`` tables); dt is the plant step, f_int = 1/dt the sensors' internal rate.
 
 Channels (names are the bus signal names, see firmware_bridge.signals):
@@ -32,7 +32,7 @@ Channels (names are the bus signal names, see firmware_bridge.signals):
   distance d = distance_m from the neutral axis along body y (plane bending_y) or body z
   (bending_z): eps = u' - d v'' or u' - d w'' (Euler-Bernoulli; v, w the deflections along y
   and z, u' the axial strain of the axial modes), from the modal coordinates and
-  hil.modal.BeamModes.curvature at x. A positive curvature towards the gauge's side
+  hil.model.modal.BeamModes.curvature at x. A positive curvature towards the gauge's side
   compresses it. Torsion shears the section and strains no axial fibre.
 * ``torque_<joint>`` [N m]: the torque the joint transmits into the child body about its axis,
   axis . (moment of Plant.joint_wrench): for a stiff joint the drive torque minus friction
@@ -69,11 +69,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .assembly import rpy_matrix
-from .kernels import sensing as k
-from .kernels.outputs import station_state
-from .plant import Plant
-from .sensor_specs import (
+from hil.model.assembly import rpy_matrix
+from hil.kernels import sensing as k
+from hil.kernels.outputs import station_state
+from hil.dynamics.plant import Plant
+from hil.model.sensor_specs import (
     AbsEncoderSpec,
     CurrentSpec,
     EncoderSpec,
@@ -137,7 +137,7 @@ class SensorSuite:
 
     def __init__(self, plant: Plant, sensors: list[SensorSpec] | None = None, seed: int | None = None,
                  current_source: np.ndarray | None = None):
-        """`sensors`: the specs (default: the model's, else hil.sensor_specs.default_sensors);
+        """`sensors`: the specs (default: the model's, else hil.model.sensor_specs.default_sensors);
         `seed` of the noise generator (default: the model's sensor_seed); `current_source`:
         the motor currents [A] per joint, read at every step (zeros if None)."""
         self.plant = plant

@@ -1,7 +1,7 @@
 """What an arm measures: the ``[[sensor]]`` tables of a preset, as dataclasses.
 
 Every sensor samples every ``divider``-th plant step (its output rate is 1 / (divider dt));
-``hil.sensors.SensorSuite`` states the models (equations, frames, signs). TOML keys, SI
+``hil.devices.sensors.SensorSuite`` states the models (equations, frames, signs). TOML keys, SI
 units in the key names::
 
     [[sensor]]  kind = "encoder"      joint, lines_per_rev, quadrature (1|2|4), counter_bits
@@ -34,8 +34,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from hil.config import _MISSING, _Table
-from hil.model import Body, Model, Station
+from hil.model.config import _MISSING, _Table
+from hil.model.spec import Body, Model, Station
 
 ENCODER = "encoder"
 ABS_ENCODER = "abs_encoder"
@@ -162,7 +162,7 @@ IMU_AXES = ("ax", "ay", "az", "gx", "gy", "gz")
 
 
 def spec_channels(spec: SensorSpec, first_imu: bool) -> list[str]:
-    """The bus channel names of one sensor, in the order hil.sensors.SensorSuite lays them out;
+    """The bus channel names of one sensor, in the order hil.devices.sensors.SensorSuite lays them out;
     the first IMU of a suite is ``imu_*``, any other ``<name>_*``."""
     if isinstance(spec, EncoderSpec):
         j = spec.joint

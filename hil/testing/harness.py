@@ -1,14 +1,14 @@
 """An emulator run for a test: the emulator in a background thread of this process (or in its own
 process), a firmware in another process, live state and the fault API while it runs, the run
-log afterwards. The pytest plugin (hil.pytest_plugin) hands these out as fixtures.
+log afterwards. The pytest plugin (hil.testing.pytest_plugin) hands these out as fixtures.
 
     run = EmulatorRun(duration_s=3.0, safe_state="brake").start()   # ELLA, serial pty, reference firmware
     run.wait_until(1.0)
-    run.inject("dropout", "enc_elbow")                              # hil.faults kinds and parameters
+    run.inject("dropout", "enc_elbow")                              # hil.faults.engine kinds and parameters
     result = run.finish()
     result.log.column("qd_elbow"), result.log.events, result.firmware["fault"]
 
-Thread mode (default) gives the live plant, the sensors and `faults` (hil.faults.FaultEngine) while
+Thread mode (default) gives the live plant, the sensors and `faults` (hil.faults.engine.FaultEngine) while
 the loop runs; injections take effect at the next cycle start. From the test's thread, change the
 run only through `inject` / `faults` (inject, clear); read everything else, write nothing else. Subprocess mode runs `hil run` in its
 own process: faults then come only from the scenario file, and the result is the same log and
@@ -33,12 +33,12 @@ from typing import Any
 
 import numpy as np
 
-from .faults import Duration, Fault, Trigger
-from .launch import await_host, build_emulator, reference_firmware, spawn_firmware
-from .runlog import read_run
-from .runtime import RuntimeOptions
+from hil.faults.engine import Duration, Fault, Trigger
+from hil.runtime.launch import await_host, build_emulator, reference_firmware, spawn_firmware
+from hil.logs.runlog import read_run
+from hil.runtime.loop import RuntimeOptions
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = "reference"
 
 
@@ -91,7 +91,7 @@ class RunResult:
 
 @dataclass
 class EmulatorRun:
-    """One emulator run; settings as `hil run` takes them (see hil.launch.build_emulator)."""
+    """One emulator run; settings as `hil run` takes them (see hil.runtime.launch.build_emulator)."""
 
     arm: str = "configs/ella.toml"
     bus: str = "configs/bus/serial_frame.toml"
@@ -189,7 +189,7 @@ class EmulatorRun:
 
     @property
     def emulator(self):
-        """The Emulator (hil.runtime): plant, sensors, drives, faults, link, watchdog."""
+        """The Emulator (hil.runtime.loop): plant, sensors, drives, faults, link, watchdog."""
         return self._live()
 
     @property
@@ -206,7 +206,7 @@ class EmulatorRun:
 
     def inject(self, kind: str, target: str = "", *, name: str | None = None, trigger: Trigger | None = None,
                duration: Duration | None = None, **params: Any) -> int:
-        """Inject a fault (hil.faults kinds; parameters with their unit in the key, as in scenario
+        """Inject a fault (hil.faults.engine kinds; parameters with their unit in the key, as in scenario
         files); returns its handle for faults.clear(). Without a trigger it strikes next cycle."""
         fault = Fault(name or f"{kind}_{target or 'cycle'}", kind, target, params)
         return self.faults.inject(fault, trigger, duration)

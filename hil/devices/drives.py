@@ -57,7 +57,7 @@ smoothed model creeps under loads below its Coulomb level instead of sticking (P
 .stabilize_friction). ELLA (1 substep of 1 ms, RK4 at safety 0.5): v_s = 1.97, 2.14 and 2.72 mrad/s
 for yaw, pitch and elbow instead of the configured 1 mrad/s; 20.0, 21.9 and 27.8 mrad/s at ten
 times the friction. The floor scales with h: should the plant's substeps change at run time (a
-payload fault, hil.faults), restabilize() recomputes it, and the brake ramps below, for the new h.
+payload fault, hil.faults.engine), restabilize() recomputes it, and the brake ramps below, for the new h.
 
 Holding brake: a stick-slip brake on the motor coordinate (the joint angle, or the rotor angle of a
 Spong joint), link side: it holds up to F_s (``brake_torque_N_m``) and slips with the kinetic torque
@@ -109,13 +109,13 @@ from typing import Sequence
 import numpy as np
 from numba import njit
 
-from .assembly import make_work
-from .config import reject
-from .kernels.aba import (DRIVE_PRESCRIBED, DRIVE_ROTOR_HELD, DRIVE_TORQUE, JP_BRAKE, JP_BRAKE_VS, JP_STRIBECK,
+from hil.model.assembly import make_work
+from hil.model.config import reject
+from hil.kernels.aba import (DRIVE_PRESCRIBED, DRIVE_ROTOR_HELD, DRIVE_TORQUE, JP_BRAKE, JP_BRAKE_VS, JP_STRIBECK,
                           forward_dynamics)
-from .model import (INTERFACE_CURRENT, INTERFACE_TORQUE, INTERFACE_VOLTAGE, INTERFACES, DriveSpec, Problem,
+from hil.model.spec import (INTERFACE_CURRENT, INTERFACE_TORQUE, INTERFACE_VOLTAGE, INTERFACES, DriveSpec, Problem,
                     drive_problems)
-from .plant import REAL_AXIS_STABILITY, Plant, apparent_inertias
+from hil.dynamics.plant import REAL_AXIS_STABILITY, Plant, apparent_inertias
 
 __all__ = ["DriveBank", "DriveSpec", "apparent_inertias", "INTERFACES"]
 
@@ -445,7 +445,7 @@ class DriveBank:
 
     def restabilize(self) -> None:
         """Recompute what the substep h = dt / substeps sets, after the plant's substeps changed (a
-        payload fault raising them while it lasts, hil.faults): each brake's ramp width and stick
+        payload fault raising them while it lasts, hil.faults.engine): each brake's ramp width and stick
         velocity v_b (``brake_velocity``, in place; a configured brake_smoothing_rad_s stays) and each
         joint's Coulomb smoothing floor at the current friction scales (Plant.stabilize_friction at
         this bank's inertias). Allocates a few small arrays; no compilation."""
@@ -492,7 +492,7 @@ class DriveBank:
             stop_joint(plant.km, self._work, plant.t, plant.pos, vel, tau, stiff[0], 1.0, acc[0], acc[1])
 
     def _check_specs(self, plant: Plant) -> None:
-        """Refuse an invalid spec (hil.model.drive_problems) or a brake on a prescribed joint with the
+        """Refuse an invalid spec (hil.model.spec.drive_problems) or a brake on a prescribed joint with the
         ConfigError (a ValueError) a preset with those values gets."""
         model = plant.asm.model
         for body, spec, kind in zip(model.bodies, self.specs, plant.km.drive):

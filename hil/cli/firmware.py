@@ -1,0 +1,40 @@
+"""`hil firmware`: the reference firmware (controller side) on a link."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from hil.cli.registry import command
+
+
+def _firmware_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--arm", required=True, help="arm preset the firmware is written for (joint names, gears)")
+    p.add_argument("--bus", required=True, help="bus map (configs/bus/*.toml)")
+    p.add_argument("--link", required=True, help="link spec (see hil run --help)")
+    p.add_argument("--duration", type=float, default=1e9, help="stop after this much emulator time in s")
+    p.add_argument("--move-time", type=float, default=2.0, help="duration of the set-point manoeuvre in s")
+    p.add_argument("--vibration-suppression", action="store_true", help="damp the link modes with the tip IMU")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+@command("firmware", "the reference firmware (controller side) on a link", _firmware_arguments)
+def _cmd_firmware(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+    from firmware_bridge.connect import open_link
+    from firmware_bridge.reference.firmware import Firmware, serve
+    from firmware_bridge.messages import BusMap
+
+    bus = BusMap.load(args.bus)
+    firmware = Firmware(bus, args.arm, args.move_time, args.vibration_suppression)   # compiled before the link opens
+    link = open_link(args.link)
+    print("ready", flush=True)
+    try:
+        result = serve(firmware, link, args.duration)
+    finally:
+        try:
+            link.close()
+        except Exception as exc:     # e.g. python-can slcan writes "C" on close; the emulator may be gone
+            print(f"hil firmware: closing {link.name}: {exc}", file=sys.stderr)
+    print(json.dumps(asdict(result)) if args.json else asdict(result), flush=True)
+    return 0
