@@ -99,7 +99,7 @@ class Rig:
         return [self.bus.codec(f"rpdo1_{j}").encode([t]) for j, t in zip(JOINTS, tau)]
 
     def applied(self) -> np.ndarray:
-        """The torque the last cycle applied (Plant.step_and_sample keeps it in Plant.tau)."""
+        """The torque the last cycle applied (Plant.step keeps it in Plant.tau)."""
         return self.plant.tau[:3].copy()
 
     def quantized(self, tau) -> np.ndarray:

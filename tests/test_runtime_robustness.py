@@ -177,7 +177,7 @@ def quantized(tau) -> np.ndarray:
 
 
 def applied(emu: Emulator) -> np.ndarray:
-    """The torque the last cycle applied to the plant (Plant.step_and_sample keeps it in Plant.tau)."""
+    """The torque the last cycle applied to the plant (Plant.step keeps it in Plant.tau)."""
     return emu.plant.tau[:NJ].copy()
 
 

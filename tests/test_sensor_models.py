@@ -92,7 +92,8 @@ def _run(suite: SensorSuite, n: int, tau=None) -> tuple[np.ndarray, np.ndarray]:
     tau = np.zeros(suite.plant.layout.n_joints) if tau is None else tau
     meas, truth = np.zeros((n, len(suite.channel_names))), np.zeros((n, len(suite.channel_names)))
     for i in range(n):
-        suite.step(tau)
+        suite.plant.step(tau)
+        suite.sample()
         meas[i], truth[i] = suite.measured, suite.truth
     return meas, truth
 
@@ -108,7 +109,8 @@ def test_encoder_counts_wrap_in_a_narrow_counter_and_the_index_latches_the_last_
     prev = math.floor(10 * plant.q()[0] * 400 / (2 * math.pi))
     latch, wrapped, crossings = 0, 0, 0
     for _ in range(1200):
-        suite.step(np.zeros(1))
+        suite.plant.step(np.zeros(1))
+        suite.sample()
         now = math.floor(10 * plant.q()[0] * 400 / (2 * math.pi))
         assert suite.measured[enc] == _wrap(now, 10)
         assert suite.truth[enc] == pytest.approx(10 * plant.q()[0] * 400 / (2 * math.pi), abs=1e-9)
@@ -145,7 +147,8 @@ def test_imu_at_rest_reads_gravity_in_the_mounted_frame_plus_bias():
     ba, bg = np.array([0.1, -0.2, 0.3]), np.array([0.01, 0.02, -0.03])
     imu = ImuSpec(station="tip", rpy_rad=np.array(rpy), accel=TriadChain(bias=ba), gyro=TriadChain(bias=bg))
     suite = SensorSuite(plant, [imu])
-    suite.step(hold)
+    suite.plant.step(hold)
+    suite.sample()
     R_sensor = plant.station("tip")["rotation"] @ _rpy(*rpy)
     np.testing.assert_allclose(suite.imu[0, :3], R_sensor.T @ UP + ba, atol=1e-6)
     np.testing.assert_allclose(suite.imu[0, 3:], bg, atol=1e-9)
@@ -256,13 +259,15 @@ def test_saturation_and_quantisation():
     suite, current, c = _current_suite(SignalChain(range=2.0, lsb=0.01))
     for true, reading in ((0.1234, 0.12), (-0.0371, -0.04), (1.9987, 2.0), (5.0, 2.0), (-7.0, -2.0), (0.0, 0.0)):
         current[0] = true
-        suite.step(np.zeros(1))
+        suite.plant.step(np.zeros(1))
+        suite.sample()
         assert suite.measured[c] == pytest.approx(reading, abs=1e-12), true
         assert suite.truth[c] == true
     plant = Plant(load_model(ELLA))
     hold = plant.equilibrium_eta()
     suite = SensorSuite(plant, [ImuSpec(station="tip", accel=TriadChain(range=5.0))])
-    suite.step(hold)
+    suite.plant.step(hold)
+    suite.sample()
     assert suite.imu[0, 2] == 5.0 and suite.truth[suite.channel("imu_az")] > 9.0
 
 
@@ -282,7 +287,8 @@ def test_a_divider_holds_the_reading_between_samples():
     seen = []
     for k in range(1, 13):
         current[0] = 0.1 * k
-        suite.step(np.zeros(1))
+        suite.plant.step(np.zeros(1))
+        suite.sample()
         seen.append((suite.measured[c], suite.truth[c]))
     held = [0.0] * 3 + [0.4] * 4 + [0.8] * 4 + [1.2]       # samples at steps 4, 8, 12 (and 0 at the start)
     np.testing.assert_allclose([m for m, _ in seen], held, atol=1e-12)
@@ -345,7 +351,8 @@ def test_torque_sensor_at_rest_reads_the_holding_torque():
     hold = plant.equilibrium_eta()
     suite = SensorSuite(plant, [TorqueSpec(joint=j) for j in plant.layout.joint_names])
     np.testing.assert_allclose(suite.measured, hold, rtol=1e-9, atol=1e-9)
-    suite.step(hold)
+    suite.plant.step(hold)
+    suite.sample()
     np.testing.assert_allclose(suite.measured, hold, rtol=1e-6, atol=1e-6)
     assert abs(hold[1]) > 10.0
 

@@ -31,7 +31,8 @@ def test_imu_at_rest_reads_gravity_up_in_its_own_frame():
     plant.pos[:3] = [0.4, -0.3, 0.6]
     hold = plant.equilibrium_eta()
     sensors = SensorSuite(plant, default_sensors(plant.asm.model))
-    sensors.step(hold)
+    sensors.plant.step(hold)
+    sensors.sample()
     R = sensors.station_out[0, 3:12].reshape(3, 3)
     np.testing.assert_allclose(sensors.imu[0, 0:3], R.T @ np.array([0.0, 0.0, 9.81]), atol=1e-6)
     np.testing.assert_allclose(sensors.imu[0, 3:6], 0.0, atol=1e-6)

@@ -283,7 +283,7 @@ def _parameters(spec: DriveSpec, gear: float, inertia: float, dt: float) -> np.n
 
 class DriveBank:
     """The motor drives of a plant's joints. Call update(command) once per cycle, before the plant
-    step, and pass the returned link-side torques to ``Plant.step`` / ``Plant.step_and_sample``.
+    step, and pass the returned link-side torques to ``Plant.step``.
 
     Arrays (preallocated, updated in place, one entry per joint):
       tau           link-side torque of the last update [N m]

@@ -87,7 +87,6 @@ from hil.model.sensor_specs import (
     default_sensors,
 )
 
-STATION_FIELDS = 24          # layout of kernels.outputs.station_state
 ANGULAR_VELOCITY = 15        # field offsets in that layout
 SPECIFIC_FORCE = 18
 
@@ -162,7 +161,7 @@ class SensorSuite:
                 raise ValueError(f"{self.plant.asm.model.source}: no station {s!r} for an IMU; "
                                  f"stations: {', '.join(lay.station_names)}")
         self.station_index = np.array([lay.station_names.index(s) for s in self.station_names], np.int64)
-        self.station_out = np.zeros((len(self.station_index), STATION_FIELDS))
+        self.station_out = self.plant.output_stations(self.station_index)
         self.tip = self.station_out[0, 0:3] if tip else np.full(3, np.nan)
 
     def _build(self) -> None:
@@ -194,9 +193,9 @@ class SensorSuite:
                               if isinstance(spec, ImuSpec)], np.int64).reshape(-1, 6)
 
     # ------------------------------------------------------------------ the cycle
-    def step(self, tau: np.ndarray) -> None:
-        """Advance the plant one step with tau and run every sensor at the new instant."""
-        self.plant.step_and_sample(tau, self.station_index, self.station_out)
+    def sample(self) -> None:
+        """Run every sensor at the plant's new instant (after Plant.step, which computed the
+        sensors' stations, the plant's output stations, in the same kernel call)."""
         self.step_count += 1
         self._sense(False)
 

@@ -22,7 +22,7 @@ from hil.kernels.cycle import step_and_sample
 from hil.kernels.aba import (DRIVE_PRESCRIBED, JP_BACKLASH, JP_COUL_VS, JP_STRIBECK, forward_dynamics,
                           forward_kinematics, prepare)
 from hil.kernels.oracle import mass_matrix
-from hil.kernels.outputs import energy, power, station_state, world_poses
+from hil.kernels.outputs import STATION_FIELDS, energy, power, station_state, world_poses
 from hil.model.linearize import arm_frequencies_hz, spring_frequencies_hz, static_forces, stiffness_and_mass, substeps_for
 
 METHODS = {"rk4": integrate.METHOD_RK4, "imex_midpoint": integrate.METHOD_IMEX, "euler": integrate.METHOD_EULER}
@@ -90,7 +90,9 @@ class Plant:
         self.acc = np.zeros(self.layout.nq)
         self._e = np.zeros(3)
         self._p = np.zeros(2)
-        self._st = np.zeros(24)
+        self._st = np.zeros(STATION_FIELDS)
+        self._out_index: np.ndarray | None = None       # output stations (output_stations)
+        self.station_out = np.zeros((0, STATION_FIELDS))
         self.reset()
         # the configured Coulomb smoothing v_s (a lower bound) and the joints whose friction moves them
         self._configured_smoothing = self.km.jpar[:, JP_COUL_VS].copy()
@@ -175,23 +177,28 @@ class Plant:
                         np.zeros(1, np.int64), np.zeros((1, 24)))
         self.evaluate()
 
+    def output_stations(self, stations: np.ndarray) -> np.ndarray:
+        """Make the stations with these indices (``layout.station_names``) outputs of every step and
+        return their buffer, (n, 24) in the layout of station()'s fields, filled now and after each
+        step() within the same kernel call. A later call replaces the set."""
+        self._out_index = np.ascontiguousarray(stations, dtype=np.int64)
+        self.station_out = np.zeros((len(self._out_index), STATION_FIELDS))
+        self.evaluate()
+        for i, s in enumerate(self._out_index):
+            station_state(self.km, self.work, s, self.station_out[i])
+        return self.station_out
+
     def step(self, tau: np.ndarray | None = None) -> None:
-        """Advance one outer step dt with the drive torques tau (held over the step)."""
+        """Advance one outer step dt with the drive torques tau (held over the step); with output
+        stations, their kinematics at the new instant are computed in the same kernel call."""
         if tau is not None:
             self.tau[:] = tau
-        ok = integrate.advance(self.km, self.work, self.t, self.pos, self.vel, self.tau, self.dt,
-                               self.plan.substeps, self._method)
-        self.t += self.dt
-        if not ok:
-            raise SimulationError(f"t = {self.t:.6f} s: non-finite state or singular inertia "
-                                  f"({self.plan.describe()}); reduce dt, add substeps or use imex_midpoint")
-
-    def step_and_sample(self, tau: np.ndarray, stations: np.ndarray, out: np.ndarray) -> None:
-        """One real-time cycle in one kernel call: step with tau, then write the world kinematics of
-        the station indices `stations` into out (n, 24) (layout of Plant.station's fields)."""
-        self.tau[:] = tau
-        ok = step_and_sample(self.km, self.work, self.t, self.pos, self.vel, self.tau, self.dt,
-                             self.plan.substeps, self._method, stations, out)
+        if self._out_index is None:
+            ok = integrate.advance(self.km, self.work, self.t, self.pos, self.vel, self.tau, self.dt,
+                                   self.plan.substeps, self._method)
+        else:
+            ok = step_and_sample(self.km, self.work, self.t, self.pos, self.vel, self.tau, self.dt,
+                                 self.plan.substeps, self._method, self._out_index, self.station_out)
         self.t += self.dt
         if not ok:
             raise SimulationError(f"t = {self.t:.6f} s: non-finite state or singular inertia "

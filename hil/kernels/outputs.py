@@ -33,6 +33,10 @@ def _cross(a0, a1, a2, b0, b1, b2):
     return a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0
 
 
+STATION_FIELDS = 24   # station_state: position 3, rotation 9, velocity 3, angular velocity 3, specific force 3,
+                      # angular acceleration 3
+
+
 @njit(cache=True)
 def station_state(m, w, s, out):
     """World kinematics of output station s after forward_dynamics and world_poses.

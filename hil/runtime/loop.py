@@ -1,12 +1,14 @@
 """The emulator's cycle: receive commands, step the plant, sample the sensors, answer.
 
-One thread owns the loop (receive, decode, step, sample, encode, send) on absolute
-deadlines (hil.runtime.realtime.Pacer); records go to a logger thread through a bounded queue,
-so file I/O never runs in the loop. One cycle, in order: fault engine cycle start (triggers,
-plant and drive faults), receive commands through the fault layer of the link, watchdog, drive
-update (command -> link-side torque), a stall fault, plant step and sensor sampling, signal
-faults on the measured channels, status, send (bus faults and output delay act there), log. Modes: `realtime` (fixed period), `afap` (as fast
-as possible) and `lockstep` (one step per received command frame, deterministic).
+One thread owns the loop on absolute deadlines (hil.runtime.realtime.Pacer); records go to a
+logger thread through a bounded queue, so file I/O never runs in the loop. One cycle
+(``Emulator.step_once``), in order: the fault engine's cycle start (triggers, plant and drive
+faults); receive the frames (through the link's fault layer); decode the commands; supervise
+(command watchdog, safe-state poses, holding brakes); drives (command -> link-side torque); a
+stall fault; the plant step; sensor sampling; signal faults on the measured channels; encode the
+sensor frames; send them (bus faults and output delay act there); log. Modes: `realtime`
+(fixed period), `afap` (as fast as possible) and `lockstep` (one step per received command
+frame, deterministic).
 
 CANopen maps (firmware_bridge.canopen.DriveNodes as `protocol`): the nodes take NMT and SYNC
 frames and drop RPDOs while not operational; lockstep steps once per SYNC (in any NMT state: the
@@ -183,6 +185,7 @@ class Emulator:
         self.stop_requested = False
         self._held_fresh = False            # lockstep: a command taken in while waiting
         self._rejected_now = False          # a command frame was rejected this cycle
+        self._received: list[Frame] = []    # this cycle's frames (reused)
         self.recorder: BusRecorder | None = None
         self.protocol = protocol
         nj = plant.layout.n_joints
@@ -211,14 +214,23 @@ class Emulator:
             self.drives.update(self.commands.tau)
 
     # ------------------------------------------------------------------ one cycle
-    def _receive(self) -> bool:
+    def _receive(self) -> list[Frame]:
+        """Every frame waiting on the link (through its fault layer), recorded when recording."""
+        frames = self._received
+        frames.clear()
+        while (frame := self.link.recv()) is not None:
+            frames.append(frame)
+            if self.recorder:
+                self.recorder.put(frame, received=True)
+        return frames
+
+    def _decode(self, frames: list[Frame]) -> bool:
+        """Take the received frames in; True if a valid command arrived (refreshes the watchdog)."""
         fresh = self._held_fresh
         self._held_fresh = False
         rejected = self.commands.reader.rejected_total
-        while (frame := self.link.recv()) is not None:
+        for frame in frames:
             fresh |= self._take(frame)
-            if self.recorder:
-                self.recorder.put(frame, received=True)
         self._rejected_now = self.commands.reader.rejected_total > rejected
         return fresh
 
@@ -285,15 +297,15 @@ class Emulator:
             status |= StatusFlag.FAULT_ACTIVE
         return int(status)
 
-    def _send(self, status: int) -> None:
+    def _encode(self, status: int) -> list[Frame]:
         """Frames from the measured sensor channels (after any change a fault engine made to them)."""
         measured = self.sensors.measured
         if self.protocol is None:
-            self._emit(self.sensors_out.frames(self.cycle, measured, status))
-        else:                               # boot-up, heartbeats due, TPDOs answering a SYNC
-            self._emit(self.protocol.transmit(lambda k: self.sensors_out.frames(k, measured, status)))
+            return self.sensors_out.frames(self.cycle, measured, status)
+        # CANopen: boot-up, heartbeats due, TPDOs answering a SYNC
+        return self.protocol.transmit(lambda k: self.sensors_out.frames(k, measured, status))
 
-    def _emit(self, frames: list[Frame]) -> None:
+    def _send(self, frames: list[Frame]) -> None:
         for frame in frames:
             self.link.send(frame)
             if self.recorder:
@@ -326,28 +338,35 @@ class Emulator:
             self._events_logged = len(self.faults.events)
 
     def step_once(self, lateness_ns: int = 0) -> None:
+        """One cycle: receive -> decode -> supervise -> drives -> plant step -> sense -> signal faults
+        -> encode -> send -> log (fault triggers first; a stall fault in the compute phase)."""
         t0 = time.monotonic_ns()
         self.faults.begin_cycle(self.cycle, self.plant.t)
-        fresh = self._receive()
-        self._check_watchdog(fresh)
-        if self.protocol is not None:
-            self._hold_newly_safe_joints()
-        self._update_brakes()
+        fresh = self._decode(self._receive())
+        self._supervise(fresh)
         t1 = time.monotonic_ns()
         tau = self.drives.update(self._applied_torque())
         self.faults.stall()
-        self.sensors.step(tau)
+        self.plant.step(tau)
+        self.sensors.sample()
         self.faults.apply_signals(self.sensors.measured, self.sensors.truth)
         self.cycle += 1
         t2 = time.monotonic_ns()
         status = self._status()
-        self._send(status & self._announced)
+        self._send(self._encode(status & self._announced))
         t3 = time.monotonic_ns()
         if fresh and self.commands.arrival_s > 0:
             self.latency_ns[self.latency_count % len(self.latency_ns)] = t3 - int(self.commands.arrival_s * 1e9)
             self.latency_count += 1
         self._log(tau, status, lateness_ns, t2 - t1, (t1 - t0) + (t3 - t2))
         self.stats.record(lateness_ns, t2 - t1, (t1 - t0) + (t3 - t2), t3 - t0)
+
+    def _supervise(self, fresh: bool) -> None:
+        """The command watchdog, the poses of drives that stopped (CANopen) and the holding brakes."""
+        self._check_watchdog(fresh)
+        if self.protocol is not None:
+            self._hold_newly_safe_joints()
+        self._update_brakes()
 
     def _check_watchdog(self, fresh: bool) -> None:
         was_tripped = self.watchdog.tripped
@@ -382,7 +401,7 @@ class Emulator:
         nodes' heartbeats keep going out meanwhile."""
         deadline = time.monotonic() + self.opt.lockstep_timeout_s
         while not self.stop_requested and time.monotonic() < deadline:
-            self._emit(self.protocol.heartbeats())
+            self._send(self.protocol.heartbeats())
             if self.protocol.step_due:
                 return True
             frame = self.link.recv()
@@ -408,7 +427,7 @@ class Emulator:
                       overrun_policy=self.opt.overrun_policy, halt_after=self.opt.halt_after,
                       ignore_first_s=self.opt.ignore_first_s)
         n_cycles = None if self.opt.duration_s is None else int(round(self.opt.duration_s / self.plant.dt))
-        self._send(0)                          # first sensor frame (CANopen: boot-up): the firmware's cue
+        self._send(self._encode(0))            # first sensor frame (CANopen: boot-up): the firmware's cue
         halted = None
         try:
             while not self.stop_requested and (n_cycles is None or self.cycle < n_cycles):
