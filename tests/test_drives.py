@@ -19,10 +19,10 @@ from hil.model import spec as md
 from hil.model.assembly import assemble, make_work
 from hil.model.config import ConfigError, load_model, load_model_from_string
 from hil.devices.drives import DriveBank, DriveSpec, apparent_inertias
-from hil.kernels.aba import (DRIVE_PRESCRIBED, DRIVE_ROTOR_HELD, JP_BRAKE, JP_BRAKE_VS, JP_COUL_VS,
-                             forward_dynamics)
+from hil.kernels.aba import forward_dynamics
 from hil.kernels.oracle import forward_dynamics_dense
 from hil.dynamics.plant import Plant
+from hil.kernels.layout import JOINT_PRESCRIBED, JOINT_ROTOR_HELD, JP_COUL_VS, JP_BRAKE, JP_BRAKE_VS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -663,7 +663,7 @@ def test_backlash_requires_an_elastic_joint():
 @pytest.mark.parametrize("held", [False, True], ids=["free", "held"])
 def test_aba_matches_dense_oracle_with_stribeck_brake_and_backlash(held):
     """Also with brakes holding: the stiff joint 1 as a prescribed joint of constant angle, the Spong
-    joint 2's rotor at rest (DRIVE_ROTOR_HELD); the held joint's link torque (the brake's R) then
+    joint 2's rotor at rest (JOINT_ROTOR_HELD); the held joint's link torque (the brake's R) then
     equals the composite-body oracle's, the arm moving."""
     rng = np.random.default_rng(7)
     model = random_flexible_chain(rng, 4, elastic_joint=True, damping=0.02)
@@ -678,8 +678,8 @@ def test_aba_matches_dense_oracle_with_stribeck_brake_and_backlash(held):
     nq = asm.layout.nq
     r = asm.layout.motor_index(2)
     if held:
-        asm.km.drive[1], asm.km.prof_par[1, 0] = DRIVE_PRESCRIBED, asm.pos0[1]
-        asm.km.drive[2] = DRIVE_ROTOR_HELD
+        asm.km.drive[1], asm.km.prof_par[1, 0] = JOINT_PRESCRIBED, asm.pos0[1]
+        asm.km.drive[2] = JOINT_ROTOR_HELD
     for defl in (0.002, 0.02):
         pos = asm.pos0.copy()
         pos[r] = pos[2] + defl

@@ -24,12 +24,12 @@ from firmware_bridge.signals import FrameReader, FrameWriter
 from hil.model.config import ConfigError, load_model
 from hil.devices.drives import P_STICK, DriveBank
 from hil.faults.engine import Duration, Fault, FaultEngine, FaultError, Trigger, bus_encoding, encoder_counter_bits
-from hil.kernels.aba import JP_BRAKE_VS
 from hil.model.linearize import component_frequencies_hz
 from hil.dynamics.plant import REAL_AXIS_STABILITY, Plant
 from hil.model.sensor_specs import EncoderSpec, ImuSpec
 from hil.faults.scenario import load_scenario, scenario_from_string
 from links import memory_pair
+from hil.kernels.layout import JP_BRAKE_VS
 
 ROOT = Path(__file__).resolve().parent.parent
 ARM = ROOT / "configs" / "ella.toml"

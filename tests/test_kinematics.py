@@ -28,6 +28,7 @@ from hil.dynamics.plant import Plant
 
 from chains import random_flexible_chain, random_state
 from test_mass_matrix_direct import CS, body_frames, deformed_point, rot_xyz, split, vee
+from hil.kernels.layout import METHOD_RK4
 
 
 def station_pose(km, q, s):
@@ -135,7 +136,7 @@ def test_station_state_against_independent_derivatives(chain, seed):
 
 def rk4_state_at(km, w, t0, pos, vel, tau, dt, nsub):
     p, v = pos.copy(), vel.copy()
-    assert integrate.advance(km, w, t0, p, v, tau, dt, nsub, integrate.METHOD_RK4)
+    assert integrate.advance(km, w, t0, p, v, tau, dt, nsub, METHOD_RK4)
     return p, v
 
 

@@ -25,6 +25,7 @@ from hil.kernels.oracle import bias_forces, mass_matrix
 from hil.kernels.outputs import energy
 
 from chains import random_flexible_chain, random_state
+from hil.kernels.layout import DIM_NB, DIM_NETA
 
 CS = 1e-30   # complex-step size
 
@@ -66,14 +67,14 @@ def deformed_point(p0, G, S, eta):
 
 def split(km, q):
     """Joint angles, per-body modal coordinates, rotor angles of the generalized vector q."""
-    nb, neta = int(km.dims[0]), int(km.dims[1])
+    nb, neta = int(km.dims[DIM_NB]), int(km.dims[DIM_NETA])
     etas = [q[nb + km.mo[k]: nb + km.mo[k] + km.nm[k]] for k in range(nb)]
     return q[:nb], etas, q[nb + neta:]
 
 
 def body_frames(km, q):
     """World rotation R_k and origin p_k of every body frame (complex-step safe)."""
-    nb = int(km.dims[0])
+    nb = int(km.dims[DIM_NB])
     qj, etas, _ = split(km, q)
     R, p = [], []
     for k in range(nb):
@@ -94,7 +95,7 @@ def node_positions(km, q):
     R, p = body_frames(km, q)
     _, etas, _ = split(km, q)
     xs, owner = [], []
-    for k in range(int(km.dims[0])):
+    for k in range(int(km.dims[DIM_NB])):
         n = int(km.nm[k])
         for j in range(km.node_off[k], km.node_off[k + 1]):
             r = deformed_point(km.nd_p0[j], km.nd_G[j][:, :n], km.nd_S[j][:n, :n], etas[k])
@@ -115,7 +116,7 @@ def kinetic_energy(km, q, qd):
     xd = x.imag / CS
     _, etads, rotor_rates = split(km, qd)
     T = 0.0
-    nb = int(km.dims[0])
+    nb = int(km.dims[DIM_NB])
     om = []
     for k in range(nb):
         Rk = R[k].real

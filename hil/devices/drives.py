@@ -73,10 +73,10 @@ drive torques and before the step, from the previous step:
   exactly. A stiff joint is stopped by an impulsive torque, a perfectly inelastic stop: every free
   rate jumps by -v_k M^-1 e_k / (M^-1)_kk (M over the free coordinates), the other coordinates keep
   their momenta and the kinetic energy 1/2 v_k^2 / (M^-1)_kk goes. It then becomes a prescribed
-  joint of constant angle (``KernelModel.drive`` = DRIVE_PRESCRIBED, ``prof_par[k, 0]`` = its
+  joint of constant angle (``KernelModel.drive`` = JOINT_PRESCRIBED, ``prof_par[k, 0]`` = its
   angle), for which the articulated-body sweep returns R as the joint's link torque
   ``Work.tau_joint``. A Spong joint's rotor, coupled to the rest by its spring only, just stops
-  (DRIVE_ROTOR_HELD) while its link moves on the spring, whose torque is R (also ``Work.tau_joint``).
+  (JOINT_ROTOR_HELD) while its link moves on the spring, whose torque is R (also ``Work.tau_joint``).
 * slip: every cycle while held, T_b is formed from the last step's R and this cycle's tau;
   |T_b| > F_s frees the coordinate, and so does releasing the brake (at once). A slipping engaged
   brake is the kinetic friction F_k clip(v / v_b, -1, 1) inside the substeps.
@@ -111,11 +111,12 @@ from numba import njit
 
 from hil.model.assembly import make_work
 from hil.model.config import reject
-from hil.kernels.aba import (DRIVE_PRESCRIBED, DRIVE_ROTOR_HELD, DRIVE_TORQUE, JP_BRAKE, JP_BRAKE_VS, JP_STRIBECK,
-                          forward_dynamics)
+from hil.kernels.aba import forward_dynamics
 from hil.model.spec import (INTERFACE_CURRENT, INTERFACE_TORQUE, INTERFACE_VOLTAGE, INTERFACES, DriveSpec, Problem,
                     drive_problems)
 from hil.dynamics.plant import REAL_AXIS_STABILITY, Plant, apparent_inertias
+from hil.kernels.layout import (JOINT_TORQUE_DRIVEN, JOINT_PRESCRIBED, JOINT_ROTOR_HELD, JP_STRIBECK,
+                                JP_BRAKE, JP_BRAKE_VS)
 
 __all__ = ["DriveBank", "DriveSpec", "apparent_inertias", "INTERFACES"]
 
@@ -213,7 +214,7 @@ def brake_step(par, vel, vidx, out, flags, drive, tau_joint):
                 out[O_BRAKE, k] = t_b
             else:
                 held[k] = False
-                drive[k] = DRIVE_TORQUE
+                drive[k] = JOINT_TORQUE_DRIVEN
                 out[O_BRAKE, k] = 0.0
             continue
         v = vel[i]
@@ -228,7 +229,7 @@ def brake_step(par, vel, vidx, out, flags, drive, tau_joint):
                 any_stop = True
             else:
                 vel[i] = 0.0
-                drive[k] = DRIVE_ROTOR_HELD
+                drive[k] = JOINT_ROTOR_HELD
     return any_stop
 
 
@@ -403,13 +404,13 @@ class DriveBank:
             stop_joint(plant.km, self._work, plant.t, plant.pos, plant.vel, tau, k, self.brake_kinetic[k],
                        acc[0], acc[1])
             plant.km.prof_par[k, 0] = plant.pos[k]
-            self._drive[k] = DRIVE_PRESCRIBED
+            self._drive[k] = JOINT_PRESCRIBED
         self._flags[F_STOP] = False
 
     def _free(self, k: int) -> None:
         """Let go of a held motor coordinate (at rest; the plant integrates it again)."""
         self.brake_held[k] = False
-        self._drive[k] = DRIVE_TORQUE
+        self._drive[k] = JOINT_TORQUE_DRIVEN
         self._out[O_BRAKE, k] = 0.0
 
     def command_for_torque(self, tau: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -497,7 +498,7 @@ class DriveBank:
         model = plant.asm.model
         for body, spec, kind in zip(model.bodies, self.specs, plant.km.drive):
             problems = drive_problems(spec)
-            if spec.brake_torque_N_m > 0 and kind == DRIVE_PRESCRIBED:
+            if spec.brake_torque_N_m > 0 and kind == JOINT_PRESCRIBED:
                 problems.append(Problem("brake_torque_N_m", spec.brake_torque_N_m,
                                         "expected no brake on a prescribed joint (its profile moves it)"))
             reject(model.source, f"body[{body.name}].joint.motor", problems)

@@ -19,13 +19,14 @@ from hil.model import spec as md
 from hil.model.assembly import Assembled, assemble, make_work
 from hil.kernels import integrate
 from hil.kernels.cycle import step_and_sample
-from hil.kernels.aba import (DRIVE_PRESCRIBED, JP_BACKLASH, JP_COUL_VS, JP_STRIBECK, forward_dynamics,
-                          forward_kinematics, prepare)
+from hil.kernels.aba import forward_dynamics, forward_kinematics, prepare
 from hil.kernels.oracle import mass_matrix
 from hil.kernels.outputs import STATION_FIELDS, energy, power, station_state, world_poses
 from hil.model.linearize import arm_frequencies_hz, spring_frequencies_hz, static_forces, stiffness_and_mass, substeps_for
+from hil.kernels.layout import (JOINT_PRESCRIBED, JP_COUL_VS, JP_STRIBECK, JP_BACKLASH, METHOD_RK4,
+                                METHOD_IMEX, METHOD_EULER)
 
-METHODS = {"rk4": integrate.METHOD_RK4, "imex_midpoint": integrate.METHOD_IMEX, "euler": integrate.METHOD_EULER}
+METHODS = {"rk4": METHOD_RK4, "imex_midpoint": METHOD_IMEX, "euler": METHOD_EULER}
 AUTO_RK4_MAX_SUBSTEPS = 8   # beyond this many RK4 substeps the IMEX scheme is cheaper
 # Real-axis stability bounds (|lambda h| for a damping lambda) of the plant's integrators:
 # classical RK4 2.785; the explicit midpoint predictor of the IMEX scheme and forward Euler 2.
@@ -96,7 +97,7 @@ class Plant:
         self.reset()
         # the configured Coulomb smoothing v_s (a lower bound) and the joints whose friction moves them
         self._configured_smoothing = self.km.jpar[:, JP_COUL_VS].copy()
-        self._friction_acts = self.km.drive != DRIVE_PRESCRIBED
+        self._friction_acts = self.km.drive != JOINT_PRESCRIBED
         self.stabilize_friction()
         self._warm_up()
 
@@ -294,7 +295,7 @@ def apparent_inertias(plant: Plant) -> np.ndarray:
     forward_kinematics(km, w)
     M = np.zeros((nq, nq))
     mass_matrix(km, w, 0.0, 0.0, M)
-    free = np.array([i for i in range(nq) if i >= nj or km.drive[i] != DRIVE_PRESCRIBED], np.int64)
+    free = np.array([i for i in range(nq) if i >= nj or km.drive[i] != JOINT_PRESCRIBED], np.int64)
     inv_diag = np.zeros(nq)
     if free.size:
         inv_diag[free] = np.diag(np.linalg.inv(M[np.ix_(free, free)]))
@@ -302,7 +303,7 @@ def apparent_inertias(plant: Plant) -> np.ndarray:
     for k in range(nj):
         if km.mot[k] >= 0:
             out[k] = km.mot_inertia[k]
-        elif km.drive[k] == DRIVE_PRESCRIBED:
+        elif km.drive[k] == JOINT_PRESCRIBED:
             out[k] = M[k, k]
         else:
             out[k] = 1.0 / inv_diag[k]

@@ -20,23 +20,14 @@ from numba import njit
 from . import profiles
 from .bodies import body_inertia, joint_kinematics
 from .spatial import cholesky_inplace, cholesky_solve
-
-# KernelModel.drive, per joint: how its coordinates move
-DRIVE_TORQUE = 0          # free under the drive (or Spong spring) torque
-DRIVE_PRESCRIBED = 1      # the profile's angle, rate and acceleration (a braked stiff joint: held constant)
-DRIVE_ROTOR_HELD = 2      # a Spong joint whose holding brake holds the rotor at rest; the link moves on its spring
-
-# columns of KernelModel.jpar: per-joint friction smoothing, Stribeck, the kinetic torque and ramp width
-# of a slipping holding brake (hil.devices.drives), backlash (one array rather than one field each: every
-# field of the model tuple costs each kernel call)
-JP_COUL_VS, JP_STRIBECK, JP_STRIB_VS, JP_BRAKE, JP_BRAKE_VS, JP_BACKLASH = range(6)
-N_JP = 6
+from .layout import (DIM_NB, DIM_NETA, DIM_NM, DIM_NQ, JOINT_PRESCRIBED, JOINT_ROTOR_HELD, JP_COUL_VS,
+                     JP_STRIBECK, JP_STRIB_VS, JP_BRAKE, JP_BRAKE_VS, JP_BACKLASH)
 
 
 @njit(cache=True)
 def prepare(m, w, t, pos, vel):
     """Copy the state into the work buffers, imposing prescribed joint motion at time t."""
-    prepare_arrays(m.dims[4], m.dims[0], m.drive, m.prof_kind, m.prof_par, m.tab_off, m.tab_n, m.tab_t,
+    prepare_arrays(m.dims[DIM_NQ], m.dims[DIM_NB], m.drive, m.prof_kind, m.prof_par, m.tab_off, m.tab_n, m.tab_t,
                    m.tab_c, t, pos, vel, w.pos, w.vel, w.qdd_pres)
 
 
@@ -47,7 +38,7 @@ def prepare_arrays(nq, nj, drive, prof_kind, prof_par, tab_off, tab_n, tab_t, ta
         wpos[i] = pos[i]
         wvel[i] = vel[i]
     for k in range(nj):
-        if drive[k] == DRIVE_PRESCRIBED:
+        if drive[k] == JOINT_PRESCRIBED:
             q, qd, qdd = profiles.evaluate(prof_kind, prof_par, tab_off, tab_n, tab_t, tab_c, k, t)
             wpos[k] = q
             wvel[k] = qd
@@ -57,7 +48,7 @@ def prepare_arrays(nq, nj, drive, prof_kind, prof_par, tab_off, tab_n, tab_t, ta
 @njit(cache=True)
 def joint_torques(m, w, tau):
     """Link-side torque each torque-driven joint receives (drive minus friction, or the Spong spring)."""
-    joint_torques_arrays(m.dims[0], m.dims[0] + m.dims[1], m.mot, m.kspring, m.dspring, m.viscous, m.coulomb, m.jpar,
+    joint_torques_arrays(m.dims[DIM_NB], m.dims[DIM_NB] + m.dims[DIM_NETA], m.mot, m.kspring, m.dspring, m.viscous, m.coulomb, m.jpar,
                          w.pos, w.vel, tau, w.tauj)
 
 
@@ -125,8 +116,8 @@ def joint_friction(viscous, coulomb, jpar, k, rate):
 @njit(cache=True)
 def motor_accelerations(m, w, tau, acc):
     """Spong rotor equation B phi_ddot = tau - k (phi - q) - d (phi_dot - q_dot) - friction; a rotor
-    held by its brake (DRIVE_ROTOR_HELD) does not accelerate."""
-    motor_accelerations_arrays(m.dims[0], m.dims[0] + m.dims[1], m.mot, m.mot_inertia, m.viscous, m.coulomb, m.jpar,
+    held by its brake (JOINT_ROTOR_HELD) does not accelerate."""
+    motor_accelerations_arrays(m.dims[DIM_NB], m.dims[DIM_NB] + m.dims[DIM_NETA], m.mot, m.mot_inertia, m.viscous, m.coulomb, m.jpar,
                                m.drive, w.vel, tau, w.tauj, acc)
 
 
@@ -136,7 +127,7 @@ def motor_accelerations_arrays(nj, off, mot, mot_inertia, viscous, coulomb, jpar
         mi = mot[k]
         if mi < 0:
             continue
-        if drive[k] == DRIVE_ROTOR_HELD:
+        if drive[k] == JOINT_ROTOR_HELD:
             acc[off + mi] = 0.0
         else:
             phd = wvel[off + mi]
@@ -146,7 +137,7 @@ def motor_accelerations_arrays(nj, off, mot, mot_inertia, viscous, coulomb, jpar
 @njit(cache=True)
 def forward_kinematics(m, w):
     """Base-to-tip sweep: joint transforms, twists, biases and body inertias."""
-    kinematics_sweep(m.dims[0], m.dims[3], m.parent, m.nm, m.mo, m.axis, m.st_G, m.st_L, m.st_S, m.st_p0, m.st_R0,
+    kinematics_sweep(m.dims[DIM_NB], m.dims[DIM_NM], m.parent, m.nm, m.mo, m.axis, m.st_G, m.st_L, m.st_S, m.st_p0, m.st_R0,
                      m.node_off, m.nd_m, m.nd_p0, m.nd_G, m.nd_S, m.Jsum, m.JL, m.LJL, w.pos, w.vel, w.Rpc, w.ppc,
                      w.Phi, w.V, w.kap, w.Mb, w.bb, w.M33, w.V3, w.V6, w.Ghat, w.Se)
 
@@ -192,10 +183,10 @@ def forward_dynamics(m, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, acc):
     The model and work tuples are unpacked here once; helpers take arrays (passing a tuple
     of ~100 arrays across a call costs numba an atomic reference count per array).
     """
-    nb = m.dims[0]
-    NM = m.dims[3]
-    nq = m.dims[4]
-    off = nb + m.dims[1]
+    nb = m.dims[DIM_NB]
+    NM = m.dims[DIM_NM]
+    nq = m.dims[DIM_NQ]
+    off = nb + m.dims[DIM_NETA]
     prepare_arrays(nq, nb, m.drive, m.prof_kind, m.prof_par, m.tab_off, m.tab_n, m.tab_t, m.tab_c, t, pos, vel,
                    w.pos, w.vel, w.qdd_pres)
     joint_torques_arrays(nb, off, m.mot, m.kspring, m.dspring, m.viscous, m.coulomb, m.jpar, w.pos, w.vel, tau,
@@ -275,7 +266,7 @@ def forward_dynamics(m, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, acc):
         ax0, ax1, ax2 = axis[k, 0], axis[k, 1], axis[k, 2]
         for i in range(6):
             U[k, i] = IA[k, i, 0] * ax0 + IA[k, i, 1] * ax1 + IA[k, i, 2] * ax2
-        if drive[k] == DRIVE_PRESCRIBED:
+        if drive[k] == JOINT_PRESCRIBED:
             qdd = qdd_pres[k]
             for i in range(6):
                 pa[i] = pA[k, i] + U[k, i] * qdd
@@ -330,7 +321,7 @@ def forward_dynamics(m, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, acc):
                 s -= Phi[k, i, 3] * g[0] + Phi[k, i, 4] * g[1] + Phi[k, i, 5] * g[2]
             a6[i] = s
         ax0, ax1, ax2 = axis[k, 0], axis[k, 1], axis[k, 2]
-        if drive[k] == DRIVE_PRESCRIBED:
+        if drive[k] == JOINT_PRESCRIBED:
             qdd = qdd_pres[k]
         else:
             s = uj[k]

@@ -14,11 +14,9 @@ import numpy as np
 from numba import njit
 
 from . import profiles
-from .aba import DRIVE_PRESCRIBED, forward_dynamics
+from .aba import forward_dynamics
+from .layout import DIM_NB, DIM_NQ, JOINT_PRESCRIBED, METHOD_RK4, METHOD_IMEX
 
-METHOD_RK4 = 0
-METHOD_IMEX = 1
-METHOD_EULER = 2
 
 _STAGES = (4, 2, 1)
 
@@ -68,7 +66,7 @@ def _stage_state(method, stage, h, nq, pos, vel, acc_prev, k1, k2, ps, vs, pe):
 def advance(m, w, t, pos, vel, tau, dt, nsub, method):
     """Advance (pos, vel) in place from t to t + dt with nsub substeps; False on a singular inertia
     or a non-finite state."""
-    nq = m.dims[4]
+    nq = m.dims[DIM_NQ]
     h = dt / nsub
     k1, k2, k3, k4 = w.k1, w.k2, w.k3, w.k4
     ps, vs, pe, acc = w.ps, w.vs, w.pe, w.acc
@@ -106,8 +104,8 @@ def advance(m, w, t, pos, vel, tau, dt, nsub, method):
             for i in range(nq):
                 pos[i] += h * vel[i]
                 vel[i] += h * acc[i]
-    for k in range(m.dims[0]):
-        if m.drive[k] == DRIVE_PRESCRIBED:
+    for k in range(m.dims[DIM_NB]):
+        if m.drive[k] == JOINT_PRESCRIBED:
             q, qd, qdd = profiles.evaluate(m.prof_kind, m.prof_par, m.tab_off, m.tab_n, m.tab_t, m.tab_c, k, t + dt)
             pos[k] = q
             vel[k] = qd

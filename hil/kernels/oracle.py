@@ -8,8 +8,9 @@ Prescribed joints are moved to the right-hand side.
 """
 from numba import njit
 
-from .aba import DRIVE_PRESCRIBED, added_mass, elastic_forces, forward_kinematics, joint_torques, motor_accelerations, prepare
+from .aba import added_mass, elastic_forces, forward_kinematics, joint_torques, motor_accelerations, prepare
 from .spatial import cholesky_inplace, cholesky_solve
+from .layout import DIM_NB, DIM_NETA, DIM_NM, DIM_NQ, JOINT_PRESCRIBED
 
 
 @njit(cache=True)
@@ -17,13 +18,13 @@ def dof_index(m, k, e):
     """Generalized coordinate index of body k's joint (e < 0) or its mode e."""
     if e < 0:
         return k
-    return m.dims[0] + m.mo[k] + e
+    return m.dims[DIM_NB] + m.mo[k] + e
 
 
 @njit(cache=True)
 def composite_inertias(m, w, cK, cD):
     """C(k) = M(k) + sum_children Phi^T C_rr(child) Phi, plus the implicit added modal mass."""
-    nb = m.dims[0]
+    nb = m.dims[DIM_NB]
     for k in range(nb):
         n = 6 + m.nm[k]
         for i in range(n):
@@ -49,8 +50,8 @@ def composite_inertias(m, w, cK, cD):
 @njit(cache=True)
 def mass_matrix(m, w, cK, cD, M):
     """Joint-and-modal mass matrix M (nq x nq; rotor rows/columns diagonal) at the prepared state."""
-    nb = m.dims[0]
-    nq = m.dims[4]
+    nb = m.dims[DIM_NB]
+    nq = m.dims[DIM_NQ]
     for i in range(nq):
         for j in range(nq):
             M[i, j] = 0.0
@@ -99,7 +100,7 @@ def mass_matrix(m, w, cK, cD, M):
                 for r in range(6 + m.nm[par]):
                     F[r] = G[r]
                 b = par
-    off = nb + m.dims[1]
+    off = nb + m.dims[DIM_NETA]
     for k in range(nb):
         if m.mot[k] >= 0:
             M[off + m.mot[k], off + m.mot[k]] = m.mot_inertia[k]
@@ -111,8 +112,8 @@ def mass_matrix(m, w, cK, cD, M):
 def bias_forces(m, w, el_pos, el_vel, h):
     """Newton-Euler generalized forces h = C(q, qd) + K eta + D eta_dot + gravity - drive,
     at zero free accelerations (prescribed joints at their prescribed acceleration)."""
-    nb = m.dims[0]
-    nq = m.dims[4]
+    nb = m.dims[DIM_NB]
+    nq = m.dims[DIM_NQ]
     g = m.gravity
     for i in range(nq):
         h[i] = 0.0
@@ -120,7 +121,7 @@ def bias_forces(m, w, el_pos, el_vel, h):
         par = m.parent[k]
         Phi = w.Phi[k]
         a = w.nud[k]
-        for i in range(6 + m.dims[3]):
+        for i in range(6 + m.dims[DIM_NM]):
             a[i] = 0.0
         for i in range(6):
             s = w.kap[k, i]
@@ -131,7 +132,7 @@ def bias_forces(m, w, el_pos, el_vel, h):
                 for c in range(3):
                     s -= Phi[i, 3 + c] * g[c]
             a[i] = s
-        if m.drive[k] == DRIVE_PRESCRIBED:
+        if m.drive[k] == JOINT_PRESCRIBED:
             for i in range(3):
                 a[i] += m.axis[k, i] * w.qdd_pres[k]
     for k in range(nb):
@@ -142,7 +143,7 @@ def bias_forces(m, w, el_pos, el_vel, h):
             for j in range(n):
                 s += w.Mb[k, i, j] * w.nud[k, j]
             F[i] = s
-        elastic_forces(k, m.dims[0], m.nm, m.mo, m.Kmod, m.Dmod, el_pos, el_vel, w.p)
+        elastic_forces(k, m.dims[DIM_NB], m.nm, m.mo, m.Kmod, m.Dmod, el_pos, el_vel, w.p)
     for k in range(nb - 1, -1, -1):
         F = w.p[k]
         ax = m.axis[k]
@@ -162,8 +163,8 @@ def bias_forces(m, w, el_pos, el_vel, h):
 @njit(cache=True)
 def forward_dynamics_dense(m, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, acc):
     """Same contract as aba.forward_dynamics, via M qdd = -h solved by Cholesky."""
-    nb = m.dims[0]
-    nq = m.dims[4]
+    nb = m.dims[DIM_NB]
+    nq = m.dims[DIM_NQ]
     prepare(m, w, t, pos, vel)
     joint_torques(m, w, tau)
     forward_kinematics(m, w)
@@ -174,8 +175,8 @@ def forward_dynamics_dense(m, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, acc):
     # free coordinates: all but prescribed joints (and rotors, solved separately)
     idx = w.iq
     nf = 0
-    for i in range(nb + m.dims[1]):
-        if i < nb and m.drive[i] == DRIVE_PRESCRIBED:
+    for i in range(nb + m.dims[DIM_NETA]):
+        if i < nb and m.drive[i] == JOINT_PRESCRIBED:
             continue
         idx[nf] = i
         nf += 1
@@ -191,7 +192,7 @@ def forward_dynamics_dense(m, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, acc):
     for i in range(nq):
         acc[i] = 0.0
     for k in range(nb):
-        if m.drive[k] == DRIVE_PRESCRIBED:
+        if m.drive[k] == JOINT_PRESCRIBED:
             acc[k] = w.qdd_pres[k]
     for r in range(nf):
         acc[idx[r]] = rhs[r]

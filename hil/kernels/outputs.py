@@ -1,14 +1,15 @@
 """Quantities derived from a solved state: world poses, station kinematics, energy and power."""
 from numba import njit
 
-from .aba import DRIVE_PRESCRIBED, JP_BACKLASH, dead_band, joint_friction, spring_torque
+from .aba import dead_band, joint_friction, spring_torque
 from .bodies import station_pose, station_rates
+from .layout import DIM_NB, DIM_NETA, JOINT_PRESCRIBED, JP_BACKLASH
 
 
 @njit(cache=True)
 def world_poses(m, w):
     """World rotation w.Rw[k] and origin w.pw[k] of every body frame (after forward_kinematics)."""
-    for k in range(m.dims[0]):
+    for k in range(m.dims[DIM_NB]):
         par = m.parent[k]
         Rpc = w.Rpc[k]
         ppc = w.ppc[k]
@@ -47,7 +48,7 @@ def station_state(m, w, s, out):
     """
     k = m.os_body[s]
     nm = m.nm[k]
-    base = m.dims[0] + m.mo[k]
+    base = m.dims[DIM_NB] + m.mo[k]
     SV = w.SV
     SM = w.SM
     station_pose(m.os_G, m.os_L, m.os_S, m.os_p0, m.os_R0, s, w.pos, base, nm, SV, 0, SM, 0, 1, 2, SV, 1)
@@ -103,9 +104,9 @@ def station_state(m, w, s, out):
 @njit(cache=True)
 def energy(m, w, out):
     """out = [kinetic, gravity potential, elastic] at the prepared state (after forward_kinematics)."""
-    nb = m.dims[0]
+    nb = m.dims[DIM_NB]
     nj = nb
-    off = nb + m.dims[1]
+    off = nb + m.dims[DIM_NETA]
     world_poses(m, w)
     kin = 0.0
     grav = 0.0
@@ -153,7 +154,7 @@ def energy(m, w, out):
         if mi >= 0:
             kin += 0.5 * m.mot_inertia[k] * w.vel[off + mi] ** 2
             el += 0.5 * m.kspring[k] * dead_band(w.pos[off + mi] - w.pos[k], m.jpar[k, JP_BACKLASH]) ** 2
-        elif m.drive[k] != DRIVE_PRESCRIBED:
+        elif m.drive[k] != JOINT_PRESCRIBED:
             kin += 0.5 * m.armature[k] * w.vel[k] ** 2
     out[0] = kin
     out[1] = grav
@@ -167,14 +168,14 @@ def power(m, w, tau, out):
     Prescribed joints count their required link torque times their rate as input. A joint or rotor
     held by its brake has zero rate: neither its drive nor the brake does work.
     """
-    nb = m.dims[0]
-    off = nb + m.dims[1]
+    nb = m.dims[DIM_NB]
+    off = nb + m.dims[DIM_NETA]
     pin = 0.0
     pd = 0.0
     for k in range(nb):
         qd = w.vel[k]
         mi = m.mot[k]
-        if m.drive[k] == DRIVE_PRESCRIBED:
+        if m.drive[k] == JOINT_PRESCRIBED:
             pin += w.tau_joint[k] * qd
         elif mi >= 0:   # friction and brake act on the rotor; the damper only in contact (backlash)
             phd = w.vel[off + mi]

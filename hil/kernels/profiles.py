@@ -1,11 +1,7 @@
 """Prescribed joint-angle laws evaluated inside the kernels (angle, rate, acceleration)."""
 import numpy as np
 from numba import njit
-
-KIND_CONSTANT = 0
-KIND_SPINUP = 1
-KIND_CYCLOIDAL = 2
-KIND_TABLE = 3
+from .layout import MOTION_SPINUP, MOTION_CYCLOIDAL, MOTION_TABLE
 
 
 @njit(cache=True)
@@ -55,11 +51,11 @@ def evaluate(prof_kind, prof_par, tab_off, tab_n, tab_t, tab_c, k, t):
     """(q, qd, qdd) of the prescribed joint k at time t."""
     kind = prof_kind[k]
     q0 = prof_par[k, 0]
-    if kind == KIND_SPINUP:
+    if kind == MOTION_SPINUP:
         q, qd, qdd = spinup(t, prof_par[k, 1], prof_par[k, 2])
-    elif kind == KIND_CYCLOIDAL:
+    elif kind == MOTION_CYCLOIDAL:
         q, qd, qdd = cycloidal(t, prof_par[k, 1], prof_par[k, 2])
-    elif kind == KIND_TABLE:
+    elif kind == MOTION_TABLE:
         a = tab_off[k]
         n = tab_n[k]
         return table(t, tab_t[a:a + n], tab_c[a:a + n])

@@ -13,8 +13,9 @@ import numpy as np
 
 from hil.model import spec as md
 from hil.model.config import reject
-from hil.kernels import aba, profiles
 from hil.model.modal import BeamModes, beam_modes
+from hil.kernels.layout import (JOINT_PRESCRIBED, JOINT_TORQUE_DRIVEN, JP_COUL_VS, JP_STRIBECK, JP_STRIB_VS, JP_BRAKE_VS,
+                                JP_BACKLASH, N_JP, MOTION_CONSTANT, MOTION_SPINUP, MOTION_CYCLOIDAL, MOTION_TABLE)
 
 KernelModel = namedtuple("KernelModel", [
     "dims", "parent", "nm", "mo", "axis", "armature", "viscous", "coulomb", "jpar",
@@ -33,7 +34,6 @@ Work = namedtuple("Work", [
     "Mq", "hq", "Aq", "rq", "iq", "k1", "k2", "k3", "k4", "ps", "vs", "pe", "acc",
 ])
 
-DIM_NB, DIM_NETA, DIM_NMOT, DIM_NM, DIM_NQ, DIM_NS = range(6)
 
 
 def rpy_matrix(rpy: np.ndarray) -> np.ndarray:
@@ -208,22 +208,22 @@ def _spline_coefficients(t: np.ndarray, q: np.ndarray) -> np.ndarray:
 
 
 def _joint_parameters(bodies: list[md.Body]) -> np.ndarray:
-    """KernelModel.jpar: Coulomb smoothing, Stribeck, brake and backlash per joint (columns aba.JP_*).
+    """KernelModel.jpar: Coulomb smoothing, Stribeck, brake and backlash per joint (columns hil.kernels.layout.JP_*).
     The brake is released here; hil.devices.drives.DriveBank engages it and sets its smoothing at run time,
     in place, and holds a stuck joint through KernelModel.drive and prof_par."""
-    jp = np.zeros((len(bodies), aba.N_JP))
+    jp = np.zeros((len(bodies), N_JP))
     for k, b in enumerate(bodies):
         j = b.joint
-        jp[k, aba.JP_COUL_VS] = j.coulomb_smoothing_rad_s
-        jp[k, aba.JP_STRIBECK] = j.stribeck_N_m
-        jp[k, aba.JP_STRIB_VS] = j.stribeck_velocity_rad_s if j.stribeck_N_m > 0 else 1.0
-        jp[k, aba.JP_BRAKE_VS] = 1.0
-        jp[k, aba.JP_BACKLASH] = j.backlash_rad
+        jp[k, JP_COUL_VS] = j.coulomb_smoothing_rad_s
+        jp[k, JP_STRIBECK] = j.stribeck_N_m
+        jp[k, JP_STRIB_VS] = j.stribeck_velocity_rad_s if j.stribeck_N_m > 0 else 1.0
+        jp[k, JP_BRAKE_VS] = 1.0
+        jp[k, JP_BACKLASH] = j.backlash_rad
     return jp
 
 
-_PROFILE_KIND = {md.PROFILE_CONSTANT: profiles.KIND_CONSTANT, md.PROFILE_SPINUP: profiles.KIND_SPINUP,
-                 md.PROFILE_CYCLOIDAL: profiles.KIND_CYCLOIDAL, md.PROFILE_TABLE: profiles.KIND_TABLE}
+_PROFILE_KIND = {md.PROFILE_CONSTANT: MOTION_CONSTANT, md.PROFILE_SPINUP: MOTION_SPINUP,
+                 md.PROFILE_CYCLOIDAL: MOTION_CYCLOIDAL, md.PROFILE_TABLE: MOTION_TABLE}
 
 
 def assemble(model: md.Model) -> Assembled:
@@ -257,7 +257,8 @@ def assemble(model: md.Model) -> Assembled:
     for b in bodies:
         reject(model.source, f"body[{b.name}].joint", md.joint_problems(b.joint))
     dspring = np.array([b.joint.elasticity.damping_N_m_s_rad if b.joint.elasticity else 0.0 for b in bodies])
-    drive = np.array([1 if b.joint.drive == md.DRIVE_PRESCRIBED else 0 for b in bodies], dtype=np.int64)
+    drive = np.array([JOINT_PRESCRIBED if b.joint.drive == md.DRIVE_PRESCRIBED else JOINT_TORQUE_DRIVEN for b in bodies],
+                     dtype=np.int64)
     prof_kind = np.zeros(nb, dtype=np.int64)
     prof_par = np.zeros((nb, 4))
     tabs_t, tabs_c, tab_off, tab_n = [], [], np.zeros(nb, np.int64), np.zeros(nb, np.int64)

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from hil.model.assembly import Assembled, make_work
-from hil.kernels.aba import DRIVE_PRESCRIBED, forward_dynamics, forward_kinematics, joint_torques, prepare
+from hil.kernels.aba import forward_dynamics, forward_kinematics, joint_torques, prepare
 from hil.kernels.oracle import bias_forces, mass_matrix
+from hil.kernels.layout import JOINT_PRESCRIBED
 
 RK4_STABILITY = 2.0 * math.sqrt(2.0)   # |omega h| limit of classical RK4 on the imaginary axis
 MIDPOINT_STABILITY = 2.0               # explicit midpoint predictor, damped joint springs
@@ -105,7 +106,7 @@ def arm_frequencies_hz(asm: Assembled, pos: np.ndarray | None = None) -> ArmFreq
     lay = asm.layout
     km = asm.km
     modal = list(range(lay.n_joints, lay.n_joints + lay.n_eta))
-    free = [k for k in range(lay.n_joints) if km.drive[k] != DRIVE_PRESCRIBED] + modal
+    free = [k for k in range(lay.n_joints) if km.drive[k] != JOINT_PRESCRIBED] + modal
     free += [lay.motor_index(k) for k in range(lay.n_joints) if km.mot[k] >= 0]
     locked = _hz(_generalized_eig(K[np.ix_(modal, modal)], M[np.ix_(modal, modal)])) if modal else np.zeros(0)
     freed = _hz(_generalized_eig(K[np.ix_(free, free)], M[np.ix_(free, free)])) if free else np.zeros(0)
