@@ -1,7 +1,8 @@
 """O(n) articulated-body forward dynamics of a flexible multibody tree.
 
-Jain & Rodriguez (seed 002), Section 7, in Featherstone's body-coordinate form
-with the published errata fixed (shared/research/seeds_002_004.md):
+Jain & Rodriguez (seed 002 in the README's References), Section 7, in Featherstone's
+body-coordinate form, with two errors of the printed equations corrected (each checked
+against the composite-body mass matrix of kernels/oracle.py in tests/test_dynamics_algebra.py):
 
 * per body, the modal coordinates are eliminated first with a Cholesky solve of
   the n_m x n_m block P_ff (no Woodbury step: eq. 7.10 inverts Gamma(k), which is
