@@ -1,0 +1,152 @@
+"""The package layers: no import runs from a lower layer to a higher one, and no import cycle.
+
+Every import statement of every module counts (also those inside functions): an import made
+late to dodge a cycle is still a dependency.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("config_schema", "firmware_bridge", "hil")
+
+# lowest first; a module may import from its own layer or any lower one. An entry names a package
+# (with everything inside it) or, for the modules at the root of hil, one module.
+ROOT_MODULES = {"hil", "hil.jit_cache", "hil.__main__"}
+LAYERS = (
+    ("config_schema",),
+    ("firmware_bridge",),
+    ("hil", "hil.jit_cache"),
+    ("hil.kernels", "hil.logs"),
+    ("hil.model",),
+    ("hil.dynamics",),
+    ("hil.devices",),
+    ("hil.faults",),
+    ("hil.runtime",),
+    ("hil.testing",),
+    ("hil.cli", "hil.__main__"),
+)
+
+
+def layer_of(module: str) -> int:
+    """The layer of a project module: the longest layer prefix that names it."""
+    best, rank = -1, -1
+    for i, prefixes in enumerate(LAYERS):
+        for p in prefixes:
+            inside = module == p or (p not in ROOT_MODULES and module.startswith(p + "."))
+            if inside and len(p) > best:
+                best, rank = len(p), i
+    if rank < 0:
+        raise AssertionError(f"module {module} is in no layer; add its package to LAYERS")
+    return rank
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def project_imports(path: Path) -> set[str]:
+    """The project modules a file imports (absolute and relative, at any depth)."""
+    module = module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            names = [base] + [f"{base}.{a.name}" for a in node.names]
+        else:
+            continue
+        out.update(n for n in names if n.split(".")[0] in PACKAGES)
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the project modules it imports (names that are attributes, not modules, dropped)."""
+    files = [p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")]
+    modules = {module_name(p): p for p in files}
+    graph = {}
+    for name, path in modules.items():
+        graph[name] = {m for m in project_imports(path) if m in modules and m != name}
+    return graph
+
+
+def violations(graph: dict[str, set[str]]) -> list[str]:
+    """Imports from a lower layer to a higher one."""
+    return sorted(f"{a} (layer {layer_of(a)}) imports {b} (layer {layer_of(b)})"
+                  for a, targets in graph.items() for b in targets if layer_of(b) > layer_of(a))
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_runs_from_a_lower_layer_to_a_higher_one():
+    assert violations(import_graph()) == []
+
+
+def test_the_import_graph_has_no_cycle():
+    assert cycles(import_graph()) == []
+
+
+def test_every_project_module_is_in_a_layer():
+    for module in import_graph():
+        layer_of(module)
+
+
+def test_the_checks_flag_an_upward_import_and_a_cycle():
+    graph = {"hil.model.config": {"hil.runtime.loop"}, "hil.runtime.loop": {"hil.model.config"},
+             "firmware_bridge.messages": {"hil.model.config"}}
+    assert violations(graph) == [
+        "firmware_bridge.messages (layer 1) imports hil.model.config (layer 4)",
+        "hil.model.config (layer 4) imports hil.runtime.loop (layer 8)"]
+    assert cycles(graph) == [["hil.model.config", "hil.runtime.loop"]]
+    with pytest.raises(AssertionError, match="in no layer"):
+        layer_of("hil.gadgets")
+
+
+@pytest.mark.parametrize("package", ["hil", "firmware_bridge", "config_schema"])
+def test_no_module_is_over_600_lines(package):
+    long = {str(p.relative_to(ROOT)): n for p in (ROOT / package).rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 600}
+    assert long == {}
