@@ -27,7 +27,7 @@ def test_settings_come_from_defaults_command_line_and_marker_in_rising_precedenc
 def test_a_firmware_command_line_gets_the_link_spec_of_its_end(hil_start):
     """What `--hil-firmware "CMD {link}"` runs: here the reference firmware, started as a user's
     program would be (no ready line awaited), over a slcan adapter on a pty pair."""
-    firmware = [sys.executable, "-m", "hil", "firmware", "--arm", "configs/ella.toml",
+    firmware = [sys.executable, "-m", "hil", "firmware", "--params", "configs/firmware/ella_nominal.toml",
                 "--bus", "configs/bus/compact_classic.toml", "--link", LINK_PLACEHOLDER, "--move-time", "1.0",
                 "--duration", "2.0", "--json"]
     run = hil_start(firmware=firmware, bus="configs/bus/compact_classic.toml", link="slcan-pty", duration_s=2.0,

@@ -6,7 +6,7 @@ vibration-suppression term from the IMU at the tip.
 
 Vibration suppression: the gyro measures the tip frame's absolute angular rate.
 Subtracting the rate of the rigid arm (the joint rates from the encoders through the
-rigid kinematics) leaves the links' elastic rate w_e. Its projection on the joint axes,
+nominal arm's rigid kinematics, firmware_bridge.reference.rigid_chain) leaves the links' elastic rate w_e. Its projection on the joint axes,
 low-pass filtered below the first torsion and second bending modes (second order,
 `vs_cutoff_hz`), is fed back as tau_vs = -k_vs J_w^T w_e: the joints push against the
 tip's elastic swing, which damps the first bending modes that the stiff collocated PID
@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from firmware_bridge.reference.rigid_chain import RigidChain
 
 # seed 000, Sec. 7: final set-points of theta_z1 (yaw), theta_y1 (pitch), theta_z2 (elbow) [rad]
 ELLA_SETPOINTS = {"base_yaw": 0.6922, "shoulder_pitch": -0.4928, "elbow": 0.4270}
@@ -30,30 +32,6 @@ def quintic(t: float, T: float) -> tuple[float, float]:
         return 1.0, 0.0
     x = t / T
     return x ** 3 * (10 - 15 * x + 6 * x * x), 30 * x * x * (1 - x) ** 2 / T
-
-
-def _axis_rotation(a: np.ndarray, q: float) -> np.ndarray:
-    K = np.array([[0, -a[2], a[1]], [a[2], 0, -a[0]], [-a[1], a[0], 0]])
-    return np.eye(3) + np.sin(q) * K + (1 - np.cos(q)) * K @ K
-
-
-@dataclass
-class ChainGeometry:
-    """The rigid joint chain as the firmware knows it: per joint its unit axis and the fixed
-    rotation from the parent frame (a serial chain; the IMU sits on the last body)."""
-
-    axes: np.ndarray              # (n, 3)
-    placements: np.ndarray        # (n, 3, 3)
-
-    def imu_rotation_and_axes(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """World rotation of the last body's frame and the world joint axes (columns) at q."""
-        R = np.eye(3)
-        axes_w = np.zeros((3, len(q)))
-        for k, (a, P) in enumerate(zip(self.axes, self.placements)):
-            R = R @ P
-            axes_w[:, k] = R @ a
-            R = R @ _axis_rotation(a, q[k])
-        return R, axes_w
 
 
 @dataclass
@@ -71,9 +49,11 @@ class ControllerGains:
 class ReferenceController:
     """Joint PID to set-points; call update() once per cycle with the latest encoder counts."""
 
-    def __init__(self, gear: np.ndarray, counts_per_rev: int, q0: np.ndarray, goal: np.ndarray, move_time_s: float,
-                 gains: ControllerGains, dt: float, start_s: float = 0.2, geometry: ChainGeometry | None = None):
-        """`geometry` switches the IMU vibration suppression on (update() then needs the gyro)."""
+    def __init__(self, gear: np.ndarray, counts_per_rev: np.ndarray | int, q0: np.ndarray, goal: np.ndarray,
+                 move_time_s: float, gains: ControllerGains, dt: float, start_s: float = 0.2,
+                 geometry: RigidChain | None = None):
+        """`counts_per_rev` at the motor shaft (per joint or one for all); `geometry` (the rigid arm's
+        kinematics) switches the IMU vibration suppression on (update() then needs the gyro)."""
         self.gear = np.asarray(gear, float)
         self.rad_per_count = 2 * np.pi / (counts_per_rev * self.gear)
         self.q0 = np.asarray(q0, float).copy()
@@ -108,7 +88,7 @@ class ReferenceController:
 
     def update(self, t: float, counts: np.ndarray, feedforward=None, gyro: np.ndarray | None = None) -> np.ndarray:
         """Drive torques [N m, link side] from the encoder counts; `feedforward(q)` (e.g. the
-        gravity torque of the arm model) is added before the torque limit; `gyro` (IMU angular
+        gravity torque of the nominal rigid arm) is added before the torque limit; `gyro` (IMU angular
         rate in its frame [rad/s]) feeds the vibration suppression when it is on."""
         q = self.joint_angles(counts)
         self.qd += self.alpha * ((q - self.q) / self.dt - self.qd)

@@ -16,6 +16,10 @@ allows (a dropout reading 0, a corrupted or slipped count) latches an encoder fa
 then stops commanding, so the drives' command watchdog takes the arm to its safe state (with
 `hil run --safe-state brake`: the holding brakes close), as a firmware that trusts no position
 must not keep driving the motors.
+
+The firmware knows the arm only through its own parameter file (firmware_bridge.reference.nominal,
+e.g. configs/firmware/ella_nominal.toml): joint names, gears, encoders, and the rigid links' masses
+and centres of mass for its gravity feed-forward (firmware_bridge.reference.rigid_chain).
 """
 from __future__ import annotations
 
@@ -25,43 +29,24 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from hil.model.assembly import assemble, make_work
-from hil.model.config import load_model
-from hil.model.linearize import static_forces
-from hil.model.assembly import rpy_matrix
 from firmware_bridge.canopen import CanopenMaster, is_canopen
-from firmware_bridge.reference.controller import ELLA_SETPOINTS, ChainGeometry, ControllerGains, ReferenceController
 from firmware_bridge.link import Link
 from firmware_bridge.messages import BusMap
+from firmware_bridge.reference.controller import ELLA_SETPOINTS, ControllerGains, ReferenceController
+from firmware_bridge.reference.nominal import load_nominal_arm
+from firmware_bridge.reference.rigid_chain import RigidChain
 from firmware_bridge.signals import CommandOutput, SensorInput
 
 MAX_JOINT_RATE_RAD_S = 5.0     # supervision limit: a 0.5 s set-point manoeuvre peaks near 3 rad/s
 ELLA_GAINS = ControllerGains(kp=np.array([3000.0, 3000.0, 800.0]), kd=np.array([300.0, 300.0, 80.0]),
                              ki=np.array([3000.0, 3000.0, 800.0]))
-COUNTS_PER_REV = 4096 * 4
-
-
-class GravityModel:
-    """Gravity torque of the undeformed arm at joint angles q, from the arm model the firmware
-    is written for (the feedforward a real firmware computes from its own model)."""
-
-    def __init__(self, model) -> None:
-        self.asm = assemble(model)
-        self.work = make_work(self.asm.km)
-        self.pos = np.zeros(self.asm.layout.nq)
-        self.nj = self.asm.layout.n_joints
-        self(np.zeros(self.nj))          # compile before the first cycle
-
-    def __call__(self, q: np.ndarray) -> np.ndarray:
-        self.pos[: self.nj] = q
-        return static_forces(self.asm, self.pos, self.work)[: self.nj]
 
 
 class EncoderMonitor:
     """Plausibility of the motor encoder counts, cycle to cycle: a change of more than the counts
     the joint could travel at `max_rate_rad_s` in the cycles elapsed is a fault (latched)."""
 
-    def __init__(self, gear: np.ndarray, counts_per_rev: int, cycle_s: float,
+    def __init__(self, gear: np.ndarray, counts_per_rev: np.ndarray | int, cycle_s: float,
                  max_rate_rad_s: float = MAX_JOINT_RATE_RAD_S, counter_bits: int = 32):
         self.limit = max_rate_rad_s * np.abs(gear) * counts_per_rev / (2 * np.pi) * cycle_s   # counts per cycle
         self.half = 1 << (counter_bits - 1)
@@ -100,23 +85,22 @@ class FirmwareResult:
 class Firmware:
     """The reference firmware for one arm on one bus map; serve() runs it on a link."""
 
-    def __init__(self, bus: BusMap, arm_config: str, move_time_s: float = 2.0, vibration_suppression: bool = False):
-        model = load_model(arm_config)
-        names = [b.joint.name for b in model.bodies]
-        gear = np.array([b.joint.gear_ratio for b in model.bodies])
-        q0 = np.array([b.joint.q0_rad for b in model.bodies])
-        self.goal = np.array([ELLA_SETPOINTS.get(n, q) for n, q in zip(names, q0)])
+    def __init__(self, bus: BusMap, params: str, move_time_s: float = 2.0, vibration_suppression: bool = False):
+        """`params`: the firmware's nominal arm parameter file (TOML)."""
+        self.arm = load_nominal_arm(params)
+        names = self.arm.joint_names
+        gear, counts_per_rev, home = self.arm.gear_ratios, self.arm.counts_per_rev, self.arm.home_rad
+        self.goal = np.array([ELLA_SETPOINTS.get(n, q) for n, q in zip(names, home)])
         self.bus = bus
         self.master = CanopenMaster(bus, names) if is_canopen(bus) else None
         self.sensors = SensorInput(bus, names)
         self.commands = CommandOutput(bus, names, self.master.own_ids if self.master else ())
-        geometry = ChainGeometry(np.array([b.joint.axis / np.linalg.norm(b.joint.axis) for b in model.bodies]),
-                                 np.array([rpy_matrix(b.joint.rpy_rad) for b in model.bodies]))
-        self.ctl = ReferenceController(gear, COUNTS_PER_REV, q0, self.goal, move_time_s, ELLA_GAINS, bus.cycle_s,
-                                       geometry=geometry if vibration_suppression else None)
-        self.gravity = GravityModel(model)
+        chain = RigidChain(self.arm)
+        self.ctl = ReferenceController(gear, counts_per_rev, home, self.goal, move_time_s, ELLA_GAINS, bus.cycle_s,
+                                       geometry=chain if vibration_suppression else None)
+        self.gravity = chain.gravity_torque
         self.names = names
-        self.monitor = EncoderMonitor(gear, COUNTS_PER_REV, bus.cycle_s)
+        self.monitor = EncoderMonitor(gear, counts_per_rev, bus.cycle_s)
         self.ctl.g = replace(self.ctl.g, torque_limit_N_m=np.minimum(self.ctl.g.torque_limit_N_m, self.commands.limit))
 
 

@@ -9,7 +9,8 @@ from hil.cli.registry import command
 
 
 def _firmware_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--arm", required=True, help="arm preset the firmware is written for (joint names, gears)")
+    p.add_argument("--params", required=True, help="the firmware's nominal arm parameter file (joint names, gears, "
+                                                   "encoders, rigid links), e.g. configs/firmware/ella_nominal.toml")
     p.add_argument("--bus", required=True, help="bus map (configs/bus/*.toml)")
     p.add_argument("--link", required=True, help="link spec (see hil run --help)")
     p.add_argument("--duration", type=float, default=1e9, help="stop after this much emulator time in s")
@@ -26,7 +27,7 @@ def _cmd_firmware(args: argparse.Namespace) -> int:
     from firmware_bridge.messages import BusMap
 
     bus = BusMap.load(args.bus)
-    firmware = Firmware(bus, args.arm, args.move_time, args.vibration_suppression)   # compiled before the link opens
+    firmware = Firmware(bus, args.params, args.move_time, args.vibration_suppression)   # set up before the link opens
     link = open_link(args.link)
     print("ready", flush=True)
     try:

@@ -18,6 +18,8 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
                                                  "firmware python-can slcan)")
     p.add_argument("--spawn-firmware", action="store_true", help="start the reference firmware in a second process")
     p.add_argument("--firmware-link", help="link spec the spawned firmware opens (default: the pty's other end)")
+    p.add_argument("--firmware-params", help="spawned firmware: its nominal arm parameter file "
+                                             "(default: configs/firmware/ella_nominal.toml)")
     p.add_argument("--move-time", type=float, default=2.0, help="spawned firmware: duration of the manoeuvre in s")
     p.add_argument("--vibration-suppression", action="store_true", help="spawned firmware: IMU vibration suppression")
     p.add_argument("--mode", choices=("realtime", "afap", "lockstep"), default="realtime",
@@ -60,7 +62,8 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
 def _cmd_run(args: argparse.Namespace) -> int:
     from firmware_bridge.canopen import is_canopen
     from firmware_bridge.messages import BusMap
-    from hil.runtime.launch import await_host, build_emulator, reference_firmware, spawn_firmware, stop_process
+    from hil.runtime.launch import (REFERENCE_PARAMS, await_host, build_emulator, reference_firmware, spawn_firmware,
+                                    stop_process)
     from hil.runtime.loop import RuntimeOptions
 
     if args.heartbeat_ms is not None and not is_canopen(BusMap.load(args.bus)):
@@ -79,8 +82,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     out = ""
     try:
         if args.spawn_firmware:
-            command = reference_firmware(args.config, args.bus, args.duration, args.move_time,
-                                         args.vibration_suppression)
+            command = reference_firmware(args.firmware_params or REFERENCE_PARAMS, args.bus, args.duration,
+                                         args.move_time, args.vibration_suppression)
             firmware = spawn_firmware(command, built.firmware_link,
                                       args.cpu if args.firmware_cpu is None else args.firmware_cpu,
                                       args.firmware_priority)

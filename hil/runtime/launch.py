@@ -20,6 +20,8 @@ import numpy as np
 from hil.runtime.loop import Emulator, RuntimeOptions
 
 LINK_PLACEHOLDER = "{link}"     # in a firmware command line: replaced by the spec its end opens
+# the reference firmware's own description of ELLA (firmware_bridge.reference.nominal)
+REFERENCE_PARAMS = Path(__file__).resolve().parents[2] / "configs" / "firmware" / "ella_nominal.toml"
 
 
 @dataclass
@@ -74,10 +76,11 @@ def build_emulator(arm: str | Path, bus: str | Path, link: str = "pty", options:
     return Built(emulator, firmware_link or other_end)
 
 
-def reference_firmware(arm: str | Path, bus: str | Path, duration_s: float | None = None, move_time_s: float = 2.0,
+def reference_firmware(params: str | Path, bus: str | Path, duration_s: float | None = None, move_time_s: float = 2.0,
                        vibration_suppression: bool = False) -> list[str]:
-    """Command line of the reference firmware (`hil firmware`), its link left as LINK_PLACEHOLDER."""
-    cmd = [sys.executable, "-m", "hil", "firmware", "--arm", str(arm), "--bus", str(bus), "--link", LINK_PLACEHOLDER,
+    """Command line of the reference firmware (`hil firmware`) with its nominal arm parameter file
+    `params` (e.g. REFERENCE_PARAMS), its link left as LINK_PLACEHOLDER."""
+    cmd = [sys.executable, "-m", "hil", "firmware", "--params", str(params), "--bus", str(bus), "--link", LINK_PLACEHOLDER,
            "--json", "--move-time", str(move_time_s)]
     if duration_s:
         cmd += ["--duration", str(duration_s)]

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from hil.faults.engine import Duration, Fault, Trigger
-from hil.runtime.launch import await_host, build_emulator, reference_firmware, spawn_firmware
+from hil.runtime.launch import REFERENCE_PARAMS, await_host, build_emulator, reference_firmware, spawn_firmware
 from hil.logs.runlog import read_run
 from hil.runtime.loop import RuntimeOptions
 
@@ -136,7 +136,7 @@ class EmulatorRun:
         if self.firmware is None:
             return None
         if self.firmware == REFERENCE:
-            return reference_firmware(self._path(self.arm), self._path(self.bus), self.duration_s, self.move_time_s,
+            return reference_firmware(REFERENCE_PARAMS, self._path(self.bus), self.duration_s, self.move_time_s,
                                       self.vibration_suppression)
         return shlex.split(self.firmware) if isinstance(self.firmware, str) else list(self.firmware)
 
