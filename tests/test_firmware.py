@@ -1,5 +1,5 @@
 """The reference firmware against the emulator (drives, sensors), in one process over an in-memory link."""
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
 import pytest
@@ -8,7 +8,9 @@ from firmware_bridge.reference.controller import ReferenceController, Controller
 from firmware_bridge.reference.firmware import EncoderMonitor, Firmware
 from firmware_bridge.messages import BusMap
 from firmware_bridge.signals import CommandInput, SensorOutput
+from hil.model.assembly import assemble, make_work
 from hil.model.config import load_model
+from hil.model.linearize import static_forces
 from hil.dynamics.plant import Plant
 from hil.runtime.loop import Emulator, RuntimeOptions
 from links import memory_pair
@@ -23,8 +25,10 @@ class Run(NamedTuple):
     emu: Emulator
 
 
-def closed_loop(vibration_suppression: bool, move_time: float = 1.0, duration: float = 3.0) -> Run:
-    """A closed-loop run of the ELLA preset (drives, sensors) with the reference firmware."""
+def closed_loop(vibration_suppression: bool, move_time: float = 1.0, duration: float = 3.0,
+                feedforward: Callable[[np.ndarray], np.ndarray] | None = None) -> Run:
+    """A closed-loop run of the ELLA preset (drives, sensors) with the reference firmware, one plant
+    step per command frame; `feedforward` replaces the firmware's own gravity feed-forward."""
     emu_link, fw_link = memory_pair()
     bus = BusMap.load("configs/bus/serial_frame.toml")
     plant = Plant(load_model("configs/ella.toml"))
@@ -39,7 +43,8 @@ def closed_loop(vibration_suppression: bool, move_time: float = 1.0, duration: f
     for _ in range(int(duration / plant.dt)):
         while (frame := fw_link.recv()) is not None:
             if fw.sensors.feed(frame):
-                tau = fw.ctl.update(fw.sensors.cycle * bus.cycle_s, fw.sensors.counts, fw.gravity, fw.sensors.gyro)
+                tau = fw.ctl.update(fw.sensors.cycle * bus.cycle_s, fw.sensors.counts, feedforward or fw.gravity,
+                                    fw.sensors.gyro)
                 for f in fw.commands.frames(tau, fw.sensors.cycle):
                     fw_link.send(f)
         emu.step_once()
@@ -47,6 +52,18 @@ def closed_loop(vibration_suppression: bool, move_time: float = 1.0, duration: f
         counts.append(fw.sensors.counts.copy())
         np.maximum(peak, np.abs(emu.drives.current), out=peak)
     return Run(np.array(tips), np.array(counts), peak, plant, fw, emu)
+
+
+def plant_feedforward(preset: str = "configs/ella.toml") -> Callable[[np.ndarray], np.ndarray]:
+    """The emulator's exact holding torques of the undeformed arm (eta = 0): the feed-forward the
+    firmware once took from the plant model, the reference its own rigid arm is measured against."""
+    asm = assemble(load_model(preset))
+    work, pos, nj = make_work(asm.km), np.zeros(asm.layout.nq), asm.layout.n_joints
+
+    def holding_torques(q: np.ndarray) -> np.ndarray:
+        pos[:nj] = q
+        return static_forces(asm, pos, work)[:nj]
+    return holding_torques
 
 
 def settling_time(tips: np.ndarray, dt: float, move_end: float, band: float = 2e-4, window: int = 100) -> float:
@@ -80,6 +97,35 @@ def test_imu_vibration_suppression_shortens_the_residual_oscillation(runs):
     print(f"\ntip settling after the manoeuvre (0.2 mm band): PID {pid:.3f} s, PID + IMU suppression {vs:.3f} s")
     assert vs < 0.8 * pid
     np.testing.assert_allclose(runs[True].plant.q(), runs[True].fw.goal, atol=2e-3)
+
+
+@pytest.fixture(scope="module")
+def model_runs():
+    feedforward = plant_feedforward()
+    return {vs: closed_loop(vs, feedforward=feedforward) for vs in (False, True)}
+
+
+def _same_set_point_results(own: Run, model: Run) -> bool:
+    """Final joint angles within 10 urad (4 encoder counts of the pitch joint), tip settling within
+    5 ms, peak motor currents within 1 %."""
+    move_end = 0.2 + 1.0
+    return bool(np.abs(own.plant.q() - model.plant.q()).max() < 1e-5
+                and abs(settling_time(own.tips, 1e-3, move_end) - settling_time(model.tips, 1e-3, move_end)) <= 5e-3
+                and np.allclose(own.peak_current, model.peak_current, rtol=0.01))
+
+
+@pytest.mark.parametrize("vibration_suppression", [False, True])
+def test_set_point_results_are_those_of_the_plant_model_feedforward(runs, model_runs, vibration_suppression):
+    """The firmware's own rigid arm instead of the emulator's model changes nothing that matters."""
+    own, model = runs[vibration_suppression], model_runs[vibration_suppression]
+    print(f"\nfinal q, own - plant-model feed-forward: {own.plant.q() - model.plant.q()} rad")
+    assert _same_set_point_results(own, model)
+
+
+def test_the_set_point_comparison_sees_a_wrong_feedforward(model_runs):
+    feedforward = plant_feedforward()
+    weak = closed_loop(False, feedforward=lambda q: 0.9 * feedforward(q))      # a 10 % mass error
+    assert not _same_set_point_results(weak, model_runs[False])
 
 
 def test_encoder_counter_wraps_are_unwrapped():
