@@ -25,10 +25,11 @@ ROOT = Path(__file__).resolve().parent.parent
 PARAMS = ROOT / "configs" / "firmware" / "ella_nominal.toml"
 PRESET = ROOT / "configs" / "ella.toml"
 SETPOINT_POSE = np.array([0.6922, -0.4928, 0.4270])
-# The file's masses are rounded to 1 g and its centres of mass to 0.1 mm: each link's first moment
-# m c then differs from the exact lumping by at most 0.4 g m, 1.2 g m over the arm, so the
-# holding torques by at most 1.2e-3 kg m x 9.81 m/s^2 = 0.012 N m.
-ROUNDING_N_M = 0.012
+# The file's masses are rounded to 1 g and its centres of mass to 0.1 mm, so the links' first
+# moments about the pitch axis differ from the exact lumping by at most 0.5 g x 0.80 m + 4.85 kg x
+# 0.05 mm = 0.64 g m (link 1) and 0.5 g x 1.69 m + 3.62 kg x 0.05 mm = 1.02 g m (link 2), and the
+# holding torques by at most 1.66e-3 kg m x 9.81 m/s^2 = 0.016 N m.
+ROUNDING_N_M = 0.016
 
 
 @pytest.fixture(scope="module")

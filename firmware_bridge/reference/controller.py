@@ -6,11 +6,11 @@ vibration-suppression term from the IMU at the tip.
 
 Vibration suppression: the gyro measures the tip frame's absolute angular rate.
 Subtracting the rate of the rigid arm (the joint rates from the encoders through the
-nominal arm's rigid kinematics, firmware_bridge.reference.rigid_chain) leaves the links' elastic rate w_e. Its projection on the joint axes,
-low-pass filtered below the first torsion and second bending modes (second order,
-`vs_cutoff_hz`), is fed back as tau_vs = -k_vs J_w^T w_e: the joints push against the
-tip's elastic swing, which damps the first bending modes that the stiff collocated PID
-leaves to structural damping.
+nominal arm's rigid kinematics, firmware_bridge.reference.rigid_chain) leaves the links'
+elastic rate w_e. Its projection on the joint axes, low-pass filtered below the first
+torsion and second bending modes (second order, `vs_cutoff_hz`), is fed back as
+tau_vs = -k_vs J_w^T w_e: the joints push against the tip's elastic swing, which damps
+the first bending modes that the stiff collocated PID leaves to structural damping.
 """
 from __future__ import annotations
 

@@ -133,7 +133,8 @@ class _Reader:
             self._value(t, "rpy_rad", lambda k: t.vector(k, unit="rad")),
             self._value(t, "home_rad", lambda k: t.number(k, unit="rad")),
             self._value(t, "gear_ratio", lambda k: t.number(k, unit="", positive=True)),
-            self._value(t, "encoder_counts_per_rev", lambda k: t.integer(k, minimum=1, unit="counts per motor revolution")),
+            self._value(t, "encoder_counts_per_rev",
+                        lambda k: t.integer(k, minimum=1, unit="counts per motor revolution")),
             self._link(t.table("link", _LINK_KEYS, required=True, what="the [joint.link] the joint drives")))
 
     def _link(self, t: Table) -> NominalLink:
@@ -166,7 +167,8 @@ class _Reader:
         for key, text in raw.items():
             where = f'provenance."{key}"'
             if key not in self.values:
-                raise self.doc.error(where, text, f"expected the key to name a value of this file{suggest(key, self.values)}")
+                raise self.doc.error(where, text,
+                                     f"expected the key to name a value of this file{suggest(key, self.values)}")
             if not isinstance(text, str) or not text.startswith(PROVENANCE_KINDS):
                 raise self.doc.error(where, text, "expected a string starting with " + ", ".join(PROVENANCE_KINDS))
         for key in self.values:

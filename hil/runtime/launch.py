@@ -76,12 +76,12 @@ def build_emulator(arm: str | Path, bus: str | Path, link: str = "pty", options:
     return Built(emulator, firmware_link or other_end)
 
 
-def reference_firmware(params: str | Path, bus: str | Path, duration_s: float | None = None, move_time_s: float = 2.0,
-                       vibration_suppression: bool = False) -> list[str]:
+def reference_firmware(params: str | Path, bus: str | Path, duration_s: float | None = None,
+                       move_time_s: float = 2.0, vibration_suppression: bool = False) -> list[str]:
     """Command line of the reference firmware (`hil firmware`) with its nominal arm parameter file
     `params` (e.g. REFERENCE_PARAMS), its link left as LINK_PLACEHOLDER."""
-    cmd = [sys.executable, "-m", "hil", "firmware", "--params", str(params), "--bus", str(bus), "--link", LINK_PLACEHOLDER,
-           "--json", "--move-time", str(move_time_s)]
+    cmd = [sys.executable, "-m", "hil", "firmware", "--params", str(params), "--bus", str(bus),
+           "--link", LINK_PLACEHOLDER, "--json", "--move-time", str(move_time_s)]
     if duration_s:
         cmd += ["--duration", str(duration_s)]
     return cmd + (["--vibration-suppression"] if vibration_suppression else [])
