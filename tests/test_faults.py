@@ -21,7 +21,8 @@ from firmware_bridge.link_faults import FaultyLink
 from firmware_bridge.messages import BusMap
 from firmware_bridge.serial_link import SerialLink, open_pty_pair
 from firmware_bridge.signals import FrameReader, FrameWriter
-from hil.model.config import ConfigError, load_model
+from config_schema import ConfigError
+from hil.model.config import load_model
 from hil.devices.drives import P_STICK, DriveBank
 from hil.faults.engine import Duration, Fault, FaultEngine, FaultError, Trigger, bus_encoding, encoder_counter_bits
 from hil.kernels.aba import JP_BRAKE_VS
@@ -1016,8 +1017,8 @@ target = "imu_ax"
 
 
 @pytest.mark.parametrize("body, key, text", [
-    ("offset_m_s2 = 0.3\n[fault.trigger]\nat = 1.0", "fault[bias].trigger",
-     "expected exactly one of at_s, signal, probability_per_cycle, mttf_s"),
+    ("offset_m_s2 = 0.3\n[fault.trigger]\nat = 1.0", "fault[bias].trigger.at",
+     "unknown key (did you mean 'at_s'?); expected exactly one of at_s, signal, probability_per_cycle, mttf_s"),
     ("offset = 0.3", "fault[bias].offset", "did you mean 'offset_m_s2'?"),
     ("offset_rad_s = 0.3", "fault[bias].offset_rad_s", "expected offset_m_s2 [m/s^2]"),
     ("offset_m_s2 = true", "fault[bias].offset_m_s2", "expected a finite number in m/s^2"),

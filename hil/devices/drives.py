@@ -109,11 +109,11 @@ from typing import Sequence
 import numpy as np
 from numba import njit
 
+from config_schema import Problem, raise_problem
 from hil.model.assembly import make_work
-from hil.model.config import reject
 from hil.kernels.aba import (DRIVE_PRESCRIBED, DRIVE_ROTOR_HELD, DRIVE_TORQUE, JP_BRAKE, JP_BRAKE_VS, JP_STRIBECK,
                           forward_dynamics)
-from hil.model.spec import (INTERFACE_CURRENT, INTERFACE_TORQUE, INTERFACE_VOLTAGE, INTERFACES, DriveSpec, Problem,
+from hil.model.spec import (INTERFACE_CURRENT, INTERFACE_TORQUE, INTERFACE_VOLTAGE, INTERFACES, DriveSpec,
                     drive_problems)
 from hil.dynamics.plant import REAL_AXIS_STABILITY, Plant, apparent_inertias
 
@@ -500,7 +500,7 @@ class DriveBank:
             if spec.brake_torque_N_m > 0 and kind == DRIVE_PRESCRIBED:
                 problems.append(Problem("brake_torque_N_m", spec.brake_torque_N_m,
                                         "expected no brake on a prescribed joint (its profile moves it)"))
-            reject(model.source, f"body[{body.name}].joint.motor", problems)
+            raise_problem(model.source, f"body[{body.name}].joint.motor", problems)
 
     def _check_back_emf_coupling(self) -> None:
         """Voltage drives: the back-EMF damping n^2 Kt Ke / R, held over a step, must stay below 2 J / dt."""

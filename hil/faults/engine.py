@@ -129,8 +129,6 @@ the timing faults ``stall`` (busy-wait ``stall_s`` in the compute phase of every
 from __future__ import annotations
 
 import copy
-import difflib
-import json
 import math
 import time
 from collections import deque
@@ -139,10 +137,10 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
+from config_schema import MISSING, ConfigError, Document, Table, in_unit, is_integer, is_number, suggest
 from firmware_bridge.link_faults import BUS_KINDS, FaultyLink, parse_bus_target
 from firmware_bridge.messages import BusMap
 from hil.model.assembly import assemble
-from hil.model.config import ConfigError
 from hil.model.linearize import arm_frequencies_hz, spring_frequencies_hz, substeps_for
 
 if TYPE_CHECKING:
@@ -284,33 +282,57 @@ def _check(ok: bool, message: str) -> None:
 
 
 # ----------------------------------------------------------------------------- parameters
-class _Missing:
-    def __repr__(self) -> str:
-        return "<missing>"
+Read = Callable[[Table, str, str], Any]          # (the parameters, key, unit) -> the value
 
 
-MISSING = _Missing()        # the value error messages show for a key that is not there
-_REQUIRED = object()
-_FINITE = ("a finite number", lambda v: True)
-_POSITIVE = ("a positive number", lambda v: v > 0)
-_NONNEG = ("a number >= 0", lambda v: v >= 0)
-_PROBABILITY = ("a probability in (0, 1]", lambda v: 0 < v <= 1)
-_FRACTION = ("a factor in (0, 1]", lambda v: 0 < v <= 1)
-_COUNT = ("an integer >= 1", lambda v: v >= 1)
-_NONZERO = ("a non-zero integer", lambda v: v != 0)
+def _number(**bounds: Any) -> Read:
+    """A finite number within Table.number's ``bounds`` (``what`` names them)."""
+    return lambda t, key, unit: t.number(key, unit=unit, **bounds)
+
+
+def _integer(**bounds: Any) -> Read:
+    """An integer within Table.integer's ``bounds``."""
+    return lambda t, key, unit: t.integer(key, unit=unit, **bounds)
+
+
+def _choice(*choices: str) -> Read:
+    return lambda t, key, unit: t.choice(key, MISSING, choices)
+
+
+def _nonzero_integer(t: Table, key: str, unit: str) -> int:
+    v = t.raw(key)
+    if not is_integer(v) or v == 0:
+        raise t.error(key, v, f"{'required; ' if v is MISSING else ''}expected a non-zero integer{in_unit(unit)}")
+    return int(v)
+
+
+def _principal_moments(t: Table, key: str, unit: str) -> tuple[float, float, float]:
+    v = t.raw(key)
+    if not (isinstance(v, (list, tuple)) and len(v) == 3
+            and all(is_number(x) and math.isfinite(x) and x >= 0 for x in v)):
+        raise t.error(key, v, f"expected 3 principal moments >= 0{in_unit(unit)}")
+    return tuple(float(x) for x in v)
+
+
+_FINITE = _number()
+_POSITIVE = _number(positive=True)
+_NONNEG = _number(nonneg=True, what="a number >= 0")
+_PROBABILITY = _number(positive=True, upper=1.0, what="a probability in (0, 1]")
+_FRACTION = _number(positive=True, upper=1.0, what="a factor in (0, 1]")
+_COUNT = _integer(minimum=1)
+_INDEX = _integer(minimum=0)
 
 
 @dataclass(frozen=True)
 class _Param:
     """One parameter: its key is ``stem`` for a fixed unit (the stem ends in it: ``stall_s``),
-    ``<stem>_<channel unit>`` for ``unit = "@"`` and ``<stem>_<channel unit>_per_s`` for "@/s"."""
+    ``<stem>_<channel unit>`` for ``unit = "@"`` and ``<stem>_<channel unit>_per_s`` for "@/s".
+    ``default`` is the value when the key is left out (MISSING: required)."""
 
     stem: str
     unit: str = ""
-    type: str = "float"          # float | int | str (one of choices) | vector3
-    default: Any = _REQUIRED
-    check: tuple[str, Callable[[Any], bool]] = _FINITE
-    choices: tuple[str, ...] = ()
+    read: Read = _FINITE
+    default: Any = MISSING
 
     def key(self, suffix: str) -> str:
         if self.unit == "@":
@@ -323,46 +345,57 @@ class _Param:
         return {"@": unit, "@/s": f"{unit}/s"}.get(self.unit, self.unit)
 
 
-_PROB_FRAME = _Param("probability_per_frame", default=1.0, check=_PROBABILITY)
-_DELAY = (_Param("cycles", type="int", default=None, check=_COUNT),
-          _Param("delay_s", "s", default=None, check=_POSITIVE))
+_PROB_FRAME = _Param("probability_per_frame", default=1.0, read=_PROBABILITY)
+_DELAY = (_Param("cycles", default=None, read=_COUNT),
+          _Param("delay_s", "s", default=None, read=_POSITIVE))
 _PARAMS: dict[str, tuple[_Param, ...]] = {
     "stuck": (_Param("value", "@", default=None),),
     "offset": (_Param("offset", "@"),),
     "gain": (_Param("gain"),),
-    "noise": (_Param("sigma", "@", check=_NONNEG),),
+    "noise": (_Param("sigma", "@", read=_NONNEG),),
     "drift": (_Param("rate", "@/s"),),
-    "delay": (_Param("samples", "cycles", type="int", check=_COUNT),),
-    "dropout": (_Param("mode", type="str", default="zero", choices=("zero", "hold")),),
+    "delay": (_Param("samples", "cycles", read=_COUNT),),
+    "dropout": (_Param("mode", default="zero", read=_choice("zero", "hold")),),
     "nan": (),
     "saturation": (_Param("low", "@", default=None), _Param("high", "@", default=None)),
-    "bitflip": (_Param("bit", type="int", check=("an integer >= 0", lambda v: v >= 0)),),
-    "quantisation": (_Param("lsb", "@", check=_POSITIVE),),
-    "slip": (_Param("slip", "@", type="int", check=_NONZERO),),
-    "payload": (_Param("mass_kg", "kg", check=_NONNEG),
-                _Param("inertia_kg_m2", "kg m^2", type="vector3", default=None)),
+    "bitflip": (_Param("bit", read=_INDEX),),
+    "quantisation": (_Param("lsb", "@", read=_POSITIVE),),
+    "slip": (_Param("slip", "@", read=_nonzero_integer),),
+    "payload": (_Param("mass_kg", "kg", read=_NONNEG),
+                _Param("inertia_kg_m2", "kg m^2", default=None, read=_principal_moments)),
     "payload_drop": (),
-    "friction": (_Param("friction_scale", check=_POSITIVE),),
-    "kt_loss": (_Param("kt_scale", check=_NONNEG),),
+    "friction": (_Param("friction_scale", read=_POSITIVE),),
+    "kt_loss": (_Param("kt_scale", read=_NONNEG),),
     "encoder_disconnect": (),
-    "stiffness_loss": (_Param("stiffness_scale", check=_FRACTION),),
+    "stiffness_loss": (_Param("stiffness_scale", read=_FRACTION),),
     "brake": (),
     "drop": (_PROB_FRAME,),
-    "duplicate": (_Param("copies", type="int", default=1, check=_COUNT), _PROB_FRAME),
+    "duplicate": (_Param("copies", default=1, read=_COUNT), _PROB_FRAME),
     "reorder": (),
     "frame_delay": _DELAY,
-    "corrupt": (_Param("bytes", type="int", default=1, check=_COUNT), _PROB_FRAME),
+    "corrupt": (_Param("bytes", default=1, read=_COUNT), _PROB_FRAME),
     "bad_crc": (_PROB_FRAME,),
-    "wrong_counter": (_Param("counter_offset", type="int", default=-1, check=_NONZERO), _PROB_FRAME),
-    "wrong_dlc": (_Param("length_bytes", type="int", check=("an integer >= 0", lambda v: v >= 0)),),
+    "wrong_counter": (_Param("counter_offset", default=-1, read=_nonzero_integer), _PROB_FRAME),
+    "wrong_dlc": (_Param("length_bytes", read=_INDEX),),
     "silent": (),
-    "period": (_Param("divider", type="int", check=("an integer >= 2", lambda v: v >= 2)),),
-    "babble": (_Param("rate_hz", "Hz", check=_POSITIVE),
-               _Param("length_bytes", type="int", default=8, check=("an integer >= 0", lambda v: v >= 0)),
-               _Param("fill_byte", type="int", default=0xAA, check=("a byte 0..255", lambda v: 0 <= v <= 255))),
-    "stall": (_Param("stall_s", "s", check=_POSITIVE),),
+    "period": (_Param("divider", read=_integer(minimum=2)),),
+    "babble": (_Param("rate_hz", "Hz", read=_POSITIVE),
+               _Param("length_bytes", default=8, read=_INDEX),
+               _Param("fill_byte", default=0xAA, read=_integer(minimum=0, maximum=255, what="a byte"))),
+    "stall": (_Param("stall_s", "s", read=_POSITIVE),),
     "output_delay": _DELAY,
 }
+
+
+class _FaultParameters(Document):
+    """The parameters of one fault as a config_schema document: its errors are FaultErrors."""
+
+    def __init__(self, fault: str):
+        super().__init__(f"fault {fault!r}")
+        self.fault = fault
+
+    def error(self, key: str | None, value: Any, expected: str) -> FaultError:
+        return FaultError(self.fault, key, value, expected)
 
 
 def channel_unit(name: str) -> tuple[str, str] | None:
@@ -389,101 +422,66 @@ def _known_prefixes() -> str:
     return ", ".join([f"{p}* ({u})" for p, _, u in CHANNEL_UNITS] + ["*_ax|ay|az (m/s^2)", "*_gx|gy|gz (rad/s)"])
 
 
-def check_fault(fault: Fault) -> dict[str, Any]:
+def check_fault(fault: Fault, other_keys: Sequence[str] = ()) -> dict[str, Any]:
     """The fault's parameters by stem, validated against its kind and target; raises FaultError
-    naming the key and what was expected (with the unit)."""
-    name = fault.name
-
-    def error(key: str, value: Any, expected: str) -> FaultError:
-        return FaultError(name, key, value, expected)
-
+    naming the key and what was expected (with the unit). ``other_keys``: the keys a scenario's
+    [[fault]] table has besides the parameters, suggested too for an unknown key."""
+    doc = _FaultParameters(fault.name)
     if fault.kind not in _PARAMS:
-        raise error("kind", fault.kind, "expected one of " + ", ".join(KINDS))
-    _check_target(fault, error)
+        raise doc.error("kind", fault.kind, "expected one of " + ", ".join(KINDS) + suggest(fault.kind, KINDS))
+    _check_target(fault, doc)
     params = _PARAMS[fault.kind]
     suffix, unit = "", ""
     in_channel_unit = [p for p in params if p.unit.startswith("@")]
     if in_channel_unit:
         found = channel_unit(fault.target)
         # a channel of unknown unit is fine as long as nothing is given in its unit (stuck at last)
-        if found is None and (fault.params or any(p.default is _REQUIRED for p in in_channel_unit)):
-            raise error("target", fault.target, f"expected a channel whose unit is known: {_known_prefixes()}")
+        if found is None and (fault.params or any(p.default is MISSING for p in in_channel_unit)):
+            raise doc.error("target", fault.target, f"expected a channel whose unit is known: {_known_prefixes()}")
         suffix, unit = found or ("", "")
     keys = {p.key(suffix): p for p in params}
     for key, value in fault.params.items():
         if key not in keys:
-            hint = difflib.get_close_matches(key, list(keys), n=1)
-            did = f" (did you mean {hint[0]!r}?)" if hint else ""
             allowed = ", ".join(f"{k} [{p.unit_text(unit)}]" if p.unit_text(unit) else k for k, p in keys.items())
-            raise error(key, value, f"unknown parameter of {fault.kind} faults{did}; "
-                                    f"expected {allowed or 'no parameters'}")
-    out = {p.stem: _read(p, key, fault.params, unit, error) for key, p in keys.items()}
-    _check_combination(fault, out, keys, error)
+            raise doc.error(key, value, f"unknown parameter of {fault.kind} faults{suggest(key, [*keys, *other_keys])}; "
+                                        f"expected {allowed or 'no parameters'}")
+    table = Table(doc, dict(fault.params), "", "", tuple(keys))
+    out = {p.stem: p.read(table, key, p.unit_text(unit)) if table.has(key) or p.default is MISSING else p.default
+           for key, p in keys.items()}
+    _check_combination(fault, out, keys, doc)
     return out
 
 
-def _check_target(fault: Fault, error: Callable[..., FaultError]) -> None:
+def _check_target(fault: Fault, doc: Document) -> None:
     kind, target = fault.kind, fault.target
     if not isinstance(target, str):
-        raise error("target", target, "expected a string")
+        raise doc.error("target", target, "expected a string")
     if kind in TIMING_KINDS:
         if target:
-            raise error("target", target, f"expected no target: a {kind} fault acts on the whole cycle")
+            raise doc.error("target", target, f"expected no target: a {kind} fault acts on the whole cycle")
     elif kind in BUS_KINDS:
         try:
             _, message = parse_bus_target(target)
         except ValueError as exc:
-            raise error("target", target, str(exc)) from None
+            raise doc.error("target", target, str(exc)) from None
         if kind == "babble" and message is None:
-            raise error("target", target, "expected \"<direction>:<message name or id>\": the id babbled")
+            raise doc.error("target", target, "expected \"<direction>:<message name or id>\": the id babbled")
     elif not target:
-        raise error("target", target, "required: expected a " + (
+        raise doc.error("target", target, "required: expected a " + (
             "channel name" if kind in SIGNAL_KINDS else "joint, body or attachment name"))
     if kind == "slip" and not target.startswith("enc_"):
-        raise error("target", target, "expected an encoder channel enc_<joint>")
+        raise doc.error("target", target, "expected an encoder channel enc_<joint>")
 
 
-def _read(p: _Param, key: str, params: Mapping[str, Any], unit: str,
-          error: Callable[..., FaultError]) -> Any:
-    utext = p.unit_text(unit)
-    in_unit = f" in {utext}" if utext else ""
-    if key not in params:
-        if p.default is _REQUIRED:
-            raise error(key, MISSING, f"required; expected {p.check[0]}{in_unit}")
-        return p.default
-    v = params[key]
-    if p.type == "str":
-        if v not in p.choices:
-            raise error(key, v, "expected one of " + ", ".join(json.dumps(c) for c in p.choices))
-        return v
-    if p.type == "vector3":
-        ok = (isinstance(v, (list, tuple)) and len(v) == 3
-              and all(_is_number(x) and math.isfinite(x) and x >= 0 for x in v))
-        if not ok:
-            raise error(key, v, f"expected 3 principal moments >= 0{in_unit}")
-        return tuple(float(x) for x in v)
-    if p.type == "int":
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not p.check[1](v):
-            raise error(key, v, f"expected {p.check[0]}{in_unit}")
-        return int(v)
-    if not _is_number(v) or not math.isfinite(v) or not p.check[1](v):
-        raise error(key, v, f"expected {p.check[0]}{in_unit}")
-    return float(v)
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
-
-
-def _check_combination(fault: Fault, out: dict, keys: dict[str, _Param], error: Callable[..., FaultError]) -> None:
+def _check_combination(fault: Fault, out: dict, keys: dict[str, _Param], doc: Document) -> None:
     if fault.kind in ("frame_delay", "output_delay") and (out["cycles"] is None) == (out["delay_s"] is None):
-        raise error("cycles", fault.params.get("cycles", MISSING), "expected exactly one of cycles, delay_s")
+        raise doc.error("cycles", fault.params.get("cycles", MISSING), "expected exactly one of cycles, delay_s")
     if fault.kind == "saturation":
         low_key, high_key = list(keys)
         if out["low"] is None and out["high"] is None:
-            raise error(low_key, MISSING, f"expected {low_key} and/or {high_key}")
+            raise doc.error(low_key, MISSING, f"expected {low_key} and/or {high_key}")
         if out["low"] is not None and out["high"] is not None and out["low"] > out["high"]:
-            raise error(high_key, out["high"], f"expected {high_key} >= {low_key} = {out['low']:g}")
+            raise doc.error(high_key, out["high"], f"expected {high_key} >= {low_key} = {out['low']:g}")
 
 
 # ----------------------------------------------------------------------------- effects
