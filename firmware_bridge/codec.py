@@ -7,18 +7,20 @@ wrong length, a bad CRC, NaN or out-of-range values, and (when asked) an unexpec
 raising a :class:`DecodeError` whose ``kind`` is one of REJECTION_KINDS.
 
 Layouts come from bus maps (:mod:`firmware_bridge.bus_schema` reads them, ``BusMap`` in
-:mod:`firmware_bridge.messages` holds their codecs).
+:mod:`firmware_bridge.messages` holds their codecs). Importing this module loads neither numpy nor
+numba: ``decode`` imports numpy when it allocates its output array.
 """
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
 from enum import IntFlag
-from typing import Any, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Sequence
 
 from firmware_bridge.link import Frame
+
+if TYPE_CHECKING:
+    import numpy as np
 
 DIRECTIONS = ("to_plant", "to_firmware")
 REJECTION_KINDS = ("unknown_id", "length", "crc", "counter", "range", "nan")
@@ -222,7 +224,7 @@ class Codec:
         """Frame carrying ``values`` (physical, signal order); ``counter`` (wrapped) replaces the
         counter signal's value. ``check_range=False`` only refuses unrepresentable values (for
         fault injection). Raises EncodeError (length, nan, range)."""
-        vals = values.tolist() if isinstance(values, np.ndarray) else list(values)
+        vals = values.tolist() if hasattr(values, "tolist") else list(values)   # numpy: Python floats
         if len(vals) != len(self._enc):
             raise EncodeError("length", f"message {self.name}: {len(vals)} values for "
                                         f"{len(self._enc)} signals {self.signal_names}")
@@ -270,7 +272,7 @@ class Codec:
                                      f"computed 0x{crc8_sae_j1850(data[:k] + data[k + 1:]):02X}")
         le = int.from_bytes(data, "little")
         be = int.from_bytes(data, "big") if self._has_big else 0
-        res = np.empty(len(self._dec)) if out is None else out
+        res = _new_values(len(self._dec)) if out is None else out
         for i, (big, shift, mask, sign, is_float, scale, offset, lo, hi) in enumerate(self._dec):
             r = ((be if big else le) >> shift) & mask
             if is_float:
@@ -294,3 +296,10 @@ class Codec:
         return (f"message {self.name}: {s.name} = {value:g} {s.unit}: "
                 f"expected {s.minimum:g} .. {s.maximum:g} {s.unit}")
 
+
+def _new_values(n: int) -> np.ndarray:
+    """A fresh output array of ``decode``; numpy is imported here so that importing the codecs
+    does not load it (a firmware that passes ``out`` never needs it)."""
+    import numpy
+
+    return numpy.empty(n)

@@ -11,7 +11,7 @@ the emulator (plant side) and the reference firmware (controller side)::
 The codecs, their errors, the CRC and the counters are in :mod:`firmware_bridge.codec` and
 importable from here. Errors in a map raise :class:`config_schema.ConfigError` naming file, key,
 value and the expected unit. This module also has the bus-load arithmetic and the CiA 301 service
-frames (SYNC, NMT, heartbeat).
+frames (SYNC, NMT, heartbeat). Importing it loads neither numpy nor numba.
 
 ``python -m firmware_bridge.messages MAP.toml ...`` prints each map's layout and bus load.
 """
