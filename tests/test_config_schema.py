@@ -8,7 +8,8 @@ import pytest
 
 from config_schema import ConfigError
 from firmware_bridge.messages import BusMap
-from hil.faults.engine import Fault, FaultError, check_fault
+from hil.faults.params import check_fault
+from hil.faults.spec import Fault, FaultError
 from hil.faults.scenario import load_scenario
 from hil.model.config import load_model
 

@@ -24,7 +24,8 @@ from firmware_bridge.signals import FrameReader, FrameWriter
 from config_schema import ConfigError
 from hil.model.config import load_model
 from hil.devices.drives import P_STICK, DriveBank
-from hil.faults.engine import Duration, Fault, FaultEngine, FaultError, Trigger, bus_encoding, encoder_counter_bits
+from hil.faults.engine import FaultEngine, bus_encoding, encoder_counter_bits
+from hil.faults.spec import Duration, Fault, FaultError, Trigger
 from hil.kernels.aba import JP_BRAKE_VS
 from hil.model.linearize import component_frequencies_hz
 from hil.dynamics.plant import REAL_AXIS_STABILITY, Plant

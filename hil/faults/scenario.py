@@ -9,7 +9,7 @@ Schema (every key is checked; a problem raises :class:`config_schema.ConfigError
 the key, the value and what was expected, with the unit)::
 
     [scenario]          description (string), seed (integer >= 0: the engine seed a run uses)
-    [[fault]]           name (unique), kind (one of hil.faults.engine.KINDS), target (a sensor channel;
+    [[fault]]           name (unique), kind (one of hil.faults.spec.KINDS), target (a sensor channel;
                         a joint, body or attachment; "to_plant" or "to_firmware", optionally
                         ":<message name or id>"; none for the timing faults), and the kind's
                         parameters with their unit in the key: offset_m_s2, sigma_rad_s,
@@ -29,7 +29,8 @@ the key, the value and what was expected, with the unit)::
       [fault.duration]  omitted: permanent; else exactly one of once = true, for_s = T,
                         permanent = true, mttr_s = T (mean time to repair)
 
-See :mod:`hil.faults.engine` for what each kind does.
+What each kind does: :mod:`hil.faults.signal_effects`, :mod:`hil.faults.plant_effects` and
+:mod:`hil.faults.effects` (bus and timing faults); the parameters and their units: :mod:`hil.faults.params`.
 """
 from __future__ import annotations
 
@@ -38,8 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from config_schema import MISSING, NAME_RE, ConfigError, Document, Table, bare_key, load_toml, parse_toml, suggest
-from hil.faults.engine import (DIRECTIONS, KINDS, Duration, Fault, FaultEngine, FaultError, Trigger, check_fault,
-                               signal_unit)
+from hil.faults.engine import FaultEngine
+from hil.faults.params import check_fault
+from hil.faults.spec import DIRECTIONS, KINDS, Duration, Fault, FaultError, Trigger, signal_unit
 
 TOP_KEYS = ("scenario", "fault")
 SCENARIO_KEYS = ("description", "seed")
