@@ -32,7 +32,7 @@ from hil.dynamics.plant import Plant, apparent_inertias
 from hil.faults.effects import Effect, EffectHost
 from hil.faults.spec import Fault, FaultError
 from hil.model.assembly import assemble
-from hil.model.linearize import arm_frequencies_hz, spring_frequencies_hz, substeps_for
+from hil.model.linearize import step_frequencies_hz
 
 
 class DriveFault(Effect):
@@ -123,12 +123,9 @@ class PlantArrays:
         return changed, self._substeps(asm)
 
     def _substeps(self, asm: Any) -> int:
-        """Substeps the variant needs with the plant's method, by the rule of the preset's plan."""
+        """Substeps the variant needs with the plant's method, by the rule of the plant's own plan."""
         plan = self.plant.plan
-        freqs = arm_frequencies_hz(asm)
-        f_max = float(max(np.max(np.abs(freqs.free_hz), initial=0.0), np.max(np.abs(freqs.locked_hz), initial=0.0)))
-        f_expl = float(spring_frequencies_hz(asm).max(initial=0.0))
-        needed = substeps_for(plan.method, f_max, f_expl, plan.dt_s, asm.model.integrator.safety)
+        needed = step_frequencies_hz(asm).substeps(plan.method, plan.dt_s, asm.model.integrator.safety)
         return max(self.nominal_substeps, needed)
 
     def refresh(self) -> None:
