@@ -113,10 +113,10 @@ class _Reader:
         top = self.doc.root(data, ("bus", "message"))
         bus = top.table("bus", BUS_KEYS, required=True, what="a [bus] table")
         kind = bus.choice("kind", MISSING, KINDS)
-        bitrate = bus.integer("bitrate_bps", minimum=1, maximum=10**9, unit="bit/s")
+        bitrate = bus.integer("bitrate_bps", minimum=1, maximum=10**9, what="bit/s")
         data_bitrate = None
         if kind == "canfd":
-            data_bitrate = bus.integer("data_bitrate_bps", minimum=bitrate, maximum=10**9, unit="bit/s")
+            data_bitrate = bus.integer("data_bitrate_bps", minimum=bitrate, maximum=10**9, what="bit/s")
         elif bus.has("data_bitrate_bps"):
             raise bus.error("data_bitrate_bps", bus.raw("data_bitrate_bps"), 'only for kind = "canfd"')
         cycle_s = bus.number("cycle_s", unit="s", positive=True)
@@ -160,8 +160,8 @@ class _Reader:
         ident = t.integer("id", minimum=0, maximum=id_max, what="serial id byte" if kind == "serial" else "CAN id")
         direction = t.choice("direction", MISSING, DIRECTIONS)
         length = self.length(t, kind)
-        divider = t.integer("rate_divider", 1, minimum=0, maximum=10**6, unit="cycles", what="0 = on event")
-        offset = t.integer("rate_offset", 0, minimum=0, maximum=max(divider - 1, 0), unit="cycles")
+        divider = t.integer("rate_divider", 1, minimum=0, maximum=10**6, what="cycles; 0 = on event")
+        offset = t.integer("rate_offset", 0, minimum=0, maximum=max(divider - 1, 0), what="cycles")
         signals = self.signals(t, where, length)
         crc = None
         if t.has("crc_byte"):
@@ -180,9 +180,9 @@ class _Reader:
         if t.has(other):
             raise t.error(other, t.raw(other), f"use {key} on a {kind} bus")
         if kind == "serial":
-            return t.integer(key, minimum=1, maximum=MAX_PAYLOAD, unit="bytes")
+            return t.integer(key, minimum=1, maximum=MAX_PAYLOAD, what="bytes")
         if kind == "can":
-            return t.integer(key, minimum=0, maximum=8, unit="bytes")
+            return t.integer(key, minimum=0, maximum=8, what="bytes")
         v = t.raw(key)
         if not is_integer(v) or v not in FD_LENGTHS:
             raise t.error(key, v, f"{'required; ' if v is MISSING else ''}expected a CAN FD length in bytes: "
@@ -221,7 +221,7 @@ class _Reader:
         name = t.name("name", pattern=_IDENTIFIER, what=_IDENTIFIER_TEXT)
         typ = t.choice("type", MISSING, tuple(TYPES))
         width = TYPES[typ][0]
-        nbits = t.integer("length_bits", width, minimum=32 if typ == "float32" else 1, maximum=width, unit="bits")
+        nbits = t.integer("length_bits", width, minimum=32 if typ == "float32" else 1, maximum=width, what="bits")
         order = t.choice("byte_order", "little", BYTE_ORDERS)
         start = t.integer("start_bit", minimum=0, maximum=max(8 * length - 1, 0), what="bit index")
         shift, mask = self.placement(start, nbits, order, length, t.key("start_bit"))
