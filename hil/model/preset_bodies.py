@@ -110,7 +110,8 @@ class BodyReader:
             if parent in self.all_names:
                 raise bt.error("parent", parent, parent_expected
                                + "; bodies must be listed parents first (topological order)")
-            raise bt.error("parent", parent, parent_expected + "; no body has this name")
+            raise bt.error("parent", parent, parent_expected + "; no body has this name"
+                           + suggest(parent, [BASE, *by_name]))
         parent_body = by_name.get(parent)
 
         has_rigid, has_beam = bt.has("rigid"), bt.has("beam")
@@ -374,8 +375,8 @@ class BodyReader:
             for kind in MODE_KINDS:
                 if counts[kind] > 0 and kind not in have:
                     raise self.doc.error(f"{b.key('user_shapes')}.{kind}", MISSING,
-                                     f'required with family = "user" and modes.{kind} = '
-                                     f"{counts[kind]}; expected a table with x_m (m) and values")
+                                         f'required with family = "user" and modes.{kind} = '
+                                         f"{counts[kind]}; expected a table with x_m (m) and values")
         return beam
 
 
