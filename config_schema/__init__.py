@@ -20,13 +20,14 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import numbers
 import re
 import tomllib
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple, Sequence
 
-__all__ = ["MISSING", "ConfigError", "Document", "Problem", "Table", "fmt", "fmt_float", "in_unit",
-           "is_integer", "is_number", "load_toml", "parse_toml", "raise_problem", "suggest"]
+__all__ = ["MISSING", "NAME_RE", "ConfigError", "Document", "Problem", "Table", "bare_key", "fmt", "fmt_float",
+           "in_unit", "is_integer", "is_number", "load_toml", "parse_toml", "raise_problem", "suggest"]
 
 
 class _Missing:
@@ -55,18 +56,21 @@ class Problem(NamedTuple):
 
 # ----------------------------------------------------------------------------- value checks
 def is_number(v: Any) -> bool:
-    """An int or float as TOML gives them (booleans are not numbers)."""
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    """An int or float as TOML gives them, or a numpy scalar given in code (booleans are not numbers)."""
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
 
 
 def is_integer(v: Any) -> bool:
-    """A TOML integer (not a boolean, not a float)."""
-    return isinstance(v, int) and not isinstance(v, bool)
+    """A TOML integer, or a numpy integer given in code (not a boolean, not a float)."""
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
 def in_unit(unit: str) -> str:
-    """' in <unit>' for a unit name, '' for a dimensionless quantity."""
-    return f" in {unit}" if unit else ""
+    """' in <unit>' for a unit name, ' (<note>)' for a parenthesised description of a dimensionless
+    quantity (``"(fraction of the stability bound)"``), '' for none."""
+    if not unit:
+        return ""
+    return f" {unit}" if unit.startswith("(") else f" in {unit}"
 
 
 def suggest(word: str, choices: Iterable[str]) -> str:
@@ -250,18 +254,18 @@ class Table:
 
     # -- typed reads
     def number(self, k: str, default: Any = MISSING, *, unit: str, positive: bool = False,
-               nonneg: bool = False, lower: float | None = None, upper: float | None = None) -> float:
-        """A finite number (optionally > 0, >= 0, >= lower, <= upper); `default` when absent."""
-        if positive:
-            expected = f"a positive number{in_unit(unit)}"
-        elif nonneg:
-            expected = f"a non-negative number{in_unit(unit)}"
+               nonneg: bool = False, lower: float | None = None, upper: float | None = None,
+               what: str | None = None) -> float:
+        """A finite number (optionally > 0, >= 0, >= lower, <= upper); `default` when absent.
+        ``what`` replaces the generated description of the bounds (``"a probability in (0, 1]"``)."""
+        if what is not None:
+            expected = f"{what}{in_unit(unit)}"
         else:
-            expected = f"a finite number{in_unit(unit)}"
-        if lower is not None:
-            expected += f", at least {fmt_float(lower)}"
-        if upper is not None:
-            expected += f", at most {fmt_float(upper)}"
+            expected = f"{'a positive' if positive else 'a non-negative' if nonneg else 'a finite'} number{in_unit(unit)}"
+            if lower is not None:
+                expected += f", at least {fmt_float(lower)}"
+            if upper is not None:
+                expected += f", at most {fmt_float(upper)}"
         v = self._get(k, default, expected)
         if k not in self.data:
             return float(v) if v is not None else None
@@ -302,7 +306,7 @@ class Table:
 
     def boolean(self, k: str, default: Any = MISSING) -> bool:
         v = self._get(k, default, "true or false")
-        if not isinstance(v, bool):
+        if k in self.data and not isinstance(v, bool):
             raise self.error(k, v, "expected true or false")
         return v
 

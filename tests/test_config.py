@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from hil.model.assembly import assemble
-from hil.model.config import ConfigError, load_model, load_model_from_string
+from config_schema import ConfigError
+from hil.model.config import load_model, load_model_from_string
 from hil.model.spec import DRIVE_PRESCRIBED, Model
 
 ROOT = Path(__file__).resolve().parents[1]

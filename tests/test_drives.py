@@ -17,7 +17,8 @@ from firmware_bridge.messages import BusMap
 from firmware_bridge.signals import CommandOutput
 from hil.model import spec as md
 from hil.model.assembly import assemble, make_work
-from hil.model.config import ConfigError, load_model, load_model_from_string
+from config_schema import ConfigError
+from hil.model.config import load_model, load_model_from_string
 from hil.devices.drives import DriveBank, DriveSpec, apparent_inertias
 from hil.kernels.aba import forward_dynamics
 from hil.kernels.oracle import forward_dynamics_dense

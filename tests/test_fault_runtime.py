@@ -29,7 +29,7 @@ from firmware_bridge.messages import BusMap, DecodeError, StatusFlag
 from firmware_bridge.serial_link import SerialLink, open_pty_pair
 from firmware_bridge.signals import CommandInput, SensorInput, SensorOutput
 from hil.model.config import load_model
-from hil.faults.engine import Duration, Fault, FaultError, Trigger
+from hil.faults.spec import Duration, Fault, FaultError, Trigger
 from hil.dynamics.plant import Plant
 from hil.logs.runlog import read_run
 from hil.runtime.loop import Emulator, RuntimeOptions

@@ -7,6 +7,7 @@ pair (serial map), read back by the firmware-side FrameReader.
 """
 from __future__ import annotations
 
+import copy
 import math
 import re
 import time
@@ -21,9 +22,12 @@ from firmware_bridge.link_faults import FaultyLink
 from firmware_bridge.messages import BusMap
 from firmware_bridge.serial_link import SerialLink, open_pty_pair
 from firmware_bridge.signals import FrameReader, FrameWriter
-from hil.model.config import ConfigError, load_model
+from config_schema import ConfigError
+from hil.model import spec as md
+from hil.model.config import load_model
 from hil.devices.drives import P_STICK, DriveBank
-from hil.faults.engine import Duration, Fault, FaultEngine, FaultError, Trigger, bus_encoding, encoder_counter_bits
+from hil.faults.engine import FaultEngine, bus_encoding, encoder_counter_bits
+from hil.faults.spec import Duration, Fault, FaultError, Trigger
 from hil.model.linearize import component_frequencies_hz
 from hil.dynamics.plant import REAL_AXIS_STABILITY, Plant
 from hil.model.sensor_specs import EncoderSpec, ImuSpec
@@ -530,6 +534,32 @@ def test_payload_drop_raises_the_substeps_while_the_bare_link_vibrates_faster(pl
     plant.reset()
 
 
+def test_a_payload_change_plans_its_substeps_by_the_plants_rule_backlash_included():
+    """ELLA with an elastic elbow (1e5 N m/rad) and 1 mrad of backlash, RK4: at the initial state the
+    spring sits in its dead band and looks free, yet the plant's plan resolves its ring in contact
+    (926 Hz: 5 substeps). Without the payload it rings at 1128 Hz: the payload drop must raise the
+    substeps to the 6 a plant of the dropped model plans, not to the 5 that the arm's frequencies alone
+    ask for (link 2 torsion, 726 Hz). A crack of link 2 while it lasts only lowers frequencies."""
+    model = load_model(ARM)
+    elbow = model.bodies[2].joint
+    elbow.elasticity = md.JointElasticity(stiffness_N_m_rad=1e5, damping_N_m_s_rad=1.0)
+    elbow.backlash_rad = 1e-3
+    model.integrator.method = "rk4"
+    plant = Plant(model)
+    dropped = copy.deepcopy(model)
+    payload = next(a for b in dropped.bodies for a in b.attachments if a.name == "payload")
+    payload.mass_kg, payload.inertia_kg_m2 = 0.0, np.zeros((3, 3))
+    planned = Plant(dropped).plan.substeps
+    assert planned > plant.plan.substeps
+    engine = FaultEngine([], dt_s=plant.dt, plant=plant)
+    engine.inject(Fault("drop", "payload_drop", "payload"))
+    engine.begin_cycle(0, 0.0)
+    assert plant.plan.substeps == planned
+    engine.inject(Fault("crack", "stiffness_loss", "link2", {"stiffness_scale": 0.5}))
+    engine.begin_cycle(1, plant.dt)
+    assert plant.plan.substeps == planned
+
+
 def test_payload_errors(plant):
     engine = FaultEngine([], dt_s=plant.dt, plant=plant)
     with pytest.raises(FaultError, match="names no attachment; expected one of .*link2/payload"):
@@ -1016,8 +1046,8 @@ target = "imu_ax"
 
 
 @pytest.mark.parametrize("body, key, text", [
-    ("offset_m_s2 = 0.3\n[fault.trigger]\nat = 1.0", "fault[bias].trigger",
-     "expected exactly one of at_s, signal, probability_per_cycle, mttf_s"),
+    ("offset_m_s2 = 0.3\n[fault.trigger]\nat = 1.0", "fault[bias].trigger.at",
+     "unknown key (did you mean 'at_s'?); expected exactly one of at_s, signal, probability_per_cycle, mttf_s"),
     ("offset = 0.3", "fault[bias].offset", "did you mean 'offset_m_s2'?"),
     ("offset_rad_s = 0.3", "fault[bias].offset_rad_s", "expected offset_m_s2 [m/s^2]"),
     ("offset_m_s2 = true", "fault[bias].offset_m_s2", "expected a finite number in m/s^2"),

@@ -13,7 +13,7 @@ from firmware_bridge.messages import (
     BusMap, DecodeError, EncodeError, bus_load, counter_delta, counter_next, crc8_sae_j1850,
     heartbeat_frame, main, nmt_frame, sync_frame,
 )
-from hil.model.config import ConfigError
+from config_schema import ConfigError
 
 BUS_DIR = Path("configs/bus")
 PRESETS = ("compact_classic", "compact_fd", "canopen_cst", "serial_frame", "full_fd")

@@ -9,7 +9,8 @@ import pytest
 
 from firmware_bridge.messages import BusMap
 from firmware_bridge.signals import CommandInput, SensorOutput
-from hil.model.config import ConfigError, load_model, load_model_from_string
+from config_schema import ConfigError
+from hil.model.config import load_model, load_model_from_string
 from hil.dynamics.plant import Plant
 from hil.logs.runlog import read_run
 from hil.runtime.loop import Emulator, RuntimeOptions

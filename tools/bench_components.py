@@ -87,7 +87,8 @@ def sensors(number: int, repeat: int) -> dict:
 
 def faults(number: int, repeat: int) -> dict:
     from firmware_bridge.messages import BusMap
-    from hil.faults.engine import Fault, FaultEngine, bus_encoding
+    from hil.faults.engine import FaultEngine, bus_encoding
+    from hil.faults.spec import Fault
     from hil.devices.sensors import SensorSuite
     plant = _at_rest()
     suite = SensorSuite(plant)

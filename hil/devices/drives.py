@@ -109,10 +109,10 @@ from typing import Sequence
 import numpy as np
 from numba import njit
 
+from config_schema import Problem, raise_problem
 from hil.model.assembly import make_work
-from hil.model.config import reject
 from hil.kernels.aba import forward_dynamics
-from hil.model.spec import (INTERFACE_CURRENT, INTERFACE_TORQUE, INTERFACE_VOLTAGE, INTERFACES, DriveSpec, Problem,
+from hil.model.spec import (INTERFACE_CURRENT, INTERFACE_TORQUE, INTERFACE_VOLTAGE, INTERFACES, DriveSpec,
                     drive_problems)
 from hil.dynamics.plant import REAL_AXIS_STABILITY, Plant, apparent_inertias
 from hil.kernels.layout import (JOINT_TORQUE_DRIVEN, JOINT_PRESCRIBED, JOINT_ROTOR_HELD, JP_STRIBECK,
@@ -501,7 +501,7 @@ class DriveBank:
             if spec.brake_torque_N_m > 0 and kind == JOINT_PRESCRIBED:
                 problems.append(Problem("brake_torque_N_m", spec.brake_torque_N_m,
                                         "expected no brake on a prescribed joint (its profile moves it)"))
-            reject(model.source, f"body[{body.name}].joint.motor", problems)
+            raise_problem(model.source, f"body[{body.name}].joint.motor", problems)
 
     def _check_back_emf_coupling(self) -> None:
         """Voltage drives: the back-EMF damping n^2 Kt Ke / R, held over a step, must stay below 2 J / dt."""

@@ -22,9 +22,9 @@ from hil.kernels.cycle import step_and_sample
 from hil.kernels.aba import forward_dynamics, forward_kinematics, prepare
 from hil.kernels.oracle import mass_matrix
 from hil.kernels.outputs import STATION_FIELDS, energy, power, station_state, world_poses
-from hil.model.linearize import arm_frequencies_hz, spring_frequencies_hz, static_forces, stiffness_and_mass, substeps_for
-from hil.kernels.layout import (JOINT_PRESCRIBED, JP_COUL_VS, JP_STRIBECK, JP_BACKLASH, METHOD_RK4,
-                                METHOD_IMEX, METHOD_EULER)
+from hil.model.linearize import static_forces, step_frequencies_hz, stiffness_and_mass
+from hil.kernels.layout import (JOINT_PRESCRIBED, JP_BACKLASH, JP_COUL_VS, JP_STRIBECK, METHOD_RK4, METHOD_IMEX,
+                                METHOD_EULER)
 
 METHODS = {"rk4": METHOD_RK4, "imex_midpoint": METHOD_IMEX, "euler": METHOD_EULER}
 AUTO_RK4_MAX_SUBSTEPS = 8   # beyond this many RK4 substeps the IMEX scheme is cheaper
@@ -58,23 +58,17 @@ def plan_integrator(asm: Assembled, method: str | None = None, substeps: int | N
     """Choose method and substeps from the model's integrator settings and its highest frequency."""
     cfg = asm.model.integrator
     method = method or cfg.method
-    freqs = arm_frequencies_hz(asm)
-    f_max = float(max(np.max(np.abs(freqs.free_hz), initial=0.0), np.max(np.abs(freqs.locked_hz), initial=0.0)))
-    springs = spring_frequencies_hz(asm)
-    f_expl = float(max(springs.max(initial=0.0), 0.0))
-    if np.any(asm.km.jpar[:, JP_BACKLASH] > 0):
-        # a spring inside its dead band looks free at the initial state; in contact it rings at f_expl
-        f_max = max(f_max, f_expl)
+    freqs = step_frequencies_hz(asm)
     if method == "auto":
-        n_rk4 = substeps_for("rk4", f_max, f_expl, cfg.dt_s, cfg.safety)
+        n_rk4 = freqs.substeps("rk4", cfg.dt_s, cfg.safety)
         method = "rk4" if n_rk4 <= AUTO_RK4_MAX_SUBSTEPS else "imex_midpoint"
     if method not in METHODS:
         raise ValueError(f"{asm.model.source}: integrator.method = {method!r}: expected auto, rk4, imex_midpoint or euler")
     if method == "euler":
         warnings.warn("forward Euler amplifies every undamped mode each step; use it only to reproduce seed 000",
                       ForwardEulerWarning, stacklevel=2)
-    n = substeps or cfg.substeps or substeps_for(method, f_max, f_expl, cfg.dt_s, cfg.safety)
-    return IntegratorPlan(method, int(n), cfg.dt_s, f_max, f_expl)
+    n = substeps or cfg.substeps or freqs.substeps(method, cfg.dt_s, cfg.safety)
+    return IntegratorPlan(method, int(n), cfg.dt_s, freqs.max_hz, freqs.explicit_hz)
 
 
 class Plant:

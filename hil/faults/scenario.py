@@ -5,11 +5,11 @@ Usage::
     scenario = load_scenario("configs/scenarios/encoder_disconnect.toml")
     handles = scenario.inject_into(engine)          # a hil.faults.engine.FaultEngine
 
-Schema (every key is checked; a problem raises :class:`hil.model.config.ConfigError` naming the file,
+Schema (every key is checked; a problem raises :class:`config_schema.ConfigError` naming the file,
 the key, the value and what was expected, with the unit)::
 
     [scenario]          description (string), seed (integer >= 0: the engine seed a run uses)
-    [[fault]]           name (unique), kind (one of hil.faults.engine.KINDS), target (a sensor channel;
+    [[fault]]           name (unique), kind (one of hil.faults.spec.KINDS), target (a sensor channel;
                         a joint, body or attachment; "to_plant" or "to_firmware", optionally
                         ":<message name or id>"; none for the timing faults), and the kind's
                         parameters with their unit in the key: offset_m_s2, sigma_rad_s,
@@ -29,26 +29,26 @@ the key, the value and what was expected, with the unit)::
       [fault.duration]  omitted: permanent; else exactly one of once = true, for_s = T,
                         permanent = true, mttr_s = T (mean time to repair)
 
-See :mod:`hil.faults.engine` for what each kind does.
+What each kind does: :mod:`hil.faults.signal_effects`, :mod:`hil.faults.plant_effects` and
+:mod:`hil.faults.effects` (bus and timing faults); the parameters and their units: :mod:`hil.faults.params`.
 """
 from __future__ import annotations
 
-import difflib
-import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hil.model.config import ConfigError, parse_toml
-from hil.faults.engine import KINDS, MISSING, Duration, Fault, FaultEngine, FaultError, Trigger, check_fault, signal_unit
+from config_schema import MISSING, NAME_RE, ConfigError, Document, Table, bare_key, load_toml, parse_toml, suggest
+from hil.faults.engine import FaultEngine
+from hil.faults.params import check_fault
+from hil.faults.spec import DIRECTIONS, KINDS, Duration, Fault, FaultError, Trigger, signal_unit
 
-_TOP_KEYS = ("scenario", "fault")
-_SCENARIO_KEYS = ("description", "seed")
-_FAULT_KEYS = ("name", "kind", "target", "trigger", "duration")
-_TRIGGER_CHOICES = ("at_s", "signal", "probability_per_cycle", "mttf_s")
-_DURATION_CHOICES = ("once", "for_s", "permanent", "mttr_s")
-_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+TOP_KEYS = ("scenario", "fault")
+SCENARIO_KEYS = ("description", "seed")
+FAULT_KEYS = ("name", "kind", "target", "trigger", "duration")
+TRIGGER_CHOICES = ("at_s", "signal", "probability_per_cycle", "mttf_s")
+DURATION_CHOICES = ("once", "for_s", "permanent", "mttr_s")
+_NAME_TEXT = "a name (letters, digits, '_' or '-', not starting with a digit)"
 
 
 @dataclass(frozen=True)
@@ -81,137 +81,117 @@ class Scenario:
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Load and validate a scenario file."""
-    return scenario_from_string(Path(path).read_text(encoding="utf-8"), str(path))
+    """Load and validate a scenario file; a missing, unreadable or binary file is a ConfigError
+    naming it."""
+    return _read_scenario(load_toml(path), str(path))
 
 
 def scenario_from_string(text: str, source: str = "<string>") -> Scenario:
     """Parse scenario TOML text (``source`` names it in error messages)."""
-    return _Parser(source).scenario(parse_toml(text, source))
+    return _read_scenario(parse_toml(text, source), source)
 
 
-class _Parser:
-    def __init__(self, source: str):
-        self.source = source
+def _read_scenario(data: dict, source: str) -> Scenario:
+    doc = Document(source)
+    top = doc.root(data, TOP_KEYS)
+    head = top.table("scenario", SCENARIO_KEYS)
+    description = head.string("description", "") if head is not None else ""
+    seed = head.integer("seed", None, minimum=0) if head is not None else None
+    faults, seen = [], set()
+    for i, row in enumerate(top.array_of_tables("fault", what="[[fault]] tables")):
+        sf = _fault(doc, i, row)
+        if sf.fault.name in seen:
+            raise doc.error(f"{sf.key}.name", sf.fault.name, "expected a name not used by another fault")
+        seen.add(sf.fault.name)
+        faults.append(sf)
+    return Scenario(source, description, seed, tuple(faults))
 
-    def error(self, key: str, value: Any, expected: str) -> ConfigError:
-        return ConfigError(self.source, key, value, expected)
 
-    def keys(self, table: Any, where: str, allowed: tuple[str, ...], what: str = "a table") -> dict:
-        if not isinstance(table, dict):
-            raise self.error(where or "<top>", table, f"expected {what}")
-        for k, v in table.items():
-            if k not in allowed:
-                hint = difflib.get_close_matches(k, allowed, n=1)
-                did = f" (did you mean {hint[0]!r}?)" if hint else ""
-                raise self.error(f"{where}.{k}" if where else k, v,
-                                 f"unknown key{did}; allowed keys here: {', '.join(allowed)}")
-        return table
+def _fault(doc: Document, i: int, row: dict) -> ScenarioFault:
+    """One [[fault]]: its own keys here, the kind's parameters (every other key) by check_fault."""
+    _misspelt_fault_key(doc, i, row)
+    name = row.get("name", MISSING)
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise doc.error(f"fault[{i}].name", name, f"{'required; ' if name is MISSING else ''}expected {_NAME_TEXT}")
+    where = f"fault[{name}]"
+    t = Table(doc, {k: v for k, v in row.items() if k in FAULT_KEYS}, where, f"fault.{name}", FAULT_KEYS)
+    kind = t.choice("kind", MISSING, KINDS)
+    params = {k: v for k, v in row.items() if k not in FAULT_KEYS}
+    fault = Fault(name, kind, t.raw("target", ""), params)
+    try:
+        check_fault(fault, other_keys=FAULT_KEYS)
+    except FaultError as exc:
+        raise doc.error(f"{where}.{exc.key}", exc.value, exc.expected) from None
+    trigger = _trigger(doc, t.raw("trigger"), f"{where}.trigger") if t.has("trigger") else None
+    duration = _duration(doc, t.raw("duration"), f"{where}.duration") if t.has("duration") else None
+    return ScenarioFault(fault, trigger, duration, where)
 
-    def number(self, table: dict, key: str, where: str, expected: str, ok) -> float:
-        v = table[key]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not ok(v):
-            raise self.error(f"{where}.{key}", v, f"expected {expected}")
-        return float(v)
 
-    def flag(self, table: dict, key: str, where: str) -> bool:
-        v = table[key]
-        if not isinstance(v, bool):
-            raise self.error(f"{where}.{key}", v, "expected true or false")
-        return v
+def _misspelt_fault_key(doc: Document, i: int, row: dict) -> None:
+    """A key close to a missing name, kind or target is a typo of it, not a parameter of the fault."""
+    missing = [k for k in ("name", "kind", "target") if k not in row]
+    name = row.get("name")
+    label = f"fault[{name}]" if isinstance(name, str) and NAME_RE.match(name) else f"fault[{i}]"
+    for k, v in row.items():
+        hint = suggest(k, missing) if k not in FAULT_KEYS else ""
+        if hint:
+            raise doc.error(f"{label}.{bare_key(k)}", v, f"unknown key{hint}; allowed keys here: "
+                                                         f"{', '.join(FAULT_KEYS)} and the parameters of the kind")
 
-    def scenario(self, data: dict) -> Scenario:
-        self.keys(data, "", _TOP_KEYS)
-        head = self.keys(data.get("scenario", {}), "scenario", _SCENARIO_KEYS)
-        description = head.get("description", "")
-        if not isinstance(description, str):
-            raise self.error("scenario.description", description, "expected a string")
-        seed = head.get("seed")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-            raise self.error("scenario.seed", seed, "expected an integer >= 0")
-        rows = data.get("fault", [])
-        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-            raise self.error("fault", rows, "expected [[fault]] tables")
-        faults, seen = [], set()
-        for i, row in enumerate(rows):
-            sf = self.fault(i, row)
-            if sf.fault.name in seen:
-                raise self.error(f"{sf.key}.name", sf.fault.name, "expected a name not used by another fault")
-            seen.add(sf.fault.name)
-            faults.append(sf)
-        return Scenario(self.source, description, seed, tuple(faults))
 
-    def fault(self, i: int, row: dict) -> ScenarioFault:
-        name = row.get("name")
-        if not isinstance(name, str) or not _NAME_RE.match(name):
-            raise self.error(f"fault[{i}].name", name if "name" in row else MISSING,
-                             "expected a name (letters, digits, '_' or '-', not starting with a digit)")
-        where = f"fault[{name}]"
-        kind = row.get("kind")
-        if kind not in KINDS:
-            raise self.error(f"{where}.kind", kind if "kind" in row else MISSING,
-                             "expected one of " + ", ".join(KINDS))
-        params = {k: v for k, v in row.items() if k not in _FAULT_KEYS}
-        fault = Fault(name, kind, row.get("target", ""), params)
-        try:
-            check_fault(fault)
-        except FaultError as exc:
-            raise self.error(f"{where}.{exc.key}", exc.value, exc.expected) from None
-        trigger = self.trigger(row["trigger"], f"{where}.trigger") if "trigger" in row else None
-        duration = self.duration(row["duration"], f"{where}.duration") if "duration" in row else None
-        return ScenarioFault(fault, trigger, duration, where)
-
-    def one_of(self, table: dict, where: str, choices: tuple[str, ...]) -> str:
-        given = [k for k in choices if k in table]
-        if len(given) != 1:
-            raise self.error(where, table, "expected exactly one of " + ", ".join(choices))
+def _exactly_one(doc: Document, raw: Any, where: str, choices: tuple[str, ...], also: tuple[str, ...]) -> str:
+    """The one key of ``choices`` that ``raw`` (a table) has; with none of them, a key that is none
+    of ``choices`` or ``also`` is reported as a typo of the closest choice."""
+    if not isinstance(raw, dict):
+        raise doc.error(where, raw, "expected a table")
+    given = [k for k in choices if k in raw]
+    if len(given) == 1:
         return given[0]
+    expected = "expected exactly one of " + ", ".join(choices)
+    for k, v in raw.items():
+        if not given and k not in also and not k.startswith("threshold_"):
+            raise doc.error(f"{where}.{bare_key(k)}", v, f"unknown key{suggest(k, choices)}; {expected}")
+    raise doc.error(where, raw, expected)
 
-    def trigger(self, table: Any, where: str) -> Trigger:
-        if not isinstance(table, dict):
-            raise self.error(where, table, "expected a table")
-        choice = self.one_of(table, where, _TRIGGER_CHOICES)
-        if choice == "signal":
-            return self.crossing(table, where)
-        self.keys(table, where, (choice, "repeat"))
-        repeat = self.flag(table, "repeat", where) if "repeat" in table else None
-        if choice == "at_s":
-            if repeat:
-                raise self.error(f"{where}.repeat", repeat, "expected false: a time trigger fires once")
-            return Trigger.at(self.number(table, "at_s", where, "a number >= 0 in s", lambda v: v >= 0))
-        if choice == "probability_per_cycle":
-            p = self.number(table, choice, where, "a probability in (0, 1] per cycle", lambda v: 0 < v <= 1)
-            return Trigger.probability(p, repeat=True if repeat is None else repeat)
-        mttf = self.number(table, choice, where, "a positive number in s", lambda v: v > 0)
-        return Trigger.mttf(mttf, repeat=True if repeat is None else repeat)
 
-    def crossing(self, table: dict, where: str) -> Trigger:
-        signal = table["signal"]
-        if not isinstance(signal, str):
-            raise self.error(f"{where}.signal", signal, "expected t, q_<joint>, <channel> or truth:<channel>")
-        unit = signal_unit(signal)
-        if unit is None:
-            raise self.error(f"{where}.signal", signal, "expected t, q_<joint>, <channel> or truth:<channel> "
-                                                        "with a channel whose unit is known")
-        key = f"threshold_{unit[0]}"
-        self.keys(table, where, ("signal", key, "direction", "repeat"))
-        if key not in table:
-            raise self.error(f"{where}.{key}", MISSING, f"required; expected a finite number in {unit[1]}")
-        threshold = self.number(table, key, where, f"a finite number in {unit[1]}", lambda v: True)
-        direction = table.get("direction", "rising")
-        if direction not in ("rising", "falling", "either"):
-            raise self.error(f"{where}.direction", direction, 'expected one of "rising", "falling", "either"')
-        repeat = self.flag(table, "repeat", where) if "repeat" in table else False
-        return Trigger.crossing(signal, threshold, direction, repeat)
+def _trigger(doc: Document, raw: Any, where: str) -> Trigger:
+    choice = _exactly_one(doc, raw, where, TRIGGER_CHOICES, ("repeat", "direction"))
+    if choice == "signal":
+        return _crossing(doc, raw, where)
+    t = Table(doc, raw, where, where, (choice, "repeat"))
+    repeat = t.boolean("repeat", None)
+    if choice == "at_s":
+        if repeat:
+            raise t.error("repeat", repeat, "expected false: a time trigger fires once")
+        return Trigger.at(t.number("at_s", unit="s", nonneg=True, what="a number >= 0"))
+    if choice == "probability_per_cycle":
+        p = t.number(choice, unit="", positive=True, upper=1.0, what="a probability in (0, 1] per cycle")
+        return Trigger.probability(p, repeat=True if repeat is None else repeat)
+    mttf = t.number(choice, unit="s", positive=True)
+    return Trigger.mttf(mttf, repeat=True if repeat is None else repeat)
 
-    def duration(self, table: Any, where: str) -> Duration:
-        if not isinstance(table, dict):
-            raise self.error(where, table, "expected a table")
-        choice = self.one_of(table, where, _DURATION_CHOICES)
-        self.keys(table, where, (choice,))
-        if choice in ("once", "permanent"):
-            if table[choice] is not True:
-                raise self.error(f"{where}.{choice}", table[choice], "expected true")
-            return Duration.once() if choice == "once" else Duration.permanent()
-        t = self.number(table, choice, where, "a positive number in s", lambda v: v > 0)
-        return Duration.lasting(t) if choice == "for_s" else Duration.mttr(t)
+
+def _crossing(doc: Document, raw: dict, where: str) -> Trigger:
+    what = "t, q_<joint>, <channel> or truth:<channel>"
+    signal = raw["signal"]
+    if not isinstance(signal, str):
+        raise doc.error(f"{where}.signal", signal, f"expected {what}")
+    unit = signal_unit(signal)
+    if unit is None:
+        raise doc.error(f"{where}.signal", signal, f"expected {what} with a channel whose unit is known")
+    key = f"threshold_{unit[0]}"
+    t = Table(doc, raw, where, where, ("signal", key, "direction", "repeat"))
+    threshold = t.number(key, unit=unit[1])
+    direction = t.choice("direction", "rising", DIRECTIONS)
+    return Trigger.crossing(signal, threshold, direction, t.boolean("repeat", False))
+
+
+def _duration(doc: Document, raw: Any, where: str) -> Duration:
+    choice = _exactly_one(doc, raw, where, DURATION_CHOICES, ())
+    t = Table(doc, raw, where, where, (choice,))
+    if choice in ("once", "permanent"):
+        if t.raw(choice) is not True:
+            raise t.error(choice, t.raw(choice), "expected true")
+        return Duration.once() if choice == "once" else Duration.permanent()
+    d = t.number(choice, unit="s", positive=True)
+    return Duration.lasting(d) if choice == "for_s" else Duration.mttr(d)

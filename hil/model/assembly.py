@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from config_schema import raise_problem
 from hil.model import spec as md
-from hil.model.config import reject
 from hil.model.modal import BeamModes, beam_modes
 from hil.kernels.layout import (JOINT_PRESCRIBED, JOINT_TORQUE_DRIVEN, JP_COUL_VS, JP_STRIBECK, JP_STRIB_VS, JP_BRAKE_VS,
                                 JP_BACKLASH, N_JP, MOTION_CONSTANT, MOTION_SPINUP, MOTION_CYCLOIDAL, MOTION_TABLE)
@@ -255,7 +255,7 @@ def assemble(model: md.Model) -> Assembled:
                              "(the rotor carries the motor-side coordinate)")
     kspring = np.array([b.joint.elasticity.stiffness_N_m_rad if b.joint.elasticity else 0.0 for b in bodies])
     for b in bodies:
-        reject(model.source, f"body[{b.name}].joint", md.joint_problems(b.joint))
+        raise_problem(model.source, f"body[{b.name}].joint", md.joint_problems(b.joint))
     dspring = np.array([b.joint.elasticity.damping_N_m_s_rad if b.joint.elasticity else 0.0 for b in bodies])
     drive = np.array([JOINT_PRESCRIBED if b.joint.drive == md.DRIVE_PRESCRIBED else JOINT_TORQUE_DRIVEN for b in bodies],
                      dtype=np.int64)

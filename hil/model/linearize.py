@@ -9,7 +9,7 @@ import numpy as np
 from hil.model.assembly import Assembled, make_work
 from hil.kernels.aba import forward_dynamics, forward_kinematics, joint_torques, prepare
 from hil.kernels.oracle import bias_forces, mass_matrix
-from hil.kernels.layout import JOINT_PRESCRIBED
+from hil.kernels.layout import JOINT_PRESCRIBED, JP_BACKLASH
 
 RK4_STABILITY = 2.0 * math.sqrt(2.0)   # |omega h| limit of classical RK4 on the imaginary axis
 MIDPOINT_STABILITY = 2.0               # explicit midpoint predictor, damped joint springs
@@ -126,6 +126,33 @@ def spring_frequencies_hz(asm: Assembled) -> np.ndarray:
     forward_dynamics(km, w, 0.0, asm.pos0, zero, np.zeros(asm.layout.n_joints), asm.pos0, zero, 0.0, 0.0, acc)
     return np.array([math.sqrt(km.kspring[k] * (1 / km.mot_inertia[k] + 1 / w.Dj[k])) / (2 * math.pi)
                      for k in range(asm.layout.n_joints) if km.mot[k] >= 0])
+
+
+@dataclass(frozen=True)
+class StepFrequencies:
+    """What the integrator's substeps must resolve: the highest whole-arm frequency ``max_hz`` and the
+    highest frequency the IMEX scheme treats explicitly ``explicit_hz`` (the joint springs), in Hz."""
+
+    max_hz: float
+    explicit_hz: float
+
+    def substeps(self, method: str, dt: float, safety: float) -> int:
+        """Substeps per outer step of dt for ``method`` (substeps_for)."""
+        return substeps_for(method, self.max_hz, self.explicit_hz, dt, safety)
+
+
+def step_frequencies_hz(asm: Assembled) -> StepFrequencies:
+    """The frequencies the substep plan resolves, at the initial state: the one rule for the plant's
+    plan (hil.dynamics.plant.plan_integrator) and for a fault that changes the model (a payload
+    change). A spring inside its backlash dead band looks free at the initial state, but in contact
+    it rings at its spring frequency: with backlash on any joint the highest frequency is at least
+    the highest spring frequency."""
+    freqs = arm_frequencies_hz(asm)
+    f_max = float(max(np.max(np.abs(freqs.free_hz), initial=0.0), np.max(np.abs(freqs.locked_hz), initial=0.0)))
+    f_explicit = float(max(spring_frequencies_hz(asm).max(initial=0.0), 0.0))
+    if np.any(asm.km.jpar[:, JP_BACKLASH] > 0):
+        f_max = max(f_max, f_explicit)
+    return StepFrequencies(f_max, f_explicit)
 
 
 def substeps_for(method: str, f_max_hz: float, f_explicit_hz: float, dt: float, safety: float) -> int:

@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from hil.model.config import _MISSING, _Table
+from config_schema import MISSING, Table, is_number, suggest
 from hil.model.spec import Body, Model, Station
 
 ENCODER = "encoder"
@@ -208,7 +208,7 @@ _UNITS = {"m_s2": "m/s^2", "rad_s": "rad/s", "strain": "(strain, m/m)", "N_m": "
 _NAME_PREFIX = {ENCODER: "enc", ABS_ENCODER: "abs", TORQUE: "torque", CURRENT: "cur"}
 
 
-def parse_sensors(top: _Table, bodies: list[Body], stations: list[Station]) -> list[SensorSpec]:
+def parse_sensors(top: Table, bodies: list[Body], stations: list[Station]) -> list[SensorSpec]:
     """The ``[[sensor]]`` tables of a preset (``top``: its top-level table), or the default set
     if it has none. Errors name the file, the key, the value and the expected unit."""
     raw = top.array_of_tables("sensor", what="an array of [[sensor]] tables")
@@ -219,8 +219,8 @@ def parse_sensors(top: _Table, bodies: list[Body], stations: list[Station]) -> l
 
 
 class _SensorParser:
-    def __init__(self, top: _Table, bodies: list[Body], stations: list[Station]):
-        self.loader = top.loader
+    def __init__(self, top: Table, bodies: list[Body], stations: list[Station]):
+        self.doc = top.doc
         self.joints = {b.joint.name: b for b in bodies}
         self.bodies = {b.name: b for b in bodies}
         self.stations = {s.name: s for s in stations}
@@ -230,15 +230,16 @@ class _SensorParser:
 
     def sensor(self, i: int, rs: Any) -> SensorSpec:
         label = self._label(i, rs)
-        where, prov = f"sensor[{label}]", f"sensor.{label}"
+        where, path = f"sensor[{label}]", f"sensor.{label}"
         if not isinstance(rs, dict):
-            raise self.loader.error(where, rs, "expected a [[sensor]] table")
+            raise self.doc.error(where, rs, "expected a [[sensor]] table")
         kind = rs.get("kind", None)
         if not isinstance(kind, str) or kind not in SENSOR_KINDS:
-            raise self.loader.error(f"{where}.kind", rs.get("kind", _MISSING),
-                                    "expected one of " + ", ".join(f'"{k}"' for k in SENSOR_KINDS))
+            did = suggest(kind, SENSOR_KINDS) if isinstance(kind, str) else ""
+            raise self.doc.error(f"{where}.kind", rs.get("kind", MISSING),
+                                 "expected one of " + ", ".join(f'"{k}"' for k in SENSOR_KINDS) + did)
         keys = _KEYS[kind]
-        t = _Table(self.loader, rs, where, prov, keys, "a [[sensor]] table")
+        t = Table(self.doc, rs, where, path, keys, "a [[sensor]] table")
         first_imu = self.imus == 0
         name = t.name("name") if t.has("name") or kind == STRAIN else label
         spec = getattr(self, f"_{kind}")(t, name)
@@ -269,31 +270,25 @@ class _SensorParser:
         return f"#{i + 1}"
 
     # ---------------------------------------------------------------- common reads
-    def _joint(self, t: _Table) -> str:
+    def _joint(self, t: Table) -> str:
         joint = t.string("joint", what="a joint name")
         if joint not in self.joints:
-            raise t.error("joint", joint, "expected one of the joints " + ", ".join(repr(j) for j in self.joints))
+            raise t.error("joint", joint, "expected one of the joints " + ", ".join(repr(j) for j in self.joints)
+                          + suggest(joint, self.joints))
         return joint
 
-    def _station(self, t: _Table) -> Station:
+    def _station(self, t: Table) -> Station:
         name = t.string("station", what="a station name")
         if name not in self.stations:
             raise t.error("station", name, "expected one of the [[station]] names "
-                          + ", ".join(repr(s) for s in self.stations))
+                          + ", ".join(repr(s) for s in self.stations) + suggest(name, self.stations))
         return self.stations[name]
 
     @staticmethod
-    def _divider(t: _Table) -> int:
+    def _divider(t: Table) -> int:
         return t.integer("divider", 1, minimum=1, what="sample every divider-th plant step")
 
-    @staticmethod
-    def _bounded(t: _Table, k: str, default: int, lo: int, hi: int, what: str) -> int:
-        v = t.integer(k, default, minimum=lo, what=what)
-        if v > hi:
-            raise t.error(k, v, f"expected an integer in {lo}..{hi} ({what})")
-        return v
-
-    def _chain(self, t: _Table, u: str, triad: bool = False) -> SignalChain:
+    def _chain(self, t: Table, u: str, triad: bool = False) -> SignalChain:
         unit = _UNITS[u]
         bare = unit[1:-1].split(",")[0] if unit.startswith("(") else unit
         kw = dict(
@@ -309,7 +304,7 @@ class _SensorParser:
         return TriadChain(**kw, misalignment=self._misalignment(t))
 
     @staticmethod
-    def _misalignment(t: _Table) -> np.ndarray:
+    def _misalignment(t: Table) -> np.ndarray:
         expected = (f"a 3x3 small-angle cross-axis matrix in rad: zero diagonal, off-diagonal entries "
                     f"within +-{MAX_MISALIGNMENT_RAD}")
         v = t.raw("misalignment_rad", None)
@@ -317,7 +312,7 @@ class _SensorParser:
             return np.zeros((3, 3))
         ok = (isinstance(v, list) and len(v) == 3
               and all(isinstance(r, list) and len(r) == 3
-                      and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in r)
+                      and all(is_number(x) and math.isfinite(x) for x in r)
                       for r in v))
         M = np.array(v, dtype=float) if ok else None
         if M is None or np.any(np.diag(M) != 0.0) or np.max(np.abs(M)) > MAX_MISALIGNMENT_RAD:
@@ -325,7 +320,7 @@ class _SensorParser:
         return M
 
     # ---------------------------------------------------------------- kinds
-    def _encoder(self, t: _Table, name: str) -> EncoderSpec:
+    def _encoder(self, t: Table, name: str) -> EncoderSpec:
         joint = self._joint(t)
         lines = t.integer("lines_per_rev", 4096, minimum=1, what="optical lines per motor revolution")
         quad = t.integer("quadrature", 4, minimum=1, what="edges counted per line: 1, 2 or 4")
@@ -334,21 +329,21 @@ class _SensorParser:
         cpr = lines * quad
         return EncoderSpec(
             joint=joint, lines_per_rev=lines, quadrature=quad,
-            counter_bits=self._bounded(t, "counter_bits", 32, 2, 62, "signed counter width in bits"),
+            counter_bits=t.integer("counter_bits", 32, minimum=2, maximum=62, what="signed counter width in bits"),
             index=t.boolean("index", True),
-            index_count=self._bounded(t, "index_count", 0, 0, cpr - 1,
-                                      f"count of the index mark within a revolution of {cpr} counts"),
+            index_count=t.integer("index_count", 0, minimum=0, maximum=cpr - 1,
+                                  what=f"count of the index mark within a revolution of {cpr} counts"),
             divider=self._divider(t), name=name)
 
-    def _abs_encoder(self, t: _Table, name: str) -> AbsEncoderSpec:
+    def _abs_encoder(self, t: Table, name: str) -> AbsEncoderSpec:
         joint = self._joint(t)
         return AbsEncoderSpec(
             joint=joint,
-            resolution_bits=self._bounded(t, "resolution_bits", 17, 1, 32, "positions per turn = 2^bits"),
+            resolution_bits=t.integer("resolution_bits", 17, minimum=1, maximum=32, what="positions per turn = 2^bits"),
             zero_rad=t.number("zero_rad", 0.0, unit="rad"),
             divider=self._divider(t), name=name)
 
-    def _imu(self, t: _Table, name: str) -> ImuSpec:
+    def _imu(self, t: Table, name: str) -> ImuSpec:
         station = self._station(t).name
         self.imus += 1
         triads = {}
@@ -359,7 +354,7 @@ class _SensorParser:
         return ImuSpec(station=station, name=name, rpy_rad=t.vector("rpy_rad", np.zeros(3), unit="rad"),
                        divider=self._divider(t), **triads)
 
-    def _strain(self, t: _Table, name: str) -> StrainSpec:
+    def _strain(self, t: Table, name: str) -> StrainSpec:
         station = self._station(t)
         body = self.bodies[station.body]
         plane = t.choice("plane", "bending_z", STRAIN_PLANES)
@@ -374,12 +369,12 @@ class _SensorParser:
                           distance_m=t.number("distance_m", 0.0, unit="m"),
                           chain=self._chain(t, "strain"), divider=self._divider(t))
 
-    def _torque(self, t: _Table, name: str) -> TorqueSpec:
+    def _torque(self, t: Table, name: str) -> TorqueSpec:
         joint = self._joint(t)
         return TorqueSpec(joint=joint, chain=self._chain(t, "N_m"), divider=self._divider(t),
                           name=name)
 
-    def _current(self, t: _Table, name: str) -> CurrentSpec:
+    def _current(self, t: Table, name: str) -> CurrentSpec:
         joint = self._joint(t)
         return CurrentSpec(joint=joint, chain=self._chain(t, "A"), divider=self._divider(t),
                            name=name)

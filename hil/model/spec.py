@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any, Collection, NamedTuple
+from typing import Any, Collection
 
 import numpy as np
+
+from config_schema import Problem, in_unit
 
 BASE = "base"
 
@@ -217,15 +219,6 @@ class Model:
 
 
 # ----------------------------------------------------------------------------- parameter checks
-class Problem(NamedTuple):
-    """An invalid parameter: its field name (the TOML key), the offending value and what was
-    expected, with the unit (the text after ``<key> = <value>: `` in an error message)."""
-
-    key: str
-    value: Any
-    expected: str
-
-
 # DriveSpec's numeric fields and their units; the ones each interface needs
 DRIVE_UNITS = {
     "resistance_ohm": "ohm", "inductance_H": "H", "torque_constant_N_m_A": "N m/A",
@@ -247,11 +240,6 @@ JOINT_FRICTION_UNITS = {
     "viscous_N_m_s_rad": "N m s/rad", "coulomb_N_m": "N m", "coulomb_smoothing_rad_s": "rad/s",
     "stribeck_N_m": "N m", "stribeck_velocity_rad_s": "rad/s", "backlash_rad": "rad",
 }
-
-
-def in_unit(unit: str) -> str:
-    """' in Pa' for a unit, ' (dimensionless note)' for a parenthesised description."""
-    return f" {unit}" if unit.startswith("(") else f" in {unit}"
 
 
 def _positive(key: str, value: Any, unit: str, context: str = "") -> Problem | None:

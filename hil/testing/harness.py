@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from hil.faults.engine import Duration, Fault, Trigger
+from hil.faults.spec import Duration, Fault, Trigger
 from hil.runtime.launch import REFERENCE_PARAMS, await_host, build_emulator, reference_firmware, spawn_firmware
 from hil.logs.runlog import read_run
 from hil.runtime.loop import RuntimeOptions

@@ -11,7 +11,7 @@ import pytest
 
 from firmware_bridge.reference.controller import ELLA_SETPOINTS
 from firmware_bridge.messages import StatusFlag
-from hil.faults.engine import Duration, Trigger
+from hil.faults.spec import Duration, Trigger
 
 JOINTS = ("base_yaw", "shoulder_pitch", "elbow")
 

@@ -1,0 +1,183 @@
+"""Plant faults: effects on the drives and on the plant's kernel arrays.
+
+    ``payload``        attachment ``target`` gets ``mass_kg`` (and ``inertia_kg_m2``, principal
+                       moments about its centre of mass; default: the nominal inertia scaled with
+                       the mass); the model is re-assembled at binding and the kernel arrays are
+                       swapped in place when it strikes and restored when it clears. Should the
+                       lighter arm vibrate faster than the integrator's substeps can follow (ELLA
+                       without its payload: link 2 torsion at 726 Hz), the plant's substeps are
+                       raised while the fault is active, as the preset's own plan would choose; on
+                       every change of substeps the joints' friction smoothing floors and the brake
+                       ramps are recomputed for the new substep (DriveBank.restabilize).
+                       Payload faults do not compose: the most recently struck one sets the arrays.
+    ``payload_drop``   the same with mass 0: the payload falls off
+    ``friction``       joint ``target``: the drive's friction scaled by ``friction_scale``
+    ``kt_loss``        joint ``target``: the motor torque constant scaled by ``kt_scale``
+                       (demagnetisation, a lost phase)
+    ``stiffness_loss`` body ``target``: modal stiffness scaled by ``stiffness_scale`` in (0, 1]
+                       (a crack or a loosened clamp) and the modal damping by its square root, so
+                       the damping ratio stays; frequencies fall by sqrt(stiffness_scale)
+    ``brake``          joint ``target``: the holding brake engaged
+
+``encoder_disconnect`` acts on the encoder's channels: :mod:`hil.faults.signal_effects`.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from hil.dynamics.plant import Plant, apparent_inertias
+from hil.faults.effects import Effect, EffectHost
+from hil.faults.spec import Fault, FaultError
+from hil.model.assembly import assemble
+from hil.model.linearize import step_frequencies_hz
+
+
+class DriveFault(Effect):
+    def __init__(self, drives: DriveFaults, what: str, joint: int, factor: float):
+        self.drives, self.what, self.joint, self.factor = drives, what, joint, factor
+
+    def start(self, engine: EffectHost) -> None:
+        self.drives.change(self, +1)
+
+    def stop(self, engine: EffectHost) -> None:
+        self.drives.change(self, -1)
+
+
+class DriveFaults:
+    """Active friction, torque-constant and brake faults per joint, pushed to the drive bank
+    (friction and kt scales multiply when several act on one joint). A brake is closed while a
+    brake fault or an outside holder (``held``: the watchdog's safe state) wants it closed."""
+
+    def __init__(self, drives: Any):
+        self.drives = drives
+        self.active: list[DriveFault] = []
+        self.held: set[int] = set()
+
+    def change(self, fault: DriveFault, sign: int) -> None:
+        if sign > 0:
+            self.active.append(fault)
+        else:
+            self.active.remove(fault)
+        mine = [f for f in self.active if f.what == fault.what and f.joint == fault.joint]
+        k = fault.joint
+        if fault.what == "brake":
+            self.drives.set_brake(k, bool(mine) or k in self.held)
+        elif fault.what == "friction":
+            self.drives.set_friction_scale(k, math.prod(f.factor for f in mine))
+        else:
+            self.drives.kt_scale[k] = math.prod(f.factor for f in mine)
+
+    def hold_brake(self, k: int, engaged: bool) -> None:
+        if engaged:
+            self.held.add(k)
+        else:
+            self.held.discard(k)
+        faulted = any(f.what == "brake" and f.joint == k for f in self.active)
+        self.drives.set_brake(k, engaged or faulted)
+
+
+class PlantArrays:
+    """The plant's kernel arrays under payload and stiffness faults. The nominal arrays are those
+    of the plant's model assembled afresh, not a copy of the live ones, which the drive bank
+    rewrites at run time (friction, brakes): a variant touches only the arrays the model change
+    alters, and every change rewrites just those in place, from the nominal arrays or the latest
+    payload variant, then scales the modal stiffness and damping of weakened bodies.
+
+    What depends on the substep h (each joint's Coulomb smoothing floor, the brakes' ramps) is
+    recomputed whenever a change sets other substeps: with ``drives.restabilize()`` (hil.devices.drives
+    .DriveBank: its inertias, its current friction scales), else Plant.stabilize_friction at the
+    drive bank's ``inertia`` or, without one, the apparent inertias at the plant's pose now.
+
+    Threads: variant() runs on the API thread (inject), start/stop and refresh() on the loop's;
+    only the loop thread changes ``payloads``, ``weakened`` and ``touched``."""
+
+    def __init__(self, plant: Plant, drives: Any = None):
+        self.plant = plant
+        self.live = dict(zip(plant.km._fields, plant.km))
+        self.nominal = dict(zip(plant.km._fields, assemble(plant.asm.model).km))
+        self.nominal_substeps = plant.plan.substeps
+        self.payloads: list[Payload] = []
+        self.weakened: list[StiffnessLoss] = []
+        self.touched: set[str] = set()
+        restabilize = getattr(drives, "restabilize", None)
+        if restabilize is None:
+            inertia = getattr(drives, "inertia", None)
+            inertia = apparent_inertias(plant) if inertia is None else np.array(inertia, float)
+            restabilize = lambda: plant.stabilize_friction(inertia)   # noqa: E731
+        self.restabilize: Callable[[], Any] = restabilize
+
+    def variant(self, model: Any, fault: str) -> tuple[dict[str, np.ndarray], int]:
+        """Kernel arrays of ``model`` that differ from the nominal ones, and the substeps it needs."""
+        asm = assemble(model)
+        changed = {}
+        for name, live in self.live.items():
+            new = np.asarray(getattr(asm.km, name))
+            if new.shape != live.shape or new.dtype != live.dtype:
+                raise FaultError(fault, "target", name, f"a change that keeps the kernel arrays' shapes; {name} "
+                                                        f"would change from {live.shape} to {new.shape}")
+            if not np.array_equal(new, self.nominal[name]):
+                changed[name] = new
+        return changed, self._substeps(asm)
+
+    def _substeps(self, asm: Any) -> int:
+        """Substeps the variant needs with the plant's method, by the rule of the plant's own plan."""
+        plan = self.plant.plan
+        needed = step_frequencies_hz(asm).substeps(plan.method, plan.dt_s, asm.model.integrator.safety)
+        return max(self.nominal_substeps, needed)
+
+    def refresh(self) -> None:
+        """Rewrite the touched arrays for the faults active now (loop thread)."""
+        top = self.payloads[-1] if self.payloads else None
+        arrays = top.arrays if top else {}
+        for name in self.touched:
+            np.copyto(self.live[name], arrays.get(name, self.nominal[name]))
+        for w in self.weakened:
+            self.live["Kmod"][w.body] *= w.scale
+            self.live["Dmod"][w.body] *= math.sqrt(w.scale)
+        plan = self.plant.plan
+        substeps = top.substeps if top else self.nominal_substeps
+        if substeps != plan.substeps:
+            plan.substeps = substeps
+            self.restabilize()          # friction smoothing floors and brake ramps for the new substep
+
+
+class Payload(Effect):
+    def __init__(self, arrays: PlantArrays, changed: dict[str, np.ndarray], substeps: int):
+        self.plant_arrays, self.arrays, self.substeps = arrays, changed, substeps
+
+    def start(self, engine: EffectHost) -> None:
+        self.plant_arrays.touched.update(self.arrays)      # here, on the loop thread that iterates it
+        self.plant_arrays.payloads.append(self)
+        self.plant_arrays.refresh()
+
+    def stop(self, engine: EffectHost) -> None:
+        self.plant_arrays.payloads.remove(self)
+        self.plant_arrays.refresh()
+
+
+class StiffnessLoss(Effect):
+    def __init__(self, arrays: PlantArrays, body: int, scale: float):
+        self.plant_arrays, self.body, self.scale = arrays, body, scale
+
+    def start(self, engine: EffectHost) -> None:
+        self.plant_arrays.touched.update(("Kmod", "Dmod"))  # here, on the loop thread that iterates it
+        self.plant_arrays.weakened.append(self)
+        self.plant_arrays.refresh()
+
+    def stop(self, engine: EffectHost) -> None:
+        self.plant_arrays.weakened.remove(self)
+        self.plant_arrays.refresh()
+
+
+def find_attachment(model: Any, fault: Fault) -> Any:
+    """The attachment named by the fault's target: ``<attachment>`` or ``<body>/<attachment>``."""
+    found = [(b.name, a) for b in model.bodies for a in b.attachments
+             if fault.target in (a.name, f"{b.name}/{a.name}")]
+    if len(found) != 1:
+        names = ", ".join(f"{b.name}/{a.name}" for b in model.bodies for a in b.attachments)
+        why = "is ambiguous" if found else "names no attachment"
+        raise FaultError(fault.name, "target", fault.target, f"{why}; expected one of {names}")
+    return found[0][1]
