@@ -87,7 +87,7 @@ class RowBuilder:
         for dst, src in self._copies:
             row[dst] = src
         for k in self._prescribed:
-            row[self._tau_start + k] = p.work.tau_joint[k]
+            row[self._tau_start + k] = p.joint_torques[k]
         station_state(p.km, p.work, self._tip, self._st)
         row[-4:-1] = self._st[0:3]
         energy(p.km, p.work, self._energy)   # the state evaluate() prepared
