@@ -31,6 +31,12 @@ METHODS = {"rk4": METHOD_RK4, "imex_midpoint": METHOD_IMEX, "euler": METHOD_EULE
 # the kernel that solves the equations of motion: the O(n) articulated-body algorithm (hil.kernels.aba)
 # or seed 000's screw-theoretic DAE with the interaction wrenches as unknowns (hil.kernels.screw_dae)
 FORMULATIONS = ("aba", "screw-dae")
+WRENCH_AXES = ("mx", "my", "mz", "fx", "fy", "fz")   # the order of Plant.wrenches' six components
+
+
+def wrench_columns(joint_names: list[str]) -> list[str]:
+    """Run-log columns of the joint interaction wrenches: w_<joint>_mx ... _fz per joint (Plant.wrenches)."""
+    return [f"w_{j}_{a}" for j in joint_names for a in WRENCH_AXES]
 AUTO_RK4_MAX_SUBSTEPS = 8   # beyond this many RK4 substeps the IMEX scheme is cheaper
 # Real-axis stability bounds (|lambda h| for a damping lambda) of the plant's integrators:
 # classical RK4 2.785; the explicit midpoint predictor of the IMEX scheme and forward Euler 2.
