@@ -320,3 +320,246 @@ def forward_euler_growth(model, dt: float = 1e-3, steps: int = 100, amplitude: f
                      "growth_per_step": float((energy() / e0) ** (0.5 / n)), "predicted": predicted,
                      "eq89_holds": omega * dt <= 2.0, "steps": n})
     return rows
+
+
+def analyse(asm: Assembled, header: dict, rows: np.ndarray) -> dict:
+    """The experiment's key numbers and the series the figures plot."""
+    c = header["columns"]
+    t = rows[:, 0]
+    pos = states(asm, header, rows)
+    disp = tip_displacement(asm, pos)
+    settled = t >= MOVE_TIME_S + SETTLE_S
+    f, amp = spectrum(t[settled], disp[settled]) if settled.sum() > 8 else (np.zeros(1), np.zeros((1, 3)))
+    peaks = spectral_peaks(f, amp) if settled.sum() > 8 else []
+    modes_hz, zeta = settled_modes(asm, pos[-1])
+    wrench = {j: rows[:, [c.index(f"w_{j}_{a}") for a in ("mx", "my", "mz", "fx", "fy", "fz")]]
+              for j in asm.layout.joint_names}
+    out = {
+        "integrator": header["plan"], "diverged_s": header["diverged_s"], "simulated_s": float(t[-1]),
+        "final_joint_error_rad": {j: SETPOINTS_RAD[j] - float(rows[-1, c.index(f"q_{j}")]) for j in JOINTS},
+        "peak_torque_N_m": {j: float(np.max(np.abs(rows[:, c.index(f"tau_{j}")]))) for j in JOINTS},
+        "peak_moment_N_m": {j: float(np.max(np.linalg.norm(w[:, :3], axis=1))) for j, w in wrench.items()},
+        "peak_force_N": {j: float(np.max(np.linalg.norm(w[:, 3:], axis=1))) for j, w in wrench.items()},
+        "initial_displacement_m": disp[0].tolist(),
+        "endpoint_peaks_hz": [p[0] for p in peaks], "endpoint_peak_amplitudes_m": [p[1] for p in peaks],
+        "linearised_hz": modes_hz.tolist(), "linearised_damping": zeta.tolist(),
+    }
+    series = {"t": t, "pos": pos, "disp": disp, "f": f, "amp": amp, "wrench": wrench, "rows": rows, "columns": c}
+    return {"numbers": out, "series": series}
+
+
+def clamped_free_peaks(tip_mass_kg: float = 0.0, duration_s: float = 2.0, dt: float = 1e-4) -> list[float]:
+    """The two endpoint spectral peaks [Hz] of link 2 alone, clamped (its joint held), undamped,
+    without gravity, bending in its z plane with two clamped-free shapes, released from a
+    deflection in both shapes: a uniform cantilever rings at the first two clamped-free
+    frequencies, the second (4.6941 / 1.8751)^2 = 6.27 times the first (seed 000 Sec. 7); a tip
+    mass moves them apart."""
+    m = copy.deepcopy(load_model(CONFIG))
+    link2 = m.bodies[-1]
+    link2.parent = "base"
+    link2.joint.station_m = 0.0
+    link2.joint.q0_rad = 0.0
+    link2.joint.drive = "prescribed"
+    beam = link2.beam
+    beam.n_bending_y, beam.n_bending_z, beam.rotary_inertia = 0, 2, False
+    beam.damping_ratio = np.zeros(2)
+    link2.attachments = [a for a in link2.attachments if tip_mass_kg > 0]
+    for a in link2.attachments:
+        a.mass_kg = tip_mass_kg
+    m.bodies = [link2]
+    m.stations = [s for s in m.stations if s.body == "link2"]
+    m.initial_eta = {"link2": np.array([2e-3, 4e-4])}
+    m.gravity_m_s2 = np.zeros(3)
+    m.integrator.dt_s = dt
+    plant = Plant(m, method="rk4", substeps=1)
+    n = int(round(duration_s / dt))
+    t, z = np.zeros(n), np.zeros(n)
+    for i in range(n):
+        t[i], z[i] = plant.t, plant.pos[1] + plant.pos[2]          # tip value of the unit-tip shapes
+        plant.step()
+    f, amp = spectrum(t, z[:, None])
+    return sorted(p[0] for p in spectral_peaks(f, amp, count=2, floor=0.05))
+
+
+# ----------------------------------------------------------------------------- figures
+def figures(asm: Assembled, runs: dict, spd: tuple, out: Path) -> list[Path]:
+    """The Fig. 6-15 analogues of seed 000 (and the inertia operator's smallest eigenvalue) as PNGs."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lay = asm.layout
+    written = []
+
+    def save(fig, name):
+        fig.tight_layout()
+        path = out / name
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+
+    def panels(n, title, rows=1):
+        fig, axes = plt.subplots(rows, n, figsize=(4.2 * n, 3.2 * rows), squeeze=False)
+        fig.suptitle(title)
+        return fig, axes.ravel()
+
+    first = next(iter(runs.values()))["series"]
+    ctrl = PdController(lay.joint_names, asm.pos0)
+    desired = np.array([ctrl.desired(ti)[0] for ti in first["t"]])
+    fig, ax = panels(3, "Fig. 6: joint angles under the PD law of eq. 83")
+    for i, j in enumerate(JOINTS):
+        k = lay.joint_names.index(j)
+        for label, r in runs.items():
+            ax[i].plot(r["series"]["t"], r["series"]["pos"][:, k], label=label)
+        ax[i].plot(first["t"], desired[:, k], "k--", lw=0.8, label="desired")
+        ax[i].set(title=j, xlabel="t [s]", ylabel="rad")
+    ax[0].legend(fontsize=7)
+    save(fig, "fig06_joint_angles.png")
+
+    c = first["columns"]
+    fig, ax = panels(3, "Fig. 7: endpoint position (inertial frame)")
+    for i, a in enumerate("xyz"):
+        for label, r in runs.items():
+            ax[i].plot(r["series"]["t"], r["series"]["rows"][:, c.index(f"tip_{a}")], label=label)
+        ax[i].set(title=f"{a}_E", xlabel="t [s]", ylabel="m")
+    ax[0].legend(fontsize=7)
+    save(fig, "fig07_endpoint_position.png")
+
+    fig, ax = panels(3, "Fig. 8: endpoint elastic displacement (inertial frame)")
+    for i, a in enumerate("xyz"):
+        for label, r in runs.items():
+            ax[i].plot(r["series"]["t"], r["series"]["disp"][:, i] * 1e3, label=label)
+        ax[i].set(title=f"{a}_xiE", xlabel="t [s]", ylabel="mm")
+    ax[0].legend(fontsize=7)
+    save(fig, "fig08_endpoint_deformation.png")
+
+    fig, ax = panels(3, f"Fig. 9: amplitude spectra of the endpoint displacement after t = {MOVE_TIME_S + SETTLE_S:g} s")
+    lin = next(iter(runs.values()))["numbers"]["linearised_hz"]
+    for i, a in enumerate("xyz"):
+        for label, r in runs.items():
+            ax[i].semilogy(r["series"]["f"], r["series"]["amp"][:, i] * 1e3 + 1e-9, label=label)
+        for fl in lin:
+            ax[i].axvline(fl, color="grey", lw=0.6, ls=":")
+        ax[i].set(title=f"{a}_xiE", xlabel="f [Hz] (dotted: linearised PD-held arm)", ylabel="mm", xlim=(0, 40),
+                  ylim=(1e-5, None))
+    ax[0].legend(fontsize=7)
+    save(fig, "fig09_spectra.png")
+
+    x_t = first["t"][:: max(1, len(first["t"]) // 400)]
+    pos_t = first["pos"][:: max(1, len(first["t"]) // 400)]
+    fig, ax = panels(2, "Figs. 10-11: displacement fields along the links (default integrator)", rows=2)
+    for row, body in enumerate(("link1", "link2")):
+        k = lay.body_names.index(body)
+        modes = asm.modes[k]
+        xs = np.linspace(0.0, modes.beam.length_m, 24)
+        shapes = np.array([modes.at(x)[0] for x in xs])                  # (x, 3, nm)
+        eta = pos_t[:, lay.eta_index(k, 0):lay.eta_index(k, 0) + modes.nm]
+        field = np.einsum("xim,tm->itx", shapes, eta)
+        for col, (i, a) in enumerate(((1, "y"), (2, "z"))):
+            im = ax[2 * row + col].pcolormesh(xs, x_t, field[i] * 1e3, shading="auto", cmap="RdBu_r")
+            fig.colorbar(im, ax=ax[2 * row + col], label="mm")
+            ax[2 * row + col].set(title=f"r_xi{a} of {body}", xlabel="xi [m]", ylabel="t [s]")
+    save(fig, "fig10_11_displacement_fields.png")
+
+    etas = [n for n in c if n.startswith("eta_")]
+    fig, ax = panels(len(etas), "Fig. 12: modal coordinates")
+    for i, n in enumerate(etas):
+        for label, r in runs.items():
+            ax[i].plot(r["series"]["t"], r["series"]["rows"][:, c.index(n)] * 1e3, label=label)
+        ax[i].set(title=n[4:], xlabel="t [s]", ylabel="mm (tip value)")
+    ax[0].legend(fontsize=7)
+    save(fig, "fig12_modal_coordinates.png")
+
+    fig, ax = panels(3, "Fig. 13: PD joint torques")
+    for i, j in enumerate(JOINTS):
+        for label, r in runs.items():
+            ax[i].plot(r["series"]["t"], r["series"]["rows"][:, c.index(f"tau_{j}")], label=label)
+        ax[i].set(title=j, xlabel="t [s]", ylabel="N m")
+    ax[0].legend(fontsize=7)
+    save(fig, "fig13_torques.png")
+
+    for name, joint, what in (("fig14_base_joint_wrench.png", "shoulder_pitch", "Fig. 14: base joint (link 1)"),
+                              ("fig15_connecting_joint_wrench.png", "elbow", "Fig. 15: connecting joint (link 2)")):
+        fig, ax = panels(3, f"{what}: interaction wrench on the child, child frame", rows=2)
+        for i, a in enumerate(("fx", "fy", "fz", "mx", "my", "mz")):
+            col = ("mx", "my", "mz", "fx", "fy", "fz").index(a)
+            for label, r in runs.items():
+                ax[i].plot(r["series"]["t"], r["series"]["wrench"][joint][:, col], label=label)
+            ax[i].set(title=f"{a[0].upper()}_{a[1]}", xlabel="t [s]", ylabel="N" if a[0] == "f" else "N m")
+        ax[0].legend(fontsize=7)
+        save(fig, name)
+
+    t_spd, links, system = spd
+    fig, ax = panels(1, "Inertia operators along the run: smallest eigenvalue")
+    ax[0].plot(t_spd, links, label="links' inertia operators (eq. 78)")
+    ax[0].plot(t_spd, system, label="joint-and-modal mass matrix")
+    ax[0].set(xlabel="t [s]", yscale="log")
+    ax[0].legend(fontsize=7)
+    save(fig, "spd_eigenvalues.png")
+    return written
+
+
+# ----------------------------------------------------------------------------- command line
+def main(argv: list[str] | None = None) -> int:
+    parts = __doc__.split("\n\n")
+    p = argparse.ArgumentParser(prog="python -m tools.seed000_experiment", description=parts[0],
+                                epilog="\n\n".join(parts[1:]), formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, default=ROOT / "out" / "seed000", help="output folder (default out/seed000)")
+    p.add_argument("--duration", type=float, default=DURATION_S, help="simulated time in s")
+    p.add_argument("--formulation", choices=("aba", "screw-dae"), default="screw-dae")
+    p.add_argument("--no-figures", action="store_true", help="logs and numbers only")
+    p.add_argument("--solve-start", action="store_true", help="print the start pose the preset carries and exit")
+    args = p.parse_args(argv)
+    if args.solve_start:
+        print(json.dumps(solve_start(), indent=1))
+        return 0
+    args.out.mkdir(parents=True, exist_ok=True)
+    asm = assemble(load_model(CONFIG))
+    runs = {}
+    for label, method in (("forward Euler 1 ms", "euler"), ("default integrator", "auto")):
+        header, rows = run(method, args.out / f"{method}.msgpack", args.duration, args.formulation)
+        runs[label] = analyse(asm, header, rows)
+    default = runs["default integrator"]["series"]
+    every = max(1, int(round(0.02 / (default["t"][1] - default["t"][0]))))
+    links, system = spd_over_run(asm, default["pos"][::every])
+    summary = {label: r["numbers"] for label, r in runs.items()}
+    summary["inertia_spd"] = {"links_min": float(links.min()), "mass_matrix_min": float(system.min()),
+                              "samples": int(len(links))}
+    summary["forward_euler_growth"] = {"ella": forward_euler_growth(load_model(ROOT / "configs" / "ella.toml")),
+                                       "experiment": forward_euler_growth(load_model(CONFIG))}
+    summary["gains"] = {"kp_N_m_rad": KP_N_M_RAD, "kd_N_m_s_rad": KD_N_M_S_RAD, "move_time_s": MOVE_TIME_S}
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=1, default=float))
+    if not args.no_figures:
+        try:
+            written = figures(asm, runs, (default["t"][::every], links, system), args.out)
+            print(f"figures: {len(written)} PNGs in {args.out}")
+        except ImportError:
+            print("figures skipped: matplotlib is not installed (pip install .[plots])", file=sys.stderr)
+    print(format_summary(summary))
+    return 0
+
+
+def format_summary(s: dict) -> str:
+    lines = []
+    for label in ("forward Euler 1 ms", "default integrator"):
+        r = s[label]
+        lines.append(f"{label} ({r['integrator']})" + (f": DIVERGED at {r['diverged_s']:.3f} s" if r["diverged_s"]
+                                                        else f", {r['simulated_s']:g} s"))
+        lines.append("  final joint errors [rad]: " + ", ".join(f"{j} {v:+.5f}" for j, v in r["final_joint_error_rad"].items()))
+        lines.append("  endpoint spectral peaks [Hz]: " + ", ".join(f"{f:.2f}" for f in r["endpoint_peaks_hz"]))
+        lines.append("  linearised PD-held arm [Hz]: " + ", ".join(f"{f:.2f} (zeta {z:.3f})" for f, z in
+                                                                 zip(r["linearised_hz"], r["linearised_damping"])))
+        lines.append("  peak torque [N m]: " + ", ".join(f"{j} {v:.1f}" for j, v in r["peak_torque_N_m"].items()))
+        lines.append("  peak wrench |moment| [N m] / |force| [N]: " + ", ".join(
+            f"{j} {r['peak_moment_N_m'][j]:.1f} / {r['peak_force_N'][j]:.1f}" for j in r["peak_moment_N_m"]))
+    spd = s["inertia_spd"]
+    lines.append(f"inertia operators: smallest eigenvalue over {spd['samples']} samples {spd['links_min']:.4g} (links), "
+                 f"{spd['mass_matrix_min']:.4g} (joint-and-modal mass matrix)")
+    for name, rows in s["forward_euler_growth"].items():
+        lines.append(f"forward Euler at 1 ms, undamped modes of {name}: " + ", ".join(
+            f"{r['f_hz']:.1f} Hz x{r['growth_per_step']:.6f}" for r in rows) + " per step")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -340,7 +340,11 @@ def stack_block(k, body, axis, drive, armature, tauj, qdd_pres, kap, Mk, hk, A, 
 @njit(cache=True)
 def lu_factor(A, k, n, piv):
     """LU factorisation with partial pivoting of the leading n x n block of A[k], in place.
-    False if a pivot column is zero (singular block)."""
+    False if a pivot is below 1e-14 of the block's largest entry (singular to rounding)."""
+    scale = 0.0
+    for i in range(n):
+        for j in range(n):
+            scale = max(scale, abs(A[k, i, j]))
     for c in range(n):
         p = c
         best = abs(A[k, c, c])
@@ -349,7 +353,7 @@ def lu_factor(A, k, n, piv):
             if v > best:
                 best = v
                 p = i
-        if not best > 0.0:
+        if not best > 1e-14 * scale:
             return False
         piv[k, c] = p
         if p != c:
