@@ -173,7 +173,11 @@ class ControllerSource:
     def __call__(self, t: float, out: np.ndarray) -> None:
         self.measured[: self.n] = self._q
         self.measured[self.n:] = self._qd
-        tau = np.asarray(self.controller(t, self.measured), dtype=float)
+        try:
+            tau = np.asarray(self.controller(t, self.measured), dtype=float)
+        except Exception as exc:        # the user's code: its failure in one line, naming it
+            raise InputError(f"controller {self.controller!r} at t = {t:.6g} s raised {type(exc).__name__}: "
+                             f"{exc}") from None
         if tau.shape != (self.n,) or not np.all(np.isfinite(tau)):
             raise InputError(f"controller {self.controller!r} at t = {t:.6g} s returned {tau!r}: expected "
                              f"{self.n} finite drive torques in N m")
@@ -195,7 +199,10 @@ def load_controller(spec: str, plant: Plant) -> Controller:
     factory = getattr(module, factory_name, None)
     if not callable(factory):
         raise InputError(f"--controller {spec!r}: {module_name} has no callable {factory_name!r}")
-    controller = factory(plant)
+    try:
+        controller = factory(plant)
+    except Exception as exc:            # the user's code: its failure in one line, naming it
+        raise InputError(f"--controller {spec!r}: {factory_name}(plant) raised {type(exc).__name__}: {exc}") from None
     if not callable(controller):
         raise InputError(f"--controller {spec!r}: {factory_name}(plant) returned {controller!r}, not a callable "
                          "tau = controller(t, measured)")
