@@ -102,6 +102,7 @@ def link_kinematics(k, nb, NM, body, stat, axis, pos, vel, Rpc, ppc, Rw, pw, V, 
     par = body[k, B_PARENT]
     nmp = body[k, B_NMP]
     e0 = nb + (body[par, B_MO] if par >= 0 else 0)
+    oL = 12 + 3 * NM
     station_frame(stat, k, NM, pos, vel, e0, nmp, M33, V3, Ghat)
     ax0, ax1, ax2 = axis[k, 0], axis[k, 1], axis[k, 2]
     axis_rotation(ax0, ax1, ax2, pos[k], M33, 3)
@@ -144,17 +145,14 @@ def link_kinematics(k, nb, NM, body, stat, axis, pos, vel, Rpc, ppc, Rw, pw, V, 
             Phi[k, i, j] = Rpc[k, j, i]
             Phi[k, i, 3 + j] = 0.0
             Phi[k, 3 + i, 3 + j] = Rpc[k, j, i]
-        # -Rpc^T skew(r): column j of skew(r) is e_j x r... row i of Rpc^T times skew(r)
+        # -Rpc^T skew(r) (v_dot + omega_dot x r = v_dot - skew(r) omega_dot)
         Phi[k, 3 + i, 0] = -(c1 * r2 - c2 * r1)
         Phi[k, 3 + i, 1] = -(c2 * r0 - c0 * r2)
         Phi[k, 3 + i, 2] = -(c0 * r1 - c1 * r0)
-        for a in range(nmp):
-            el0 = M33[2, 0, 0] * stat[k, 12 + 3 * NM + a] + M33[2, 0, 1] * stat[k, 12 + 4 * NM + a] \
-                + M33[2, 0, 2] * stat[k, 12 + 5 * NM + a]
-            el1 = M33[2, 1, 0] * stat[k, 12 + 3 * NM + a] + M33[2, 1, 1] * stat[k, 12 + 4 * NM + a] \
-                + M33[2, 1, 2] * stat[k, 12 + 5 * NM + a]
-            el2 = M33[2, 2, 0] * stat[k, 12 + 3 * NM + a] + M33[2, 2, 1] * stat[k, 12 + 4 * NM + a] \
-                + M33[2, 2, 2] * stat[k, 12 + 5 * NM + a]
+        for a in range(nmp):           # modal columns: Rpc^T E Lambda (angular), Rpc^T Ghat (linear)
+            el0 = M33[2, 0, 0] * stat[k, oL + a] + M33[2, 0, 1] * stat[k, oL + NM + a] + M33[2, 0, 2] * stat[k, oL + 2 * NM + a]
+            el1 = M33[2, 1, 0] * stat[k, oL + a] + M33[2, 1, 1] * stat[k, oL + NM + a] + M33[2, 1, 2] * stat[k, oL + 2 * NM + a]
+            el2 = M33[2, 2, 0] * stat[k, oL + a] + M33[2, 2, 1] * stat[k, oL + NM + a] + M33[2, 2, 2] * stat[k, oL + 2 * NM + a]
             Phi[k, i, 6 + a] = c0 * el0 + c1 * el1 + c2 * el2
             Phi[k, 3 + i, 6 + a] = c0 * Ghat[0, a] + c1 * Ghat[1, a] + c2 * Ghat[2, a]
     # relative angular velocity w_r = Rpc^T omega_rel + s q_dot; kappa += (omega_k - s qd) x w_r, -w_r x v_k
@@ -393,7 +391,7 @@ def lu_solve(A, k, n, piv, b, kb):
 
 
 @njit(cache=True)
-def eliminate(nb, body, axis, drive, armature, Phi, A, r, piv, W, y, cols):
+def eliminate(nb, body, axis, drive, armature, Phi, A, r, piv, W, y, cols, QPhi):
     """Tip-to-base block elimination: factor each diagonal block, y_k = A_k^-1 r_k and
     W_k = A_k^-1 B_k with B_k = -Q_k Phi_k the coupling of the joint rows to the parent's
     accelerations; the parent's link rows receive the Schur complement -Phi_k^T (W_k, y_k)
@@ -414,16 +412,18 @@ def eliminate(nb, body, axis, drive, armature, Phi, A, r, piv, W, y, cols):
                 cols[c, i] = 0.0
             cols[c, c] = 1.0
             lu_solve(A, k, n, piv, cols, c)
-        for c in range(npx):
-            for i in range(n):
-                W[k, i, c] = 0.0
-            for rr in range(6):
+        for rr in range(6):                 # B_k = -Q_k Phi_k, in the first six rows of W's scratch
+            for c in range(npx):
                 b = 0.0
                 for j in range(6):
                     b -= joint_operator(drive, armature, axis, k, rr, j) * Phi[k, j, c]
-                if b != 0.0:
-                    for i in range(n):
-                        W[k, i, c] += cols[rr, i] * b
+                QPhi[rr, c] = b
+        for c in range(npx):
+            for i in range(n):
+                s = 0.0
+                for rr in range(6):
+                    s += cols[rr, i] * QPhi[rr, c]
+                W[k, i, c] = s
         for i in range(npx):
             s = 0.0
             for f in range(6):
@@ -490,7 +490,8 @@ def forward_dynamics(dm, dw, t, pos, vel, tau, el_pos, el_vel, cK, cD, acc):
                    cK, cD, dw.Rw, dw.V, dw.Mk, dw.hk, dw.Ghat, dw.V3)
         stack_block(k, dm.body, dm.axis, dm.drive, dm.armature, dw.tauj, dw.qdd_pres, dw.kap, dw.Mk, dw.hk, dw.A,
                     dw.r)
-    if not eliminate(nb, dm.body, dm.axis, dm.drive, dm.armature, dw.Phi, dw.A, dw.r, dw.piv, dw.W, dw.y, dw.cols):
+    if not eliminate(nb, dm.body, dm.axis, dm.drive, dm.armature, dw.Phi, dw.A, dw.r, dw.piv, dw.W, dw.y, dw.cols,
+                     dw.QPhi):
         return False
     back_substitute(nb, dm.body, dm.axis, dm.drive, dw.qdd_pres, dw.Phi, dw.kap, dw.W, dw.y, dw.z, dw.wrench,
                     dw.tau_joint, acc)

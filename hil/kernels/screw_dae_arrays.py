@@ -42,7 +42,7 @@ DaeModel = namedtuple("DaeModel", [
 
 DaeWork = namedtuple("DaeWork", [
     "pos", "vel", "qdd_pres", "tauj", "tau_joint", "Rpc", "ppc", "Rw", "pw", "V", "kap", "Phi",
-    "Mk", "hk", "A", "r", "piv", "W", "y", "z", "wrench", "Ghat", "M33", "V3", "cols", "t6",
+    "Mk", "hk", "A", "r", "piv", "W", "y", "z", "wrench", "Ghat", "M33", "V3", "cols", "QPhi",
     "k1", "k2", "k3", "k4", "ps", "vs", "pe", "acc", "so",
 ])
 
@@ -129,6 +129,6 @@ def make_work(dm: DaeModel) -> DaeWork:
         Rpc=z((nb1, 3, 3)), ppc=z((nb1, 3)), Rw=z((nb1, 3, 3)), pw=z((nb1, 3)), V=z((nb1, 6)), kap=z((nb1, 6)),
         Phi=z((nb1, 6, nx)), Mk=z((nb1, nx, nx)), hk=z((nb1, nx)), A=z((nb1, n, n)), r=z((nb1, n)),
         piv=np.zeros((nb1, n), np.int64), W=z((nb1, n, nx)), y=z((nb1, n)), z=z((nb1, n)), wrench=z((nb1, 6)),
-        Ghat=z((3, NM)), M33=z((4, 3, 3)), V3=z((8, 3)), cols=z((6, n)), t6=z((2, nx)),
+        Ghat=z((3, NM)), M33=z((4, 3, 3)), V3=z((8, 3)), cols=z((6, n)), QPhi=z((6, nx)),
         k1=z(nq), k2=z(nq), k3=z(nq), k4=z(nq), ps=z(nq), vs=z(nq), pe=z(nq), acc=z(nq), so=z((8, 3)),
     )
