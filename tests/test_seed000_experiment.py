@@ -60,7 +60,7 @@ def test_endpoint_frequencies_are_those_of_the_linearised_arm(asm, runs):
     assert dominant == pytest.approx(lowest, rel=0.02)
     # the release of link 2's deformation rings the PD-held arm's mode near 13 Hz (at the start pose)
     s = r["series"]
-    early = s["t"] <= 1.0
+    early = s["t"] <= ex.RELEASE_S
     peaks = ex.spectral_peaks(*ex.spectrum(s["t"][early], s["disp"][early]), count=6, floor=1e-3)
     start = asm.pos0.copy()
     start[asm.layout.n_joints:] = 0.0

@@ -58,7 +58,8 @@ KP_N_M_RAD = {"shoulder_pitch": 4000.0, "base_yaw": 4000.0, "elbow": 4000.0}
 KD_N_M_S_RAD = {"shoulder_pitch": 60.0, "base_yaw": 60.0, "elbow": 60.0}
 MOVE_TIME_S = 2.0
 DURATION_S = 8.0
-SETTLE_S = 0.5              # the spectra start this long after the manoeuvre
+SETTLE_S = 0.5              # the settled spectrum starts this long after the manoeuvre
+RELEASE_S = 1.0             # the release spectrum: the first second (link 2's deformation rings out)
 SECOND_BENDING_RATIO = (4.6941 / 1.8751) ** 2    # seed 000 Sec. 7: 6.27
 
 
@@ -332,6 +333,10 @@ def analyse(asm: Assembled, header: dict, rows: np.ndarray) -> dict:
     f, amp = spectrum(t[settled], disp[settled]) if settled.sum() > 8 else (np.zeros(1), np.zeros((1, 3)))
     peaks = spectral_peaks(f, amp) if settled.sum() > 8 else []
     modes_hz, zeta = settled_modes(asm, pos[-1])
+    early = t <= RELEASE_S
+    release = spectral_peaks(*spectrum(t[early], disp[early]), count=6, floor=1e-3)
+    start = asm.pos0.copy()
+    start[asm.layout.n_joints:] = 0.0
     wrench = {j: rows[:, [c.index(f"w_{j}_{a}") for a in ("mx", "my", "mz", "fx", "fy", "fz")]]
               for j in asm.layout.joint_names}
     out = {
@@ -343,6 +348,7 @@ def analyse(asm: Assembled, header: dict, rows: np.ndarray) -> dict:
         "initial_displacement_m": disp[0].tolist(),
         "endpoint_peaks_hz": [p[0] for p in peaks], "endpoint_peak_amplitudes_m": [p[1] for p in peaks],
         "linearised_hz": modes_hz.tolist(), "linearised_damping": zeta.tolist(),
+        "release_peaks_hz": [p[0] for p in release], "release_linearised_hz": settled_modes(asm, start)[0].tolist(),
     }
     series = {"t": t, "pos": pos, "disp": disp, "f": f, "amp": amp, "wrench": wrench, "rows": rows, "columns": c}
     return {"numbers": out, "series": series}
@@ -547,7 +553,9 @@ def format_summary(s: dict) -> str:
                                                         else f", {r['simulated_s']:g} s"))
         lines.append("  final joint errors [rad]: " + ", ".join(f"{j} {v:+.5f}" for j, v in r["final_joint_error_rad"].items()))
         lines.append("  endpoint spectral peaks [Hz]: " + ", ".join(f"{f:.2f}" for f in r["endpoint_peaks_hz"]))
-        lines.append("  linearised PD-held arm [Hz]: " + ", ".join(f"{f:.2f} (zeta {z:.3f})" for f, z in
+        lines.append(f"  release (t <= {RELEASE_S:g} s) peaks [Hz]: " + ", ".join(f"{f:.2f}" for f in r["release_peaks_hz"])
+                     + "; linearised at the start pose: " + ", ".join(f"{f:.2f}" for f in r["release_linearised_hz"]))
+        lines.append("  linearised PD-held arm at the end [Hz]: " + ", ".join(f"{f:.2f} (zeta {z:.3f})" for f, z in
                                                                  zip(r["linearised_hz"], r["linearised_damping"])))
         lines.append("  peak torque [N m]: " + ", ".join(f"{j} {v:.1f}" for j, v in r["peak_torque_N_m"].items()))
         lines.append("  peak wrench |moment| [N m] / |force| [N]: " + ", ".join(
