@@ -13,10 +13,10 @@ theta_y1 = -0.4928, theta_z1 = 0.6922, theta_z2 = 0.4270 rad, run in-process thr
 Assumed, because seed 000 does not publish them (README "Seed 000's PD experiment"):
 
 * gains: kp1 = kp2 = 4000 N m/rad puts the lowest mode of the PD-held arm at the set-points at
-  2.1 Hz, the fundamental that seed 000's 13 Hz component and its 6.27 ratio imply
-  (13 / 6.27 = 2.07 Hz); kd = 2 zeta sqrt(kp J) with zeta = 0.7 and J the rigid-arm inertia of
-  the pitch joint (kd1 = 320 N m s/rad) and of the yaw joint (kd2 = 300 N m s/rad) at the
-  set-points;
+  2.04 Hz, the fundamental that seed 000's 13 Hz component and its 6.27 ratio imply
+  (13 / 6.27 = 2.07 Hz); kd1 = kd2 = 60 N m s/rad: a derivative gain sampled at 1 kHz and held
+  over the step is unstable above 2 J / dt, J the joint's apparent inertia with the links' modes
+  free (the elbow's 0.146 kg m^2: 291 N m s/rad), and 60 keeps kd dt / J <= 0.41;
 * trajectory: seed 000 uses an unpublished optimisation-based trajectory; here a quintic
   (minimum-jerk) rest-to-rest path from the start pose to the set-points in 2 s, omega_d its
   derivative; 8 s simulated.

@@ -28,7 +28,7 @@ The stacked matrix couples block k only to its parent's block (joint rows) and i
 wrenches (link rows): block tridiagonal for a chain. It is factorised tip to base by dense LU with
 partial pivoting of each diagonal block and Schur complements into the parent block, then solved
 base to tip. The joint acceleration is read from delta (Table 1, step vii). Two printed
-equations do not work as written and are corrected here (README "Seed 000's claims checked"):
+equations do not work as written and are corrected here (README "The dynamics"):
 eq. 26's projection P_i acts on the twist difference in the inertial frame (eq. 25), where the
 linear rows also contain p x s q_dot for a joint at p away from the origin; applied in the
 joint's frame it is exact. And with P_i as printed the constraint row along s is zero, so
