@@ -56,6 +56,10 @@ def test_quick_json_has_every_section(quick_report):
     assert [r["links"] for r in sc["rows"]] == list(bench_kernel.SCALING_LINKS_QUICK)
     assert all(r["ok"] and r["max_rel_diff"] < 1e-8 for r in sc["rows"])
     assert "crossover_links" in sc and math.isfinite(sc["exponent"]["aba"]) and math.isfinite(sc["exponent"]["dense"])
+    dae = rep["screw_dae"]
+    assert [r["links"] for r in dae["rows"]] == ["ella", *bench_kernel.SCALING_LINKS_QUICK]
+    assert all(r["ok"] and r["max_rel_diff"] < 1e-9 and r["dae_us"] > 0 for r in dae["rows"])
+    assert dae["per_link"]["dae_us"] > 0 and dae["per_link"]["aba_us"] > 0
 
 
 def test_quick_json_times_are_positive_and_finite(quick_report):

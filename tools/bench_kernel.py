@@ -38,6 +38,8 @@ from hil.model.config import load_model
 from hil.kernels.aba import forward_dynamics
 from hil.kernels.integrate import advance
 from hil.kernels.oracle import forward_dynamics_dense
+from hil.kernels import screw_dae_arrays
+from hil.kernels.screw_dae import forward_dynamics as dae_forward_dynamics
 from hil.dynamics.plant import METHODS, Plant
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -299,6 +301,70 @@ def bench_scaling(timer: Timer, links) -> dict:
     return {"modes_per_link": 4, "rows": rows, "crossover_links": crossover, "exponent": exponent}
 
 
+# ----------------------------------------------------------------------------- section 4
+@njit(cache=True)
+def dae_loop(dm, dw, t, pos, vel, tau, acc, n):
+    ok = True
+    for _ in range(n):
+        if not dae_forward_dynamics(dm, dw, t, pos, vel, tau, pos, vel, 0.0, 0.0, acc):
+            ok = False
+    return ok
+
+
+def _per_link(links, us) -> float:
+    """Least-squares slope of time over links: the cost of one added link [us]."""
+    return float(np.polyfit(np.asarray(links, float), np.asarray(us, float), 1)[0])
+
+
+def bench_screw_dae(timer: Timer, links, config: Path = DEFAULT_CONFIG) -> dict:
+    """Seed 000's screw-theoretic DAE kernel (hil.kernels.screw_dae) against the ABA: one forward-dynamics
+    evaluation of ELLA and of the uniform flexible chains of section 3, the cost per added link, and the
+    agreement of their accelerations."""
+    cases = [("ella", assemble(load_model(str(config))))] + [(n, assemble(uniform_flexible_chain(n))) for n in links]
+    rows = []
+    for name, asm in cases:
+        km, w, lay = asm.km, make_work(asm.km), asm.layout
+        dm = screw_dae_arrays.build(km)
+        dw = screw_dae_arrays.make_work(dm)
+        rng = np.random.default_rng(7)
+        pos = asm.pos0.copy()
+        pos[: lay.n_joints] += rng.uniform(-0.5, 0.5, lay.n_joints)
+        pos[lay.n_joints:] += rng.normal(size=lay.nq - lay.n_joints) * 1e-4
+        vel = rng.normal(size=lay.nq) * 0.5
+        vel[lay.n_joints:] *= 0.1
+        tau = rng.normal(size=lay.n_joints)
+        a1, a2 = np.zeros(lay.nq), np.zeros(lay.nq)
+        ok = bool(aba_loop(km, w, 0.0, pos, vel, tau, a1, 1) and dae_loop(dm, dw, 0.0, pos, vel, tau, a2, 1))
+        rel = float(np.max(np.abs(a1 - a2)) / np.max(np.abs(a1)))
+        ta = timer(lambda k: aba_loop(km, w, 0.0, pos, vel, tau, a1, k))
+        td = timer(lambda k: dae_loop(dm, dw, 0.0, pos, vel, tau, a2, k))
+        rows.append({"links": name, "nq": lay.nq, "aba_us": ta["us"], "dae_us": td["us"],
+                     "ratio_dae_over_aba": td["us"] / ta["us"], "max_rel_diff": rel,
+                     "ok": bool(ok and ta["ok"] and td["ok"])})
+    chain = [r for r in rows if r["links"] != "ella"]
+    n = [r["links"] for r in chain]
+    per_link = {"aba_us": _per_link(n, [r["aba_us"] for r in chain]) if len(n) >= 2 else None,
+                "dae_us": _per_link(n, [r["dae_us"] for r in chain]) if len(n) >= 2 else None}
+    return {"rows": rows, "per_link": per_link}
+
+
+def format_screw_dae(s: dict | None) -> list[str]:
+    if s is None:
+        return []
+    lines = ["", "4. seed 000's screw-theoretic DAE (hil.kernels.screw_dae) vs the ABA, one forward-dynamics "
+                 "evaluation (kernel us); chains as in section 3",
+             f"  {'links':>5}{'nq':>6}{'ABA us':>11}{'DAE us':>11}{'DAE/ABA':>10}{'max rel diff':>14}"]
+    for r in s["rows"]:
+        lines.append(f"  {r['links']:>5}{r['nq']:>6}{r['aba_us']:>11.2f}{r['dae_us']:>11.2f}"
+                     f"{r['ratio_dae_over_aba']:>10.2f}{r['max_rel_diff']:>14.1e}")
+    p = s["per_link"]
+    if p["aba_us"] is not None:
+        lines.append(f"  cost per added link (least-squares slope): ABA {p['aba_us']:.2f} us, DAE {p['dae_us']:.2f} us")
+    if not all(r["ok"] for r in s["rows"]):
+        lines.append("  WARNING: a kernel call reported failure (singular block or inertia)")
+    return lines
+
+
 # ----------------------------------------------------------------------------- report
 def _pf(ok: bool) -> str:
     return "PASS" if ok else "MISS"
@@ -362,6 +428,7 @@ def format_report(rep: dict) -> str:
                          f"ABA k = {ex['aba']:.2f}, dense k = {ex['dense']:.2f}")
         if not all(r["ok"] for r in s["rows"]):
             lines.append("  WARNING: a kernel call reported failure (singular inertia)")
+    lines += format_screw_dae(rep.get("screw_dae"))
     lines += ["", f"total {rep['elapsed_s']:.1f} s"]
     return "\n".join(lines)
 
@@ -401,6 +468,7 @@ def run(args: argparse.Namespace) -> dict:
         rep["pinocchio"] = bench_pinocchio(timer, PIN_JOINTS_QUICK if args.quick else PIN_JOINTS)
     if "scaling" in args.sections:
         rep["scaling"] = bench_scaling(timer, SCALING_LINKS_QUICK if args.quick else SCALING_LINKS)
+        rep["screw_dae"] = bench_screw_dae(timer, SCALING_LINKS_QUICK if args.quick else SCALING_LINKS, args.config)
     rep["elapsed_s"] = time.perf_counter() - t0
     return rep
 

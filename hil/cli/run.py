@@ -28,6 +28,10 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--duration", type=float, default=None, help="simulated time in s (default: until SIGINT)")
     p.add_argument("--period", type=float, default=1e-3, help="cycle period in s (realtime mode)")
     p.add_argument("--log", help="run log (.msgpack), readable up to its last flush if the process is killed")
+    p.add_argument("--log-wrenches", action="store_true",
+                   help="add the joint interaction wrenches w_<joint>_mx .. _fz to the run log (README \"Conventions\")")
+    p.add_argument("--formulation", choices=("aba", "screw-dae"), default="aba",
+                   help="the plant's kernel: articulated-body algorithm (default) or seed 000's screw-theoretic DAE")
     p.add_argument("--seed", type=int, default=None,
                    help="seed of the sensor noise generator and of the faults' random streams, replacing the "
                         "scenario's seed (default: noise from the preset's model.sensor_seed, faults from the "
@@ -73,10 +77,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
                           cpu=args.cpu, log_path=args.log, overrun_policy=args.overrun_policy,
                           halt_after=args.halt_after, ignore_first_s=args.ignore_first,
                           bus_record_path=args.record_bus, seed=args.seed,
-                          announce_faults=args.announce_faults)
+                          announce_faults=args.announce_faults, log_wrenches=args.log_wrenches)
     built = build_emulator(args.config, args.bus, args.link, opts, args.scenario,
                            None if args.heartbeat_ms is None else args.heartbeat_ms * 1e-3, args.firmware_link,
-                           ideal_sensors=args.ideal_sensors, ideal_drives=args.ideal_drives)
+                           ideal_sensors=args.ideal_sensors, ideal_drives=args.ideal_drives,
+                           formulation=args.formulation)
     emulator = built.emulator
     firmware = None
     out = ""

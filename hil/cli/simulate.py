@@ -6,8 +6,8 @@ import sys
 from dataclasses import asdict
 
 from hil.cli.registry import command, positive_float, positive_int
-from hil.dynamics.plant import Plant
-from hil.dynamics.simulate import Progress, TorqueTable, run_columns, simulate
+from hil.dynamics.plant import FORMULATIONS, Plant
+from hil.dynamics.simulate import ControllerSource, Progress, TorqueTable, load_controller, run_columns, simulate
 from hil.logs.runlog import open_writer
 from hil.model.config import INTEGRATOR_METHODS, load_model
 from hil.model.spec import DRIVE_PRESCRIBED, Model
@@ -19,6 +19,8 @@ def integrator_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--method", choices=INTEGRATOR_METHODS, help="integrator (default: the config's)")
     p.add_argument("--substeps", type=positive_int, metavar="N",
                    help="substeps per outer step (default: the config's, or automatic)")
+    p.add_argument("--formulation", choices=FORMULATIONS, default="aba",
+                   help="the plant's kernel: articulated-body algorithm (default) or seed 000's screw-theoretic DAE")
 
 
 def load_model_with_dt(path: str, dt: float | None) -> Model:
@@ -35,13 +37,22 @@ Runs the plant offline as fast as possible from the config's initial state.
   sampled at the start of each step and held over it.
 --out: .csv (plain) or .msgpack (stream: header map, then one float array per row;
   read with hil.logs.runlog.read_run). Columns: t, q_<joint>, qd_<joint>, tau_<joint>,
-  eta_<body>_<mode>, theta_/thetad_<joint> (elastic joints), tip_x, tip_y, tip_z, energy."""
+  eta_<body>_<mode>, theta_/thetad_<joint> (elastic joints), tip_x, tip_y, tip_z, energy;
+  with --wrenches also w_<joint>_mx, _my, _mz, _fx, _fy, _fz: the wrench the parent exerts on
+  the joint's child body, in the child frame at the joint (README "Conventions").
+--controller MODULE:FACTORY: drive torques from an in-process controller instead of a table:
+  FACTORY(plant) returns tau = controller(t, measured), measured = [q_1..q_n, qd_1..qd_n]
+  (ideal joint angles and rates), called at the start of each step (hil.dynamics.simulate
+  .ControllerSource), e.g. tools.seed000_experiment:controller."""
 
 
 def _simulate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", help="arm preset (TOML)")
     p.add_argument("--duration", type=positive_float, required=True, metavar="T", help="simulated time in s")
-    p.add_argument("--input", metavar="CSV", help="drive torques over time (see above)")
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--input", metavar="CSV", help="drive torques over time (see above)")
+    source.add_argument("--controller", metavar="MODULE:FACTORY", help="in-process controller (see above)")
+    p.add_argument("--wrenches", action="store_true", help="add the joint interaction wrench columns")
     p.add_argument("--out", metavar="FILE", help="run log: .csv or .msgpack")
     p.add_argument("--every", type=positive_int, default=1, metavar="N", help="write every N-th step (default 1)")
     p.add_argument("--progress", action="store_true", help="progress bar even when stderr is not a terminal")
@@ -51,19 +62,22 @@ def _simulate_arguments(p: argparse.ArgumentParser) -> None:
 @command("simulate", "offline simulation with a torque table; writes a run log", _simulate_arguments,
          description=SIMULATE_HELP)
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    plant = Plant(load_model_with_dt(args.config, args.dt), args.method, args.substeps)
+    plant = Plant(load_model_with_dt(args.config, args.dt), args.method, args.substeps, args.formulation)
     source = None
-    if args.input:
+    if args.controller:
+        source = ControllerSource(load_controller(args.controller, plant), plant)
+    elif args.input:
         prescribed = tuple(b.joint.name for b in plant.asm.model.bodies if b.joint.drive == DRIVE_PRESCRIBED)
         source = TorqueTable.from_csv(args.input, plant.layout.joint_names, prescribed)
     sink = None
     if args.out:
-        header = {"columns": run_columns(plant.layout), "config": str(args.config), "model": plant.asm.model.name,
-                  "dt_s": plant.dt, "every": args.every, "integrator": asdict(plant.plan)}
+        header = {"columns": run_columns(plant.layout, args.wrenches), "config": str(args.config),
+                  "model": plant.asm.model.name, "dt_s": plant.dt, "every": args.every,
+                  "integrator": asdict(plant.plan), "formulation": plant.formulation, "controller": args.controller}
         sink = open_writer(args.out, header)
     progress = Progress() if args.progress or sys.stderr.isatty() else None
     try:
-        summary = simulate(plant, args.duration, source, args.every, sink, progress)
+        summary = simulate(plant, args.duration, source, args.every, sink, progress, args.wrenches)
     finally:
         if sink is not None:
             sink.close()

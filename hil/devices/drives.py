@@ -340,7 +340,7 @@ class DriveBank:
         self.brake_velocity = self._brake_smoothing()
         self._par[:, P_STICK] = self.brake_velocity
         km = plant.km
-        self._drive, self._tau_joint = km.drive, plant.work.tau_joint
+        self._drive, self._tau_joint = km.drive, plant.joint_torques
         self._work = make_work(km)                       # stop_joint's, so that the plant's keeps its reactions
         self._scratch = np.zeros((2, lay.nq)), np.zeros(nj)
         self._nominal_friction = np.column_stack([km.viscous, km.coulomb, km.jpar[:, JP_STRIBECK]])

@@ -212,7 +212,7 @@ class SensorSuite:
     def _sense(self, first: bool) -> None:
         self.rng.standard_normal(out=self._z)
         p = self.plant
-        k.sense(self.step_count, first, p.pos, p.vel, self.station_out, p.work.fj, self.current_source, self._z,
+        k.sense(self.step_count, first, p.pos, p.vel, self.station_out, p.wrenches, self.current_source, self._z,
                 self._ich, self._fch, self._sf, self._si, self._gi, self._gm, self._lin_idx, self._lin_coef,
                 p.km.axis, self.truth, self.sampled)
         self.measured[:] = self.sampled

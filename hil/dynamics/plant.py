@@ -21,12 +21,22 @@ from hil.kernels import integrate
 from hil.kernels.cycle import step_and_sample
 from hil.kernels.aba import forward_dynamics, forward_kinematics, prepare
 from hil.kernels.oracle import mass_matrix
+from hil.kernels import screw_dae, screw_dae_arrays, screw_dae_step
 from hil.kernels.outputs import STATION_FIELDS, energy, power, station_state, world_poses
 from hil.model.linearize import static_forces, step_frequencies_hz, stiffness_and_mass
 from hil.kernels.layout import (JOINT_PRESCRIBED, JP_BACKLASH, JP_COUL_VS, JP_STRIBECK, METHOD_RK4, METHOD_IMEX,
                                 METHOD_EULER)
 
 METHODS = {"rk4": METHOD_RK4, "imex_midpoint": METHOD_IMEX, "euler": METHOD_EULER}
+# the kernel that solves the equations of motion: the O(n) articulated-body algorithm (hil.kernels.aba)
+# or seed 000's screw-theoretic DAE with the interaction wrenches as unknowns (hil.kernels.screw_dae)
+FORMULATIONS = ("aba", "screw-dae")
+WRENCH_AXES = ("mx", "my", "mz", "fx", "fy", "fz")   # the order of Plant.wrenches' six components
+
+
+def wrench_columns(joint_names: list[str]) -> list[str]:
+    """Run-log columns of the joint interaction wrenches: w_<joint>_mx ... _fz per joint (Plant.wrenches)."""
+    return [f"w_{j}_{a}" for j in joint_names for a in WRENCH_AXES]
 AUTO_RK4_MAX_SUBSTEPS = 8   # beyond this many RK4 substeps the IMEX scheme is cheaper
 # Real-axis stability bounds (|lambda h| for a damping lambda) of the plant's integrators:
 # classical RK4 2.785; the explicit midpoint predictor of the IMEX scheme and forward Euler 2.
@@ -74,11 +84,19 @@ def plan_integrator(asm: Assembled, method: str | None = None, substeps: int | N
 class Plant:
     """State and stepping of one arm model (SI units; see README "Conventions")."""
 
-    def __init__(self, model: md.Model | Assembled, method: str | None = None, substeps: int | None = None):
+    def __init__(self, model: md.Model | Assembled, method: str | None = None, substeps: int | None = None,
+                 formulation: str = "aba"):
+        if formulation not in FORMULATIONS:
+            raise ValueError(f"formulation = {formulation!r}: expected one of {', '.join(FORMULATIONS)}")
+        self.formulation = formulation
         self.asm = model if isinstance(model, Assembled) else assemble(model)
         self.km = self.asm.km
         self.layout = self.asm.layout
         self.work = make_work(self.km)
+        self.dae = self.dae_work = None
+        if formulation == "screw-dae":
+            self.dae = screw_dae_arrays.build(self.km)
+            self.dae_work = screw_dae_arrays.make_work(self.dae)
         self.plan = plan_integrator(self.asm, method, substeps)
         self._method = METHODS[self.plan.method]
         self.tau = np.zeros(max(self.layout.n_joints, 1))
@@ -170,6 +188,12 @@ class Plant:
         integrate.advance(self.km, self.work, 0.0, p, v, self.tau, self.dt, self.plan.substeps, self._method)
         step_and_sample(self.km, self.work, 0.0, p, v, self.tau, self.dt, self.plan.substeps, self._method,
                         np.zeros(1, np.int64), np.zeros((1, 24)))
+        if self.dae is not None:
+            p, v = self.pos.copy(), self.vel.copy()
+            screw_dae_step.advance(self.dae, self.dae_work, 0.0, p, v, self.tau, self.dt, self.plan.substeps,
+                                   self._method)
+            screw_dae_step.step_and_sample(self.dae, self.dae_work, 0.0, p, v, self.tau, self.dt, self.plan.substeps,
+                                           self._method, np.zeros(1, np.int64), np.zeros((1, 24)))
         self.evaluate()
 
     def output_stations(self, stations: np.ndarray) -> np.ndarray:
@@ -180,7 +204,10 @@ class Plant:
         self.station_out = np.zeros((len(self._out_index), STATION_FIELDS))
         self.evaluate()
         for i, s in enumerate(self._out_index):
-            station_state(self.km, self.work, s, self.station_out[i])
+            if self.dae is None:
+                station_state(self.km, self.work, s, self.station_out[i])
+            else:
+                screw_dae_step.station_state(self.dae, self.dae_work, s, self.station_out[i])
         return self.station_out
 
     def step(self, tau: np.ndarray | None = None) -> None:
@@ -188,7 +215,9 @@ class Plant:
         stations, their kinematics at the new instant are computed in the same kernel call."""
         if tau is not None:
             self.tau[:] = tau
-        if self._out_index is None:
+        if self.dae is not None:
+            ok = self._step_dae()
+        elif self._out_index is None:
             ok = integrate.advance(self.km, self.work, self.t, self.pos, self.vel, self.tau, self.dt,
                                    self.plan.substeps, self._method)
         else:
@@ -199,12 +228,22 @@ class Plant:
             raise SimulationError(f"t = {self.t:.6f} s: non-finite state or singular inertia "
                                   f"({self.plan.describe()}); reduce dt, add substeps or use imex_midpoint")
 
+    def _step_dae(self) -> bool:
+        if self._out_index is None:
+            return screw_dae_step.advance(self.dae, self.dae_work, self.t, self.pos, self.vel, self.tau, self.dt,
+                                          self.plan.substeps, self._method)
+        return screw_dae_step.step_and_sample(self.dae, self.dae_work, self.t, self.pos, self.vel, self.tau, self.dt,
+                                              self.plan.substeps, self._method, self._out_index, self.station_out)
+
     def evaluate(self) -> np.ndarray:
-        """Solve the accelerations at the current state; fills the kernel work buffers used by
-        station(), energy() and power()."""
+        """Solve the accelerations at the current state (with the plant's formulation; the
+        articulated-body work buffers that station(), energy() and power() read are filled too)."""
         forward_dynamics(self.km, self.work, self.t, self.pos, self.vel, self.tau, self.pos, self.vel, 0.0, 0.0,
                          self.acc)
         world_poses(self.km, self.work)
+        if self.dae is not None:
+            screw_dae.forward_dynamics(self.dae, self.dae_work, self.t, self.pos, self.vel, self.tau, self.pos,
+                                       self.vel, 0.0, 0.0, self.acc)
         self.pos[: self.layout.n_joints] = self.work.pos[: self.layout.n_joints]
         self.vel[: self.layout.n_joints] = self.work.vel[: self.layout.n_joints]
         return self.acc
@@ -231,9 +270,28 @@ class Plant:
                 "angular_velocity": o[15:18].copy(), "specific_force": o[18:21].copy(),
                 "angular_acceleration": o[21:24].copy()}
 
+    @property
+    def wrenches(self) -> np.ndarray:
+        """Interaction wrench of every joint (n_joints x 6, updated in place by evaluate() and by each step
+        with output stations): the spatial force [moment; force] the parent exerts on the joint's child
+        body, in the child body frame, moment about its origin (the joint point); README "Conventions"."""
+        return self.work.fj if self.dae is None else self.dae_work.wrench
+
+    @property
+    def joint_torques(self) -> np.ndarray:
+        """Axis component of each joint's wrench (the link torque the joint transmits; a held or
+        prescribed joint: the torque holding it), updated in place with wrenches."""
+        return self.work.tau_joint if self.dae is None else self.dae_work.tau_joint
+
     def joint_wrench(self, joint: str) -> np.ndarray:
         """Spatial force [moment; force] the parent exerts on the joint's child body, in the child frame."""
-        return self.work.fj[self.layout.joint_names.index(joint)].copy()
+        return self.wrenches[self.layout.joint_names.index(joint)].copy()
+
+    def kernel_arrays_changed(self) -> None:
+        """Take over a change of the kernel model's geometry or inertia arrays made in place (a payload
+        fault): the DAE kernel keeps its own copy of them."""
+        if self.dae is not None:
+            screw_dae_arrays.pack(self.dae, self.km)
 
     def q(self) -> np.ndarray:
         return self.pos[: self.layout.n_joints]

@@ -10,11 +10,16 @@ Output columns (``run_columns``), per row at time t:
     theta_<joint>, thetad_<joint>  motor angle and rate referred to the link side (elastic joints only)
     tip_x, tip_y, tip_z        world position of the station named "tip" [m]
     energy                     kinetic + gravity potential + elastic energy [J]
+    w_<joint>_mx .. _fz        with wrenches=True: the joint's interaction wrench (Plant.wrenches) [N m, N]
+
+The drive torques come from a torque table (``TorqueTable``) or from an in-process controller
+(``ControllerSource``: ``tau = controller(t, measured)``, loaded by ``load_controller``).
 """
 from __future__ import annotations
 
 import bisect
 import csv
+import importlib
 import math
 import sys
 import time
@@ -27,17 +32,18 @@ import numpy as np
 from hil.model.assembly import Layout
 from hil.kernels.outputs import energy, station_state
 from hil.model.spec import DRIVE_PRESCRIBED
-from hil.dynamics.plant import Plant
+from hil.dynamics.plant import Plant, wrench_columns
 from hil.logs.runlog import RunWriter
 
-__all__ = ["InputError", "TorqueTable", "TorqueSource", "Progress", "Summary", "RowBuilder",
-           "run_columns", "steps_for", "simulate"]
+__all__ = ["InputError", "TorqueTable", "TorqueSource", "Controller", "ControllerSource", "load_controller",
+           "Progress", "Summary", "RowBuilder", "run_columns", "steps_for", "simulate"]
 
 TIP = "tip"
 PROGRESS_DELAY_S = 2.0     # show the bar only for runs still going after this wall time
 PROGRESS_REDRAW_S = 0.1
 
 TorqueSource = Callable[[float, np.ndarray], None]   # fills the drive torques at time t in place
+Controller = Callable[[float, np.ndarray], np.ndarray]   # tau = controller(t, measured)
 
 
 class InputError(ValueError):
@@ -45,7 +51,7 @@ class InputError(ValueError):
 
 
 # ----------------------------------------------------------------------------- columns
-def run_columns(layout: Layout) -> list[str]:
+def run_columns(layout: Layout, wrenches: bool = False) -> list[str]:
     """Column names of an output row, in order (see the module docstring)."""
     joints = layout.joint_names
     cols = ["t"] + [f"q_{j}" for j in joints] + [f"qd_{j}" for j in joints] + [f"tau_{j}" for j in joints]
@@ -53,16 +59,16 @@ def run_columns(layout: Layout) -> list[str]:
         cols += [f"eta_{body}_{label}" for label in labels]
     motors = [j for j, m in zip(joints, layout.motor_of_joint) if m >= 0]
     cols += [f"theta_{j}" for j in motors] + [f"thetad_{j}" for j in motors]
-    return cols + ["tip_x", "tip_y", "tip_z", "energy"]
+    return cols + ["tip_x", "tip_y", "tip_z", "energy"] + (wrench_columns(joints) if wrenches else [])
 
 
 class RowBuilder:
     """Fills one preallocated output row from the plant state (columns as ``run_columns``)."""
 
-    def __init__(self, plant: Plant):
+    def __init__(self, plant: Plant, wrenches: bool = False):
         lay = plant.layout
         self.plant = plant
-        self.columns = run_columns(lay)
+        self.columns = run_columns(lay, wrenches)
         self.row = np.zeros(len(self.columns))
         nj, ne = lay.n_joints, lay.n_eta
         pos, vel = plant.pos, plant.vel   # updated in place by the plant
@@ -78,6 +84,8 @@ class RowBuilder:
         self._tip = lay.station_names.index(TIP)
         self._st = np.zeros(24)
         self._energy = np.zeros(3)
+        self._wrenches = plant.wrenches[: lay.n_joints].reshape(-1) if wrenches else None   # a view
+        self._end = len(self.columns) - (0 if self._wrenches is None else self._wrenches.size)
 
     def fill(self) -> np.ndarray:
         """The row at the plant's current state and held torque (returns the shared buffer)."""
@@ -87,11 +95,14 @@ class RowBuilder:
         for dst, src in self._copies:
             row[dst] = src
         for k in self._prescribed:
-            row[self._tau_start + k] = p.work.tau_joint[k]
+            row[self._tau_start + k] = p.joint_torques[k]
         station_state(p.km, p.work, self._tip, self._st)
-        row[-4:-1] = self._st[0:3]
+        e = self._end
+        row[e - 4:e - 1] = self._st[0:3]
         energy(p.km, p.work, self._energy)   # the state evaluate() prepared
-        row[-1] = self._energy.sum()
+        row[e - 1] = self._energy.sum()
+        if self._wrenches is not None:
+            row[e:] = self._wrenches
         return row
 
 
@@ -141,6 +152,61 @@ class TorqueTable:
         else:
             np.multiply(self._slope[i], t - self._t_list[i], out=out)
             out += self.tau[i]
+
+
+class ControllerSource:
+    """A TorqueSource from an in-process controller ``tau = controller(t, measured)``.
+
+    ``measured`` is [q_1 .. q_n, qd_1 .. qd_n]: the joint angles [rad] and rates [rad/s] at t,
+    ideal (no sensor model), in a buffer reused every step (copy what you keep). The controller
+    returns the drive torque [N m] of each joint (n numbers); a Python function, a callable object or
+    a numba-compiled function all work. It is called at the start of each step and its torque held
+    over the step, as the real-time loop holds a firmware's command.
+    """
+
+    def __init__(self, controller: Controller, plant: Plant):
+        self.controller = controller
+        self.n = plant.layout.n_joints
+        self.measured = np.zeros(2 * self.n)
+        self._q, self._qd = plant.pos[: self.n], plant.vel[: self.n]
+
+    def __call__(self, t: float, out: np.ndarray) -> None:
+        self.measured[: self.n] = self._q
+        self.measured[self.n:] = self._qd
+        try:
+            tau = np.asarray(self.controller(t, self.measured), dtype=float)
+        except Exception as exc:        # the user's code: its failure in one line, naming it
+            raise InputError(f"controller {self.controller!r} at t = {t:.6g} s raised {type(exc).__name__}: "
+                             f"{exc}") from None
+        if tau.shape != (self.n,) or not np.all(np.isfinite(tau)):
+            raise InputError(f"controller {self.controller!r} at t = {t:.6g} s returned {tau!r}: expected "
+                             f"{self.n} finite drive torques in N m")
+        out[:] = tau
+
+
+def load_controller(spec: str, plant: Plant) -> Controller:
+    """The controller of ``module:factory``: ``factory(plant)`` returns ``tau = controller(t, measured)``
+    (ControllerSource); the module is imported from the Python path (the current directory included)."""
+    module_name, sep, factory_name = spec.partition(":")
+    if not (sep and module_name and factory_name):
+        raise InputError(f"--controller {spec!r}: expected MODULE:FACTORY, e.g. tools.seed000_experiment:controller")
+    if "" not in sys.path:
+        sys.path.insert(0, "")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise InputError(f"--controller {spec!r}: cannot import {module_name!r} ({exc})") from None
+    factory = getattr(module, factory_name, None)
+    if not callable(factory):
+        raise InputError(f"--controller {spec!r}: {module_name} has no callable {factory_name!r}")
+    try:
+        controller = factory(plant)
+    except Exception as exc:            # the user's code: its failure in one line, naming it
+        raise InputError(f"--controller {spec!r}: {factory_name}(plant) raised {type(exc).__name__}: {exc}") from None
+    if not callable(controller):
+        raise InputError(f"--controller {spec!r}: {factory_name}(plant) returned {controller!r}, not a callable "
+                         "tau = controller(t, measured)")
+    return controller
 
 
 def _torque_columns(path, header: list[str], joint_names: list[str], prescribed) -> dict[int, int]:
@@ -264,18 +330,20 @@ class _EtaPeak:
 
 
 def simulate(plant: Plant, duration: float, torque_source: TorqueSource | None = None, every: int = 1,
-             sink: RunWriter | None = None, progress: Callable[[int, int], None] | None = None) -> Summary:
+             sink: RunWriter | None = None, progress: Callable[[int, int], None] | None = None,
+             wrenches: bool = False) -> Summary:
     """Run the plant from its current state for ``duration`` seconds as fast as possible.
 
     The drive torques are sampled from ``torque_source(t, out)`` at the start of each step and
     held over it (as in the real-time loop); without a source they are zero. Rows (see
     ``run_columns``) at steps 0, every, 2 every, ... go to ``sink``; ``progress(step, total)``
-    is called every step. Raises SimulationError if the state blows up.
+    is called every step; ``wrenches`` adds the joint wrench columns. Raises SimulationError if the
+    state blows up.
     """
     if every < 1 or not duration > 0:
         raise ValueError(f"duration = {duration}, every = {every}: expected duration > 0 s and every >= 1")
     lay = plant.layout
-    builder = RowBuilder(plant)
+    builder = RowBuilder(plant, wrenches)
     tau = plant.tau[: lay.n_joints]
     peak = _EtaPeak(plant.pos[lay.n_joints: lay.n_joints + lay.n_eta], builder.columns[builder.eta_slice])
     n = steps_for(duration, plant.dt)

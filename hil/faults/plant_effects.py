@@ -137,6 +137,7 @@ class PlantArrays:
         for w in self.weakened:
             self.live["Kmod"][w.body] *= w.scale
             self.live["Dmod"][w.body] *= math.sqrt(w.scale)
+        self.plant.kernel_arrays_changed()
         plan = self.plant.plan
         substeps = top.substeps if top else self.nominal_substeps
         if substeps != plan.substeps:

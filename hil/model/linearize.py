@@ -165,3 +165,30 @@ def substeps_for(method: str, f_max_hz: float, f_explicit_hz: float, dt: float, 
         om = 2 * math.pi * f_max_hz
         bound = RK4_STABILITY
     return max(1, math.ceil(om * dt / (safety * bound)))
+
+
+def servo_modes_hz(asm: Assembled, pos: np.ndarray, kp: np.ndarray, kd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Whole-arm modes linearised at rest at pos with every joint held by a PD law
+    tau = -kp dq - kd dq_dot (stiffnesses [N m/rad] and dampings [N m s/rad] per joint), the
+    modal damping and joint viscous friction included: damped frequencies [Hz] and damping
+    ratios of the oscillatory modes, ascending in frequency. Arms with Spong joints or
+    prescribed joints are not covered."""
+    km = asm.km
+    lay = asm.layout
+    if lay.n_motors or np.any(km.drive[: lay.n_joints] == JOINT_PRESCRIBED):
+        raise ValueError("servo_modes_hz: expected stiff, torque-driven joints only")
+    K, M = stiffness_and_mass(asm, pos)
+    nj, nq = lay.n_joints, lay.nq
+    K[:nj, :nj] += np.diag(np.asarray(kp, float))
+    C = np.zeros((nq, nq))
+    C[:nj, :nj] = np.diag(np.asarray(kd, float) + km.viscous[:nj])
+    for k in range(nj):
+        a, n = nj + lay.mode_offsets[k], int(km.nm[k])
+        C[a:a + n, a:a + n] = km.Dmod[k, :n, :n]
+    Minv = np.linalg.inv(M)
+    A = np.block([[np.zeros((nq, nq)), np.eye(nq)], [-Minv @ K, -Minv @ C]])
+    lam = np.linalg.eigvals(A)
+    lam = lam[lam.imag > 1e-9]
+    order = np.argsort(lam.imag)
+    lam = lam[order]
+    return lam.imag / (2.0 * np.pi), -lam.real / np.abs(lam)

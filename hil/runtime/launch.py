@@ -33,13 +33,13 @@ class Built:
 def build_emulator(arm: str | Path, bus: str | Path, link: str = "pty", options: RuntimeOptions | None = None,
                    scenario: str | Path | None = None, heartbeat_s: float | None = None,
                    firmware_link: str | None = None, ideal_sensors: bool = False,
-                   ideal_drives: bool = False) -> Built:
+                   ideal_drives: bool = False, formulation: str = "aba") -> Built:
     """The emulator of the arm preset `arm` behind `link` (a spec of firmware_bridge.connect, or
     "pty"/"slcan-pty" for a new pty pair), speaking the bus map `bus`, with the faults of the
     scenario file; the plant starts at rest (static deflection, holding torque). `ideal_sensors`:
     ideal encoders and tip IMU (hil.model.sensor_specs.default_sensors) instead of the preset's sensor
     models; `ideal_drives`: ideal torque drives instead of its motors (the loop benchmark's
-    reference, `hil bench loop --models`)."""
+    reference, `hil bench loop --models`); `formulation`: the plant's kernel (hil.dynamics.plant.FORMULATIONS)."""
     from firmware_bridge.canopen import DriveNodes, is_canopen
     from firmware_bridge.connect import open_link, open_pty_pair_link
     from firmware_bridge.messages import BusMap
@@ -51,7 +51,7 @@ def build_emulator(arm: str | Path, bus: str | Path, link: str = "pty", options:
     from hil.model.sensor_specs import default_sensors
 
     bus_map = BusMap.load(bus)
-    plant = Plant(load_model(arm))
+    plant = Plant(load_model(arm), formulation=formulation)
     plant.equilibrium_eta()
     names = plant.layout.joint_names
     protocol = DriveNodes(bus_map, names, heartbeat_s) if is_canopen(bus_map) else None
@@ -62,7 +62,7 @@ def build_emulator(arm: str | Path, bus: str | Path, link: str = "pty", options:
         raw, other_end = open_link(link), link
     options = options or RuntimeOptions()
     header = {"config": str(arm), "config_text": Path(arm).read_text(encoding="utf-8"), "bus": str(bus),
-              "link": link, "mode": options.mode, "scenario": None if scenario is None else str(scenario),
+              "link": link, "mode": options.mode, "formulation": formulation, "scenario": None if scenario is None else str(scenario),
               "scenario_text": None if scenario is None else Path(scenario).read_text(encoding="utf-8"),
               "versions": versions()}
     try:

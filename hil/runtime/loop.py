@@ -35,7 +35,7 @@ from firmware_bridge.signals import CommandInput, SensorOutput
 from hil.devices.drives import DriveBank
 from hil.faults.engine import FaultEngine, bus_encoding, encoder_counter_bits
 from hil.model.spec import INTERFACE_VOLTAGE
-from hil.dynamics.plant import Plant
+from hil.dynamics.plant import Plant, wrench_columns
 from hil.runtime.realtime import CycleStats, OverrunHalt, Pacer, RealtimeSetup
 from hil.logs.runlog import MsgpackRunWriter
 from hil.faults.scenario import Scenario
@@ -68,6 +68,7 @@ class RuntimeOptions:
     seed: int | None = None             # sensor noise and fault seed (None: the model's sensor_seed,
                                         # the scenario's seed)
     log_path: str | None = None
+    log_wrenches: bool = False          # the joint interaction wrenches w_<joint>_mx .. _fz in the run log
     bus_record_path: str | None = None  # every frame sent and received, python-can format by suffix (.asc, .blf)
     stats_capacity: int = 600_000
 
@@ -202,7 +203,9 @@ class Emulator:
                         + [f"q_{j}" for j in plant.layout.joint_names] + [f"qd_{j}" for j in plant.layout.joint_names]
                         + [f"brake_{j}" for j in plant.layout.joint_names]     # 0 open, 1 closed, 2 holding
                         + [c for name in self.sensors.channel_names for c in (name, f"{name}_true")]
-                        + ["tip_x", "tip_y", "tip_z", "lateness_us", "compute_us", "io_us"])
+                        + ["tip_x", "tip_y", "tip_z", "lateness_us", "compute_us", "io_us"]
+                        + (wrench_columns(plant.layout.joint_names) if options.log_wrenches else []))
+        self._wrench_row = plant.wrenches[:nj].reshape(-1) if options.log_wrenches else None   # a view
         self.logger: RunLogger | None = None
 
     def _settle_drives(self, steps: int = 200) -> None:
@@ -330,6 +333,8 @@ class Emulator:
         i += 2 * n
         r[i:i + 3] = self.sensors.tip
         r[i + 3:i + 6] = lateness * 1e-3, compute * 1e-3, io * 1e-3
+        if self._wrench_row is not None:
+            r[i + 6:] = self._wrench_row
         self.logger.put(r)
         if len(self.faults.events) > self._events_logged:
             for e in self.faults.events_since(self._events_logged):
