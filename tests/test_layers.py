@@ -25,6 +25,7 @@ LAYERS = (
     ("hil.dynamics",),
     ("hil.devices",),
     ("hil.faults",),
+    ("hil.viz", "hil.replay"),
     ("hil.runtime",),
     ("hil.testing",),
     ("hil.cli", "hil.__main__"),

@@ -200,10 +200,13 @@ class Emulator:
         self.columns = (["cycle", "t", "status"] + [f"tau_cmd_{j}" for j in plant.layout.joint_names]
                         + [f"tau_{j}" for j in plant.layout.joint_names]
                         + [f"q_{j}" for j in plant.layout.joint_names] + [f"qd_{j}" for j in plant.layout.joint_names]
+                        + [f"eta_{body}_{mode}" for body, labels in zip(plant.layout.body_names, plant.layout.mode_labels)
+                           for mode in labels]                           # modal coordinates: the links' shape
                         + [f"brake_{j}" for j in plant.layout.joint_names]     # 0 open, 1 closed, 2 holding
                         + [c for name in self.sensors.channel_names for c in (name, f"{name}_true")]
                         + ["tip_x", "tip_y", "tip_z", "lateness_us", "compute_us", "io_us"])
         self.logger: RunLogger | None = None
+        self._eta = plant.pos[nj:nj + plant.layout.n_eta]     # a view made once (the plant steps pos in place)
 
     def _settle_drives(self, steps: int = 200) -> None:
         """The drives' electrical state holding the arm at rest before the first cycle (a voltage
@@ -319,7 +322,7 @@ class Emulator:
         r = self.logger.row()
         r[0], r[1], r[2] = self.cycle, self.plant.t, status
         i = 3
-        for block in (self.commands.tau, tau, self.plant.q(), self.plant.vel[:nj]):
+        for block in (self.commands.tau, tau, self.plant.q(), self.plant.vel[:nj], self._eta):
             r[i:i + len(block)] = block
             i += len(block)
         np.add(self.drives.brake_engaged, self.drives.brake_held, out=r[i:i + nj])
