@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import re
 
+from firmware_bridge.messages import StatusFlag
+
 __all__ = ["describe", "STATUS_BITS", "BRAKE_STATES"]
 
-# status bits of the ``status`` column (firmware_bridge.messages.StatusFlag), for labels only
-STATUS_BITS = {1: "RUNNING", 2: "COMMAND_TIMEOUT", 4: "COMMAND_REJECTED", 8: "TORQUE_LIMITED", 16: "FAULT_ACTIVE"}
+STATUS_BITS = {int(flag): flag.name for flag in StatusFlag}     # bits of the ``status`` column
 BRAKE_STATES = {0: "open", 1: "closed", 2: "holding"}
 
 _WRENCH = {"mx": ("N m", "moment about x"), "my": ("N m", "moment about y"), "mz": ("N m", "moment about z"),
@@ -25,7 +26,7 @@ _IMU_AXES = {"ax": ("m/s^2", "specific force along x"), "ay": ("m/s^2", "specifi
 _RULES: list[tuple[str, str, str]] = [
     (r"cycle", "", "cycle number"),
     (r"t", "s", "simulated time"),
-    (r"status", "", "status bits: 1 RUNNING, 2 COMMAND_TIMEOUT, 4 COMMAND_REJECTED, 8 TORQUE_LIMITED, 16 FAULT_ACTIVE"),
+    (r"status", "", "status bits: " + ", ".join(f"{bit} {name}" for bit, name in STATUS_BITS.items())),
     (r"tau_cmd_(.+)", "N m", "drive command of joint {0} as received (link side; a voltage drive's duty in [-1, 1])"),
     (r"tau_(.+)", "N m", "link-side drive torque of joint {0} applied over the step"),
     (r"qd_(.+)", "rad/s", "joint rate of {0}"),
