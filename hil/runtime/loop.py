@@ -108,10 +108,13 @@ class RunLogger:
     on a background thread (a full queue drops and counts).
 
     Rows come from a preallocated ring two longer than the queue, so the loop fills a row
-    without allocating and no row is reused while the writer may still read it."""
+    without allocating and no row is reused while the writer may still read it. A `tap` (an
+    object with ``row(row)`` and ``event(event)``, e.g. the live view hil.viz.live.LiveView) sees
+    every record on the writer's thread; without a `path` only the tap gets them."""
 
-    def __init__(self, path: str, header: dict, columns: list[str], depth: int = 4096):
-        self.writer = MsgpackRunWriter(path, {**header, "columns": columns})
+    def __init__(self, path: str | None, header: dict, columns: list[str], depth: int = 4096, tap=None):
+        self.writer = MsgpackRunWriter(path, {**header, "columns": columns}) if path else None
+        self.tap = tap
         self._worker = BackgroundWriter(self._write, "hil-log", depth)
         self._rows = np.zeros((depth + 2, len(columns)))
         self._next = 0
@@ -133,14 +136,16 @@ class RunLogger:
         self._worker.put(event)
 
     def _write(self, item: np.ndarray | dict) -> None:
-        if isinstance(item, dict):
-            self.writer.write_event(item)
-        else:
-            self.writer.write(item)
+        event = isinstance(item, dict)
+        if self.writer is not None:
+            (self.writer.write_event if event else self.writer.write)(item)
+        if self.tap is not None:
+            (self.tap.event if event else self.tap.row)(item)
 
     def close(self) -> None:
         self._worker.close()
-        self.writer.close()
+        if self.writer is not None:
+            self.writer.close()
 
 
 class Emulator:
@@ -206,6 +211,7 @@ class Emulator:
                         + [c for name in self.sensors.channel_names for c in (name, f"{name}_true")]
                         + ["tip_x", "tip_y", "tip_z", "lateness_us", "compute_us", "io_us"])
         self.logger: RunLogger | None = None
+        self.live = None        # a tap on the logger's thread (hil.viz.live.LiveView), set before run()
         self._eta = plant.pos[nj:nj + plant.layout.n_eta]     # a view made once (the plant steps pos in place)
 
     def _settle_drives(self, steps: int = 200) -> None:
@@ -421,7 +427,8 @@ class Emulator:
         previous_handlers = self._install_signals()
         if self.opt.log_path:
             Path(self.opt.log_path).parent.mkdir(parents=True, exist_ok=True)
-            self.logger = RunLogger(self.opt.log_path, self.header, self.columns)
+        if self.opt.log_path or self.live is not None:
+            self.logger = RunLogger(self.opt.log_path, self.header, self.columns, tap=self.live)
         if self.opt.bus_record_path:
             self.recorder = BusRecorder(self.opt.bus_record_path)
         rt = RealtimeSetup(self.opt.priority, self.opt.cpu) if self.opt.realtime else None

@@ -169,8 +169,10 @@ class _Builder:
         if self.asm is None:
             return []
         freqs = arm_frequencies_hz(self.asm)
-        lines = [(float(f), f"locked {i + 1}: {f:.1f} Hz") for i, f in enumerate(freqs.locked_hz) if f > 0.05]
-        lines += [(float(f), f"free {i + 1}: {f:.1f} Hz") for i, f in enumerate(freqs.free_hz) if f > 0.05]
+        lines = []
+        for tag, values in (("L", freqs.locked_hz), ("F", freqs.free_hz)):     # joints locked, joints free
+            modes = [float(f) for f in values if f > 0.05]
+            lines += [(f, f"{tag}{i + 1} {f:.1f} Hz" if i < 4 else "") for i, f in enumerate(modes)]
         return lines
 
     def spectra_section(self) -> Section:
@@ -180,8 +182,8 @@ class _Builder:
         fs = 1.0 / float(np.median(np.diff(self.t)))
         marks = self._modal_lines()
         s.note = ("Welch amplitude spectra (Hann, 2 s segments, half overlap) of the whole run; vertical lines: "
-                  "whole-arm modal frequencies of the linearisation at the preset's initial pose (hil modes), "
-                  "joints locked and joints free") if marks else "Welch amplitude spectra (Hann, 2 s segments)"
+                  "whole-arm modal frequencies of the linearisation at the preset's initial pose (hil modes): "
+                  "L joints locked, F joints free (the first four labelled)") if marks else "Welch amplitude spectra (Hann, 2 s segments)"
         if getattr(self, "elastic", None) is not None:
             s.plots.append(self._spectrum("spec_tip", "elastic tip deflection", [(a, self.elastic[:, i] * 1e3)
                                                                                 for i, a in enumerate("xyz")],
@@ -313,8 +315,8 @@ def _verdict_table(verdicts: list[dict] | None) -> str:
         f"<td>{_esc(v.get('name'))}</td><td>{_esc(v.get('description', ''))}</td><td>{_num(v.get('value'))}</td>"
         f"<td>{_num(v.get('limit'))}</td><td>{_esc(v.get('unit', ''))}</td></tr>" for v in verdicts)
     passed = sum(bool(v.get("passed")) for v in verdicts)
-    return (f"<h3>Verdicts: {passed} of {len(verdicts)} passed</h3><table class=verdicts><tr><th></th><th>name</th>"
-            f"<th>description</th><th>value</th><th>limit</th><th>unit</th></tr>{rows}</table>")
+    return (f"<div><h3>Verdicts: {passed} of {len(verdicts)} passed</h3><table class=verdicts><tr><th></th><th>name</th>"
+            f"<th>description</th><th>value</th><th>limit</th><th>unit</th></tr>{rows}</table></div>")
 
 
 def _targets_table(targets: dict | None) -> str:
@@ -322,7 +324,7 @@ def _targets_table(targets: dict | None) -> str:
         return ""
     rows = "".join(f"<tr><td>{_esc(k)}</td><td>{_esc(v if not isinstance(v, dict) else ', '.join(f'{a} {_num(b)}' for a, b in v.items()))}</td></tr>"
                    for k, v in targets.items())
-    return f"<h3>Targets</h3><table>{rows}</table>"
+    return f"<div><h3>Targets</h3><table>{rows}</table></div>"
 
 
 def _key_numbers(s: dict, header: dict) -> str:
@@ -344,7 +346,7 @@ def _key_numbers(s: dict, header: dict) -> str:
     if fw.get("fault"):
         items.append(("firmware fault", fw["fault"]))
     rows = "".join(f"<tr><td>{_esc(k)}</td><td>{_num(v)}</td></tr>" for k, v in items if v is not None)
-    return f"<h3>Run</h3><table class=numbers>{rows}</table>"
+    return f"<div><h3>Run</h3><table class=numbers>{rows}</table></div>"
 
 
 def _events_table(events: list[dict]) -> str:
@@ -352,8 +354,8 @@ def _events_table(events: list[dict]) -> str:
         return "<p class=note>no events in the log</p>"
     rows = "".join(f"<tr><td>{float(e['t']):.4f}</td><td>{_esc(e.get('cycle', ''))}</td><td>{_esc(e['event'])}</td>"
                    f"<td>{_esc(e.get('fault', ''))}</td><td>{_esc(e.get('detail', ''))}</td></tr>" for e in events)
-    return (f"<h3>Events ({len(events)})</h3><table class=events><tr><th>t [s]</th><th>cycle</th><th>event</th>"
-            f"<th>fault</th><th>detail</th></tr>{rows}</table>")
+    return (f"<div><h3>Events ({len(events)})</h3><table class=events><tr><th>t [s]</th><th>cycle</th><th>event</th>"
+            f"<th>fault</th><th>detail</th></tr>{rows}</table></div>")
 
 
 def _rejections_table(summary: dict) -> str:
@@ -363,4 +365,4 @@ def _rejections_table(summary: dict) -> str:
     cells = "".join(f"<tr><td>{_esc(k)}</td><td>{_num(v)}</td></tr>" for k, v in rejected.items())
     link = summary.get("link") or {}
     cells += "".join(f"<tr><td>link {_esc(k)}</td><td>{_num(v)}</td></tr>" for k, v in link.items())
-    return f"<h3>Rejected command frames per kind, link counters</h3><table class=numbers>{cells}</table>"
+    return f"<div><h3>Rejected command frames per kind, link counters</h3><table class=numbers>{cells}</table></div>"

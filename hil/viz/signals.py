@@ -60,16 +60,16 @@ def welch_amplitude(x: np.ndarray, fs: float, segment_s: float = 2.0) -> tuple[n
 
 
 def log_histogram(values: np.ndarray, bins: int = 80, floor: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
-    """(bin edges, counts) over log-spaced bins from `floor` (or the smallest positive value) to the
-    largest value; values at or below the first edge count in the first bin. A heavy tail (a few
+    """(bin edges, counts) over log-spaced bins from `floor` (or half the smallest positive value,
+    if larger) to the largest value; values at or below the first edge count in the first bin. A heavy tail (a few
     late wake-ups among a million punctual ones) stays visible beside the bulk."""
     v = np.asarray(values, float)
     v = v[np.isfinite(v)]
     if v.size == 0:
         return np.zeros(0), np.zeros(0)
     positive = v[v > 0]
-    lo = max(floor, float(positive.min())) if positive.size else floor
-    hi = max(float(v.max()), lo * 10)
+    lo = max(floor, 0.5 * float(positive.min())) if positive.size else floor
+    hi = float(v.max()) if v.max() > lo else 10 * lo
     edges = np.geomspace(lo, hi, bins + 1)
     counts, _ = np.histogram(np.clip(v, lo, hi), edges)
     return edges, counts
