@@ -69,9 +69,20 @@ def test_a_changed_torque_is_found(lockstep_log, tmp_path):
     bad = rows.copy()
     bad[800, cols.index("tau_elbow")] += 1e-3
     result = replay(header, bad)
-    assert not result.bit_identical
+    assert not result.bit_identical and result.missing_rows == 0
     assert result.first_deviation_t == pytest.approx(rows[800, cols.index("t")])
     assert result.deviation["q_elbow"] > 0
+
+
+def test_a_dropped_row_is_counted_and_found(lockstep_log):
+    header, rows = read_run(lockstep_log)
+    result = replay(header, np.delete(rows, 600, axis=0))
+    assert result.missing_rows == 1 and not result.bit_identical
+
+
+def test_replay_refuses_a_log_without_cycles():
+    with pytest.raises(ValueError, match="hil simulate"):
+        replay({"columns": ["t", "q_elbow"], "config": "configs/ella.toml"}, np.zeros((2, 2)))
 
 
 def test_realtime_log_with_brakes_replays_bit_for_bit_and_needs_the_brakes(braked_log):

@@ -36,12 +36,15 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     out = {"log": args.log, "rows": len(rows), "wall_s": result.wall_s,
            "speed_x_realtime": (float(result.rows[-1, 0]) / result.wall_s) if len(rows) and result.wall_s else None,
            "bit_identical": result.bit_identical, "largest_deviation": {"column": name, "value": worst},
-           "first_deviation_t_s": result.first_deviation_t, "deviation": result.deviation}
+           "first_deviation_t_s": result.first_deviation_t, "missing_rows": result.missing_rows,
+           "deviation": result.deviation}
     if args.json:
         print(json.dumps(out))
     else:
         print(f"replayed {len(rows)} rows in {result.wall_s:.2f} s"
               + (f" ({out['speed_x_realtime']:.1f} x real time)" if out["speed_x_realtime"] else ""))
+        if result.missing_rows:
+            print(f"{result.missing_rows} cycles are missing from the log (dropped rows): their torques are lost")
         print("bit for bit identical to the log" if result.bit_identical else
               f"largest deviation {worst:.3g} in {name}, first deviation at t = {result.first_deviation_t:.4f} s")
     return 0

@@ -44,6 +44,7 @@ class ReplayResult:
     deviation: dict[str, float] = field(default_factory=dict)   # column -> max |replayed - logged|
     first_deviation_t: float | None = None     # earliest time any compared column differs
     wall_s: float = 0.0
+    missing_rows: int = 0              # cycles absent from the log (dropped rows: their torques are lost)
 
     @property
     def bit_identical(self) -> bool:
@@ -76,6 +77,9 @@ def replay(header: dict[str, Any], rows: np.ndarray) -> ReplayResult:
     """Re-simulate the plant of a run log from its drive torques and brakes (module docstring)."""
     cols = header["columns"]
     index = {c: i for i, c in enumerate(cols)}
+    if "cycle" not in index:
+        raise ValueError("replay needs a run log of hil run (one row per cycle, with a cycle column); "
+                         "this log has none (hil simulate output?)")
     plant = Plant(model_of_log(header))
     plant.equilibrium_eta()
     lay = plant.layout
@@ -103,7 +107,10 @@ def replay(header: dict[str, Any], rows: np.ndarray) -> ReplayResult:
         r[1 + 2 * nj:1 + 2 * nj + ne] = plant.pos[nj:nj + ne]
         r[-3:] = tip[:3]
     wall = time.perf_counter() - t0
-    return _compared(out_cols, out, cols, rows, wall)
+    result = _compared(out_cols, out, cols, rows, wall)
+    cycles = rows[:, index["cycle"]]
+    result.missing_rows = int(cycles[-1] - len(rows)) if len(rows) else 0    # cycles count from 1
+    return result
 
 
 def _compared(out_cols: list[str], out: np.ndarray, cols: list[str], rows: np.ndarray, wall: float) -> ReplayResult:

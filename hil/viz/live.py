@@ -131,7 +131,7 @@ class LiveServer:
         self._signals = foxglove.Channel("/signals/live", schema=group_schema(columns, chosen), context=self.context)
         self._scene = SceneUpdateChannel(SCENE_TOPIC, context=self.context)
         self._imus = {name: FrameTransformChannel(f"/arm/imu_{name}", context=self.context)
-                      for name, *_ in self.scene._imus}
+                      for name in self.scene.imu_names}
         self._events = foxglove.Channel(EVENT_TOPIC, context=self.context)
         self.frames = 0
         self.busy_s = 0.0          # time spent publishing

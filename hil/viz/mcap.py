@@ -44,7 +44,7 @@ def export_mcap(header: dict[str, Any], rows: np.ndarray, out: str | Path, scene
         groups = {name: (foxglove.Channel(f"/signals/{name}", schema=group_schema(cols, idx), context=ctx), idx)
                   for name, idx in signal_groups(cols).items()}
         scene_channel = SceneUpdateChannel(SCENE_TOPIC, context=ctx)
-        imu_channels = {name: FrameTransformChannel(f"/arm/imu_{name}", context=ctx) for name, *_ in scene._imus}
+        imu_channels = {name: FrameTransformChannel(f"/arm/imu_{name}", context=ctx) for name in scene.imu_names}
         events = foxglove.Channel(EVENT_TOPIC, context=ctx)
         names = [np.array(cols)[idx].tolist() for _, idx in groups.values()]
         for i in range(len(rows)):

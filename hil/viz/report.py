@@ -45,6 +45,7 @@ class _Builder:
                                                      f"{self.t[-1] - self.t[0] if len(rows) else 0:.3f} s")
         self.out.events = list(header.get("events", []))
         self.asm = self._model()
+        self.elastic: np.ndarray | None = None        # tip minus the undeformed tip (n, 3) [m]
         self.joints = self.asm.layout.joint_names if self.asm else \
             [c[2:] for c in self.cols if c.startswith("q_")]
 
@@ -184,7 +185,7 @@ class _Builder:
         s.note = ("Welch amplitude spectra (Hann, 2 s segments, half overlap) of the whole run; vertical lines: "
                   "whole-arm modal frequencies of the linearisation at the preset's initial pose (hil modes): "
                   "L joints locked, F joints free (the first four labelled)") if marks else "Welch amplitude spectra (Hann, 2 s segments)"
-        if getattr(self, "elastic", None) is not None:
+        if self.elastic is not None:
             s.plots.append(self._spectrum("spec_tip", "elastic tip deflection", [(a, self.elastic[:, i] * 1e3)
                                                                                 for i, a in enumerate("xyz")],
                                           fs, "mm", marks))

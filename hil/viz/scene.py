@@ -109,9 +109,9 @@ class ArmScene:
                 pos[:, lay.n_joints + i] = rows[:, index[n]]
         return pos, have
 
-    def eta(self, pos: np.ndarray, k: int) -> np.ndarray:
-        a = self.layout.n_joints + self.layout.mode_offsets[k]
-        return pos[a:a + int(self.km.nm[k])]
+    @property
+    def imu_names(self) -> list[str]:
+        return [name for name, *_ in self._imus]
 
     # ------------------------------------------------------------------ geometry
     def frame(self, t: float, pos: np.ndarray) -> SceneFrame:
