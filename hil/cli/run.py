@@ -79,11 +79,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
                            None if args.heartbeat_ms is None else args.heartbeat_ms * 1e-3, args.firmware_link,
                            ideal_sensors=args.ideal_sensors, ideal_drives=args.ideal_drives)
     emulator = built.emulator
-    firmware = None
+    firmware = live = None
     out = ""
     try:
         if args.live is not None:
-            emulator.live = _live_view(emulator, args.live, args.live_rate)
+            live = emulator.live = _live_view(emulator, args.live, args.live_rate)
         if args.spawn_firmware:
             command = reference_firmware(args.config, args.bus, args.duration, args.move_time,
                                          args.vibration_suppression)
@@ -97,13 +97,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     finally:
         try:
             emulator.link.close()
-            if emulator.live is not None:
-                emulator.live.close()
+            if live is not None:
+                live.close()
         finally:
             if firmware is not None:     # a failed start or run: kill and reap it (a no-op once it exited)
                 stop_process(firmware)
-    if emulator.live is not None:
-        live = emulator.live
+    if live is not None:
         summary["live"] = {"port": live.port, "frames": live.frames, "dropped": live.dropped, "error": live.error}
     if firmware is not None:
         summary["firmware"] = json.loads(out.strip().splitlines()[-1]) if out.strip() else None
