@@ -135,3 +135,23 @@ def test_mcap_round_trip_signals_scene_events(log, tmp_path):
     assert len(entity.spheres) == len(expected.attachments) and len(entity.arrows) == 3
     assert [json.loads(m.data) for _, _, m in raw["/events"]] == EVENTS
     assert len(raw["/arm/imu_imu"]) == len(scenes)
+
+
+def test_mcap_signals_are_strict_json_with_nan_as_null(log, tmp_path):
+    pytest.importorskip("foxglove")
+    from hil.viz.mcap import export_mcap
+    _, header, rows = log
+    cols = header["columns"]
+    bad = rows[:50].copy()
+    bad[3, cols.index("imu_ax")] = np.nan                    # a NaN fault on a channel
+    bad[4, cols.index("imu_ay")] = np.inf
+    export_mcap({**header, "events": []}, bad, tmp_path / "nan.mcap", scene_rate_hz=50)
+    raw, _ = _mcap_messages(tmp_path / "nan.mcap")
+
+    def strict(text):
+        def refuse(constant):
+            raise ValueError(f"not JSON: {constant}")
+        return json.loads(text, parse_constant=refuse)
+    sensors = [strict(m.data) for _, _, m in raw["/signals/sensors"]]
+    assert sensors[3]["imu_ax"] is None and sensors[4]["imu_ay"] is None
+    assert sensors[5]["imu_ax"] == bad[5, cols.index("imu_ax")]

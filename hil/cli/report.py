@@ -73,7 +73,8 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     cols = header["columns"]
     chosen = [c for c in cols if any(fnmatch.fnmatchcase(c, g) for g in args.signals) and c != "t"]
     if not chosen:
-        raise CliError(f"no column of {args.log} matches {' '.join(args.signals)} (columns: {', '.join(cols[:12])} ...)")
+        raise CliError(f"no column of {args.log} matches {' '.join(args.signals)} "
+                       f"(columns: {', '.join(cols[:12])} ...)")
     try:
         out = plot_columns(cols, rows, chosen, args.out, Path(args.log).name, args.t0, args.t1)
     except ImportError as exc:

@@ -1,7 +1,7 @@
 """MCAP export of a run log for Foxglove: every signal at full rate, the arm's 3D scene, the events.
 
 Topics and encodings: ``hil.viz.foxglove_scene``. The signals are written for every row (JSON,
-the MCAP chunks zstd-compressed); the scene at ``scene_rate_hz`` (default 50 Hz: a 3D view
+non-finite values as null; the MCAP chunks zstd-compressed); the scene at ``scene_rate_hz`` (default 50 Hz: a 3D view
 needs no more, and a scene message is ~100 times a signal row). Written with the Foxglove SDK
 (``foxglove-sdk``); read back with the ``mcap`` reader (protobuf scene messages through
 ``mcap-protobuf-support``).
@@ -19,6 +19,8 @@ from hil.viz.foxglove_scene import (EVENT_TOPIC, SCENE_TOPIC, group_schema, imu_
 from hil.viz.scene import ArmScene, model_of_log
 
 __all__ = ["export_mcap", "scene_rows"]
+
+_CHUNK = 10_000     # rows turned into Python floats at a time
 
 
 def scene_rows(t: np.ndarray, rate_hz: float) -> np.ndarray:
@@ -46,12 +48,19 @@ def export_mcap(header: dict[str, Any], rows: np.ndarray, out: str | Path, scene
         scene_channel = SceneUpdateChannel(SCENE_TOPIC, context=ctx)
         imu_channels = {name: FrameTransformChannel(f"/arm/imu_{name}", context=ctx) for name in scene.imu_names}
         events = foxglove.Channel(EVENT_TOPIC, context=ctx)
-        names = [np.array(cols)[idx].tolist() for _, idx in groups.values()]
-        for i in range(len(rows)):
-            stamp = ns(t[i])
-            values = rows[i].tolist()
-            for (channel, idx), keys in zip(groups.values(), names):
-                channel.log(json.dumps(dict(zip(keys, [values[j] for j in idx]))).encode(), log_time=stamp)
+        formats = [(channel, idx, "{" + ",".join(f'"{cols[j]}":%r' for j in idx) + "}")
+                   for channel, idx in groups.values()]
+        finite = np.isfinite(rows).all(axis=1)
+        for start in range(0, len(rows), _CHUNK):
+            block = rows[start:start + _CHUNK].tolist()
+            for i, values in enumerate(block, start):
+                stamp = ns(t[i])
+                if not finite[i]:               # JSON has no NaN or infinity: null
+                    values = [v if np.isfinite(v) else None for v in values]
+                for channel, idx, fmt in formats:
+                    text = fmt % tuple(values[j] for j in idx) if finite[i] else \
+                        json.dumps({cols[j]: values[j] for j in idx})
+                    channel.log(text.encode(), log_time=stamp)
         for i in scene_rows(t, scene_rate_hz):
             frame = scene.frame(float(t[i]), pos[i])
             scene_channel.log(scene_update(frame), log_time=ns(t[i]))

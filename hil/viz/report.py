@@ -137,7 +137,8 @@ class _Builder:
 
     def _elastic_tip(self) -> np.ndarray | None:
         """Tip minus the undeformed arm's tip at the same joint angles, (n, 3) [m]."""
-        if self.asm is None or not all(self.has(f"tip_{a}") for a in "xyz") or "tip" not in self.asm.layout.station_names:
+        logged = all(self.has(f"tip_{a}") for a in "xyz")
+        if self.asm is None or not logged or "tip" not in self.asm.layout.station_names:
             return None
         scene = ArmScene(self.asm)
         pos, _ = scene.coordinates(self.cols, self.rows)
@@ -182,9 +183,10 @@ class _Builder:
             return s
         fs = 1.0 / float(np.median(np.diff(self.t)))
         marks = self._modal_lines()
-        s.note = ("Welch amplitude spectra (Hann, 2 s segments, half overlap) of the whole run; vertical lines: "
-                  "whole-arm modal frequencies of the linearisation at the preset's initial pose (hil modes): "
-                  "L joints locked, F joints free (the first four labelled)") if marks else "Welch amplitude spectra (Hann, 2 s segments)"
+        s.note = "Welch amplitude spectra (Hann, 2 s segments, half overlap) of the whole run"
+        if marks:
+            s.note += ("; vertical lines: whole-arm modal frequencies of the linearisation at the preset's initial "
+                       "pose (hil modes): L joints locked, F joints free (the first four labelled)")
         if self.elastic is not None:
             s.plots.append(self._spectrum("spec_tip", "elastic tip deflection", [(a, self.elastic[:, i] * 1e3)
                                                                                 for i, a in enumerate("xyz")],
@@ -316,15 +318,16 @@ def _verdict_table(verdicts: list[dict] | None) -> str:
         f"<td>{_esc(v.get('name'))}</td><td>{_esc(v.get('description', ''))}</td><td>{_num(v.get('value'))}</td>"
         f"<td>{_num(v.get('limit'))}</td><td>{_esc(v.get('unit', ''))}</td></tr>" for v in verdicts)
     passed = sum(bool(v.get("passed")) for v in verdicts)
-    return (f"<div><h3>Verdicts: {passed} of {len(verdicts)} passed</h3><table class=verdicts><tr><th></th><th>name</th>"
-            f"<th>description</th><th>value</th><th>limit</th><th>unit</th></tr>{rows}</table></div>")
+    return (f"<div><h3>Verdicts: {passed} of {len(verdicts)} passed</h3><table class=verdicts><tr><th></th>"
+            f"<th>name</th><th>description</th><th>value</th><th>limit</th><th>unit</th></tr>{rows}</table></div>")
 
 
 def _targets_table(targets: dict | None) -> str:
     if not targets:
         return ""
-    rows = "".join(f"<tr><td>{_esc(k)}</td><td>{_esc(v if not isinstance(v, dict) else ', '.join(f'{a} {_num(b)}' for a, b in v.items()))}</td></tr>"
-                   for k, v in targets.items())
+    def cell(v: Any) -> str:
+        return ", ".join(f"{_esc(a)} {_num(b)}" for a, b in v.items()) if isinstance(v, dict) else _num(v)
+    rows = "".join(f"<tr><td>{_esc(k)}</td><td>{cell(v)}</td></tr>" for k, v in targets.items())
     return f"<div><h3>Targets</h3><table>{rows}</table></div>"
 
 

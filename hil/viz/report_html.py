@@ -64,10 +64,11 @@ def render_html(report: ReportData) -> str:
             f"<style>{_static('uPlot.min.css')}{_CSS}</style></head><body>"
             f"<header><h1>{html.escape(report.title)}</h1><div class=sub>{html.escape(report.subtitle)}</div>"
             f"<nav>{nav}</nav></header>{notes}{''.join(body)}"
-            f"<script type='application/json' id='report-data'>{_script_safe(json.dumps(payload, allow_nan=False, default=_not_json))}</script>"
+            f"<script type='application/json' id='report-data'>{_script_safe(_json(payload))}</script>"
             f"<script>{_script_safe(_static('uPlot.iife.min.js'))}</script>"
             f"<script>{_script_safe(_static('report.js'))}</script></body></html>")
 
 
-def _not_json(value):
-    raise TypeError(f"not JSON serialisable: {value!r}")
+def _json(payload: dict) -> str:
+    """Strict JSON (NaN or infinity would break the page's parser)."""
+    return json.dumps(payload, allow_nan=False)
