@@ -92,7 +92,7 @@
       if (!(py >= top && py <= top + h)) return;
       ctx.strokeStyle = "#c23b22"; ctx.fillStyle = "#c23b22"; ctx.setLineDash([6 * dpr, 4 * dpr]);
       ctx.beginPath(); ctx.moveTo(left, py); ctx.lineTo(left + w, py); ctx.stroke();
-      ctx.fillText(hl[1], left + 4 * dpr, py - 3 * dpr);
+      ctx.fillText(hl[1], left + 4 * dpr, py - top < 14 * dpr ? py + 11 * dpr : py - 3 * dpr);
     });
     ctx.restore();
   }
@@ -121,6 +121,14 @@
     const isTime = p.x === "t";
     const yScale = {distr: p.logy ? 3 : 1};
     const yAxis = {label: p.ylabel, size: 72};
+    if (p.hlines.length && !p.logy && !p.lanes.length) {
+      // the limits and targets stay in view: the data range widened to them, 5 % padding
+      yScale.range = function (u, lo, hi) {
+        p.hlines.forEach(function (h) { lo = Math.min(lo, h[0]); hi = Math.max(hi, h[0]); });
+        const pad = 0.05 * ((hi - lo) || Math.abs(hi) || 1);
+        return [lo - pad, hi + pad];
+      };
+    }
     if (p.lanes.length) {
       yScale.range = [-0.5, p.lanes.length - 0.5];
       yAxis.splits = function () { return p.lanes.map(function (_, k) { return k; }); };
