@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import signal
 import struct
 import subprocess
 import sys
@@ -137,3 +138,22 @@ def test_hil_run_live_serves_a_run(tmp_path):
     assert "live view: ws://127.0.0.1:" in proc.stderr
     live = json.loads(proc.stdout.strip().splitlines()[-1])["live"]
     assert live["error"] is None and live["dropped"] == 0 and live["frames"] == 25
+
+
+def test_a_full_pipe_drops_frames_and_counts_them(log):
+    """The feed never blocks the logger thread: frames beyond what the pipe holds are dropped."""
+    from hil.viz.live import LiveView
+    header, rows = log
+    live = LiveView(ARM.read_text(encoding="utf-8"), header["columns"], port=0, rate_hz=1e6, source=str(ARM))
+    os.kill(live._proc.pid, signal.SIGSTOP)  # the view stops reading: the pipe fills
+    try:
+        live.event({"event": "inject", "cycle": 1, "t": 0.001, "fault": "f", "detail": "x" * 10_000})  # cut to fit
+        for k in range(2000):
+            row = rows[k % len(rows)].copy()
+            row[1] = k * 1e-3
+            live.row(row)
+    finally:
+        os.kill(live._proc.pid, signal.SIGCONT)
+        live.close()
+    assert live.sent > 0 and live.dropped > 0 and live.sent + live.dropped == 2001
+    assert live.error is None and live.frames == live.sent - 1     # every frame the pipe took was served

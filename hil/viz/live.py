@@ -4,18 +4,21 @@ signals while the emulator runs.
 It is fed from the log writer's side and runs in its own process, so that neither its work nor
 the GIL it would hold touches the loop: the loop hands each row to its logger thread as it does
 for the run log (``hil.runtime.loop.RunLogger``), and on that thread ``LiveView.row`` keeps one
-row per 1/rate_hz of simulated time (default 50 Hz) and puts its bytes in a bounded queue (a
-full queue drops the frame and counts it). The view's process (``LiveServer``) builds the scene
-(``hil.viz.scene``) and publishes the Foxglove messages; the SDK's server runs the sockets.
-Topics as the MCAP export (``hil.viz.foxglove_scene``) plus ``/signals/live`` (the selected
-signals); Foxglove Studio connects to ``ws://127.0.0.1:<port>``.
+row per 1/rate_hz of simulated time (default 50 Hz) and writes the columns the view needs (time,
+joint angles, modal coordinates, the selected signals) in one non-blocking write to a pipe: a
+full pipe drops the frame and counts it, no thread or lock is added. The view's process
+(``LiveServer``) builds the scene (``hil.viz.scene``) and publishes the Foxglove messages; the
+SDK's server runs the sockets. Topics as the MCAP export (``hil.viz.foxglove_scene``) plus
+``/signals/live`` (the selected signals); Foxglove Studio connects to ``ws://127.0.0.1:<port>``.
 """
 from __future__ import annotations
 
 import fnmatch
 import json
 import multiprocessing
-import queue
+import os
+import select
+import struct
 import time
 
 import numpy as np
@@ -29,7 +32,14 @@ from hil.viz.scene import ArmScene
 __all__ = ["LiveView", "LiveServer", "DEFAULT_SIGNALS"]
 
 DEFAULT_SIGNALS = ("q_*", "qd_*", "tau_*", "tip_*", "eta_*", "imu_*", "brake_*", "status", "cmd_age_us")
-QUEUE_FRAMES = 64          # frames in flight to the view's process (about 1 s at 50 Hz)
+ROW, EVENT = b"r", b"e"
+_EVENT_LIMIT = select.PIPE_BUF - 5      # an event's JSON in one atomic write (length and kind first)
+
+
+def _frame(kind: bytes, payload: bytes) -> bytes:
+    """One message as multiprocessing.Connection.recv_bytes reads it: length (big-endian int32),
+    then the bytes."""
+    return struct.pack("!i", len(payload) + 1) + kind + payload
 
 
 class LiveView:
@@ -40,50 +50,73 @@ class LiveView:
     def __init__(self, config_text: str, columns: list[str], port: int = 8765, rate_hz: float = 50.0,
                  signals: tuple[str, ...] = DEFAULT_SIGNALS, host: str = "127.0.0.1", source: str = "<preset>",
                  start_timeout_s: float = 120.0):
+        keep = [i for i, c in enumerate(columns) if c == "t" or c.startswith(("q_", "eta_"))
+                or (any(fnmatch.fnmatchcase(c, g) for g in signals) and not c.endswith("_true"))]
+        self._keep = np.array(keep, np.int64)
+        if len(_frame(ROW, np.zeros(len(keep)).tobytes())) > select.PIPE_BUF:
+            raise ValueError(f"the live view's {len(keep)} columns exceed one atomic pipe write; select fewer signals")
         ctx = multiprocessing.get_context("spawn")
-        self._queue = ctx.Queue(QUEUE_FRAMES)
-        self._conn, child = ctx.Pipe()
+        rows_in, self._rows = ctx.Pipe(duplex=False)
+        self._control, child = ctx.Pipe()
         self._proc = ctx.Process(target=_serve, name="hil-live", daemon=True,
-                                 args=(child, self._queue, config_text, source, columns, port, tuple(signals), host))
+                                 args=(child, rows_in, config_text, source, [columns[i] for i in keep], port,
+                                       tuple(signals), host))
         self._proc.start()
+        rows_in.close()
+        self._fd = self._rows.fileno()
+        os.set_blocking(self._fd, False)
         self.period_s = 1.0 / rate_hz
         self._t = columns.index("t")
         self._next_t = -np.inf
         self.sent = self.dropped = 0
         self.frames, self.error, self.busy_s = 0, None, 0.0     # from the view's process, after close()
-        reply = self._conn.recv() if self._conn.poll(start_timeout_s) else ("error", "no answer from the live view")
+        ready = self._control.poll(start_timeout_s)
+        reply = self._control.recv() if ready else ("error", "no answer from the live view's process")
         if reply[0] != "ready":
             self._proc.kill()
             raise RuntimeError(f"the live view did not start: {reply[1]}")
         self.port: int = reply[1]
 
     def row(self, row: np.ndarray) -> None:
-        """A logged row: every 1/rate_hz of simulated time, its bytes to the view's process."""
+        """A logged row: every 1/rate_hz of simulated time, its columns to the view's process."""
         t = row[self._t]
         if t < self._next_t:
             return
         # the next frame one period on; after a gap (or the first row) one period after this one
         self._next_t = self._next_t + self.period_s if t - self._next_t < self.period_s else t + self.period_s
-        self._put(row.tobytes())
+        self._write(_frame(ROW, row[self._keep].tobytes()))
 
     def event(self, event: dict) -> None:
-        self._put(event)
-
-    def _put(self, item) -> None:
-        try:
-            self._queue.put_nowait(item)
-            self.sent += 1
-        except queue.Full:
+        text = json.dumps(event, default=str).encode()
+        excess = len(text) - _EVENT_LIMIT
+        if excess > 0:                      # a long description is cut, the event kept
+            detail = str(event.get("detail", ""))
+            text = json.dumps({**event, "detail": detail[:max(0, len(detail) - excess - 3)] + "..."},
+                              default=str).encode()
+        if len(text) <= _EVENT_LIMIT:
+            self._write(_frame(EVENT, text))
+        else:
             self.dropped += 1
 
-    def close(self, timeout_s: float = 10.0) -> None:
-        """Stop the view's process (after what is queued) and take its counters."""
+    def _write(self, message: bytes) -> None:
+        """One atomic, non-blocking write (at most PIPE_BUF bytes: all or nothing)."""
         try:
-            self._queue.put(None, timeout=timeout_s)
-            if self._conn.poll(timeout_s):
-                stats = self._conn.recv()
+            os.write(self._fd, message)
+            self.sent += 1
+        except BlockingIOError:
+            self.dropped += 1
+        except BrokenPipeError:
+            self.dropped += 1
+            self.error = self.error or "the live view's process ended"
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Stop the view's process (after what the pipe holds) and take its counters."""
+        try:
+            self._rows.close()                  # end of file: the view drains the pipe and stops
+            if self._control.poll(timeout_s):
+                stats = self._control.recv()
                 self.frames, self.error, self.busy_s = stats["frames"], stats["error"], stats["busy_s"]
-        except (queue.Full, EOFError, OSError) as exc:
+        except (EOFError, OSError) as exc:
             self.error = self.error or f"live view did not stop cleanly: {exc}"
         self._proc.join(timeout_s)
         if self._proc.is_alive():
@@ -91,23 +124,27 @@ class LiveView:
             self._proc.join()
 
 
-def _serve(conn, rows, config_text: str, source: str, columns: list[str], port: int, signals: tuple[str, ...],
+def _serve(control, rows, config_text: str, source: str, columns: list[str], port: int, signals: tuple[str, ...],
            host: str) -> None:
-    """The view's process: serve until the feed sends None, then report the counters."""
+    """The view's process: serve until the feed's pipe closes, then report the counters."""
     try:
         server = LiveServer(load_model_from_string(config_text, source), columns, port, signals, host)
     except Exception as exc:
-        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+        control.send(("error", f"{type(exc).__name__}: {exc}"))
         return
-    conn.send(("ready", server.port))
+    control.send(("ready", server.port))
     try:
-        while (item := rows.get()) is not None:
-            if isinstance(item, bytes):
-                server.row(np.frombuffer(item))
+        while True:
+            try:
+                message = rows.recv_bytes()
+            except EOFError:
+                break
+            if message[:1] == ROW:
+                server.row(np.frombuffer(message, offset=1))
             else:
-                server.event(item)
+                server.event(json.loads(message[1:]))
     finally:
-        conn.send({"frames": server.frames, "error": server.error, "busy_s": server.busy_s})
+        control.send({"frames": server.frames, "error": server.error, "busy_s": server.busy_s})
         server.close()
 
 
