@@ -1,12 +1,15 @@
 // The run report's plots: uPlot charts of the arrays embedded in #report-data.
 // Time plots zoom together (drag to zoom, double-click for the whole run) and are re-decimated
 // for the visible window: per pixel the min and the max of the stored samples, so peaks survive.
-// document.body.dataset.rendered / .errors tell a headless browser how many plots were drawn.
+// document.body.dataset.rendered / .errors / .renderMs tell a headless browser how many plots were
+// drawn, how many failed and how long decoding and drawing took.
 (function () {
   "use strict";
   const errors = [];
   let rendered = 0;
+  const started = performance.now();
   function mark() {
+    document.body.dataset.renderMs = String(Math.round(performance.now() - started));
     document.body.dataset.rendered = String(rendered);
     document.body.dataset.errors = String(errors.length);
     if (errors.length) document.body.dataset.firstError = errors[0];
