@@ -12,7 +12,7 @@ from hil.cli.registry import CliError, command, positive_int
 
 
 def _report_arguments(p: argparse.ArgumentParser) -> None:
-    from hil.viz.report import DEFAULT_MAX_POINTS
+    from hil.viz.report_model import DEFAULT_MAX_POINTS
     p.add_argument("log", help="run log (.msgpack or .csv); its summary (<log>.summary.json) is read when present")
     p.add_argument("--out", help="HTML file (default: the log name with .html)")
     p.add_argument("--max-points", type=positive_int, default=DEFAULT_MAX_POINTS,
@@ -32,7 +32,8 @@ def summary_of(log: str) -> dict | None:
 def write_report(log: str, out: str | None = None, max_points: int | None = None) -> tuple[Path, float]:
     """Write the HTML report of a run log; returns (path, seconds taken)."""
     from hil.logs.runlog import read_run
-    from hil.viz.report import DEFAULT_MAX_POINTS, build_report
+    from hil.viz.report import build_report
+    from hil.viz.report_model import DEFAULT_MAX_POINTS
     from hil.viz.report_html import render_html
 
     t0 = time.perf_counter()

@@ -21,13 +21,12 @@ import numpy as np
 
 from hil.logs.units import BRAKE_STATES, STATUS_BITS, describe
 from hil.model.linearize import arm_frequencies_hz
-from hil.viz.report_model import TIME, Plot, ReportData, Section, Series
+from hil.viz.report_model import DEFAULT_MAX_POINTS, TIME, Plot, ReportData, Section, Series
 from hil.viz.scene import ArmScene, model_of_log
 from hil.viz.signals import log_histogram, minmax_decimate, welch_amplitude
 
 __all__ = ["build_report", "DEFAULT_MAX_POINTS"]
 
-DEFAULT_MAX_POINTS = 40_000     # stored points per time signal (min/max pairs beyond)
 IMU_AXES = ("ax", "ay", "az", "gx", "gy", "gz")
 _TIMELINE = ("inject", "clear", "watchdog_tripped", "watchdog_cleared")
 

@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Series", "Plot", "Section", "ReportData", "TIME"]
+__all__ = ["Series", "Plot", "Section", "ReportData", "TIME", "DEFAULT_MAX_POINTS"]
 
 TIME = "t"
+DEFAULT_MAX_POINTS = 40_000     # stored points per time signal (min/max pairs beyond)
 
 
 @dataclass
