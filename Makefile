@@ -25,6 +25,8 @@ run: setup
 	$(HIL) run configs/ella.toml --bus configs/bus/serial_frame.toml --link pty --spawn-firmware \
 		--duration 3 --move-time 1.0 --scenario configs/scenarios/encoder_signal_loss.toml \
 		--safe-state brake --watchdog 0.02 --log out/ella_fault.msgpack
+	@echo "== reports (open them in a browser)"
+	@for run in pid vs fault; do $(HIL) report out/ella_$$run.msgpack | sed 's/^/  /'; done
 
 test: setup
 	$(PY) -m pytest -q

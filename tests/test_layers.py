@@ -25,6 +25,7 @@ LAYERS = (
     ("hil.dynamics",),
     ("hil.devices",),
     ("hil.faults",),
+    ("hil.viz", "hil.replay"),
     ("hil.runtime",),
     ("hil.testing",),
     ("hil.cli", "hil.__main__"),
@@ -139,7 +140,7 @@ def test_the_checks_flag_an_upward_import_and_a_cycle():
              "firmware_bridge.messages": {"hil.model.config"}}
     assert violations(graph) == [
         "firmware_bridge.messages (layer 1) imports hil.model.config (layer 4)",
-        "hil.model.config (layer 4) imports hil.runtime.loop (layer 8)"]
+        "hil.model.config (layer 4) imports hil.runtime.loop (layer 9)"]
     assert cycles(graph) == [["hil.model.config", "hil.runtime.loop"]]
     with pytest.raises(AssertionError, match="in no layer"):
         layer_of("hil.gadgets")

@@ -755,11 +755,13 @@ def test_watchdog_trips_once_applies_the_safe_state_and_clears(model, safe_state
 
 # ----------------------------------------------------------------------------- 3. run log
 def expected_columns(joints) -> list[str]:
-    """ELLA's sensor channels (configs/ella.toml), each measured and true."""
+    """ELLA's modal coordinates and sensor channels (configs/ella.toml), each channel measured and true."""
     channels = ([f"{p}_{j}" for j in joints for p in ("enc", "index", "vel")]
                 + [f"imu_{c}" for c in ("ax", "ay", "az", "gx", "gy", "gz")] + [f"cur_{j}" for j in joints])
+    modes = [f"eta_{body}_{m}" for body in ("link1", "link2")
+             for m in ("bending_y_1", "bending_y_2", "bending_z_1", "bending_z_2", "torsion_1")]
     return (["cycle", "t", "status"] + [f"tau_cmd_{j}" for j in joints] + [f"tau_{j}" for j in joints]
-            + [f"q_{j}" for j in joints] + [f"qd_{j}" for j in joints] + [f"brake_{j}" for j in joints]
+            + [f"q_{j}" for j in joints] + [f"qd_{j}" for j in joints] + modes + [f"brake_{j}" for j in joints]
             + [c for ch in channels for c in (ch, f"{ch}_true")]
             + ["tip_x", "tip_y", "tip_z", "lateness_us", "compute_us", "io_us"])
 
@@ -804,6 +806,10 @@ def test_run_log_header_and_one_row_per_cycle(model, tmp_path):
     np.testing.assert_array_equal(block("tau_"), block("tau_cmd_"))
     np.testing.assert_array_equal(rows[-1, [header["columns"].index(f"q_{j}") for j in joints]],
                                   emu.plant.q())
+    lay = emu.plant.layout
+    eta_cols = [i for i, c in enumerate(header["columns"]) if c.startswith("eta_")]
+    np.testing.assert_array_equal(rows[-1, eta_cols], emu.plant.pos[lay.n_joints:lay.n_joints + lay.n_eta])
+    assert np.all(rows[:, eta_cols].std(axis=0) > 0)          # the links vibrate under the varying torques
     np.testing.assert_array_equal(block("enc_"), np.round(block("enc_")))
     enc_b = [f for f in link.sent if f.arbitration_id == 0x111]
     assert len(enc_b) == n + 1

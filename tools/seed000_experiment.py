@@ -22,7 +22,7 @@ Assumed, because seed 000 does not publish them (README "Seed 000's PD experimen
   derivative; 8 s simulated.
 
 ``python -m tools.seed000_experiment --out DIR`` writes the run logs (msgpack,
-hil.logs.runlog), the figures (PNG, needs matplotlib: ``pip install .[plots]``) and
+hil.logs.runlog), the figures (PNG, needs matplotlib: ``pip install .[viz]``) and
 summary.json, and prints the key numbers. ``--solve-start`` prints the start pose and initial
 modal coordinates the preset carries. ``hil simulate configs/ella_seed000_experiment.toml
 --controller tools.seed000_experiment:controller --wrenches --duration 8 --out run.msgpack``
@@ -540,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
             written = figures(asm, runs, (default["t"][::every], links, system), args.out)
             print(f"figures: {len(written)} PNGs in {args.out}")
         except ImportError:
-            print("figures skipped: matplotlib is not installed (pip install .[plots])", file=sys.stderr)
+            print("figures skipped: matplotlib is not installed (pip install .[viz])", file=sys.stderr)
     print(format_summary(summary))
     return 0
 

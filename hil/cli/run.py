@@ -59,6 +59,10 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
                    help="skip: keep the absolute grid; slip: re-anchor it after an overrun")
     p.add_argument("--halt-after", type=int, default=0, help="stop after N consecutive overruns (0: never)")
     p.add_argument("--ignore-first", type=float, default=0.5, help="overruns in the first S seconds never halt")
+    p.add_argument("--live", type=int, nargs="?", const=8765, default=None, metavar="PORT",
+                   help="serve the arm's 3D scene and signals over a Foxglove WebSocket on 127.0.0.1:PORT "
+                        "(default 8765) while running, fed from the log writer's thread")
+    p.add_argument("--live-rate", type=float, default=50.0, help="--live: messages per second of simulated time")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
@@ -83,9 +87,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
                            ideal_sensors=args.ideal_sensors, ideal_drives=args.ideal_drives,
                            formulation=args.formulation)
     emulator = built.emulator
-    firmware = None
+    firmware = live = None
     out = ""
     try:
+        if args.live is not None:
+            live = emulator.live = _live_view(emulator, args.live, args.live_rate)
         if args.spawn_firmware:
             command = reference_firmware(args.firmware_params or REFERENCE_PARAMS, args.bus, args.duration,
                                          args.move_time, args.vibration_suppression)
@@ -99,9 +105,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     finally:
         try:
             emulator.link.close()
+            if live is not None:
+                live.close()
         finally:
             if firmware is not None:     # a failed start or run: kill and reap it (a no-op once it exited)
                 stop_process(firmware)
+    if live is not None:
+        summary["live"] = {"port": live.port, "frames": live.frames, "dropped": live.dropped, "error": live.error}
     if firmware is not None:
         summary["firmware"] = json.loads(out.strip().splitlines()[-1]) if out.strip() else None
     names = emulator.plant.layout.joint_names
@@ -113,6 +123,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
             json.dump(summary, f, default=float, indent=1)
     print(json.dumps(summary, default=float) if args.json else format_summary(summary))
     return 0
+
+
+def _live_view(emulator, port: int, rate_hz: float):
+    import sys
+    try:
+        from hil.viz.live import LiveView
+        live = LiveView(emulator.header["config_text"], emulator.columns, port=port, rate_hz=rate_hz,
+                        source=emulator.header["config"])
+    except ImportError as exc:
+        raise CliError(f"--live needs {exc.name}: pip install 'ella-hil[viz]'") from None
+    print(f"live view: ws://127.0.0.1:{live.port} (Foxglove WebSocket)", file=sys.stderr)
+    return live
 
 
 def _joint_errors(names: list[str], q: np.ndarray) -> dict:

@@ -109,10 +109,13 @@ class RunLogger:
     on a background thread (a full queue drops and counts).
 
     Rows come from a preallocated ring two longer than the queue, so the loop fills a row
-    without allocating and no row is reused while the writer may still read it."""
+    without allocating and no row is reused while the writer may still read it. A `tap` (an
+    object with ``row(row)`` and ``event(event)``, e.g. the live view hil.viz.live.LiveView) sees
+    every record on the writer's thread; without a `path` only the tap gets them."""
 
-    def __init__(self, path: str, header: dict, columns: list[str], depth: int = 4096):
-        self.writer = MsgpackRunWriter(path, {**header, "columns": columns})
+    def __init__(self, path: str | None, header: dict, columns: list[str], depth: int = 4096, tap=None):
+        self.writer = MsgpackRunWriter(path, {**header, "columns": columns}) if path else None
+        self.tap = tap
         self._worker = BackgroundWriter(self._write, "hil-log", depth)
         self._rows = np.zeros((depth + 2, len(columns)))
         self._next = 0
@@ -134,14 +137,16 @@ class RunLogger:
         self._worker.put(event)
 
     def _write(self, item: np.ndarray | dict) -> None:
-        if isinstance(item, dict):
-            self.writer.write_event(item)
-        else:
-            self.writer.write(item)
+        event = isinstance(item, dict)
+        if self.writer is not None:
+            (self.writer.write_event if event else self.writer.write)(item)
+        if self.tap is not None:
+            (self.tap.event if event else self.tap.row)(item)
 
     def close(self) -> None:
         self._worker.close()
-        self.writer.close()
+        if self.writer is not None:
+            self.writer.close()
 
 
 class Emulator:
@@ -201,12 +206,16 @@ class Emulator:
         self.columns = (["cycle", "t", "status"] + [f"tau_cmd_{j}" for j in plant.layout.joint_names]
                         + [f"tau_{j}" for j in plant.layout.joint_names]
                         + [f"q_{j}" for j in plant.layout.joint_names] + [f"qd_{j}" for j in plant.layout.joint_names]
+                        + [f"eta_{body}_{mode}" for body, labels in zip(plant.layout.body_names, plant.layout.mode_labels)
+                           for mode in labels]                           # modal coordinates: the links' shape
                         + [f"brake_{j}" for j in plant.layout.joint_names]     # 0 open, 1 closed, 2 holding
                         + [c for name in self.sensors.channel_names for c in (name, f"{name}_true")]
                         + ["tip_x", "tip_y", "tip_z", "lateness_us", "compute_us", "io_us"]
                         + (wrench_columns(plant.layout.joint_names) if options.log_wrenches else []))
         self._wrench_row = plant.wrenches[:nj].reshape(-1) if options.log_wrenches else None   # a view
         self.logger: RunLogger | None = None
+        self.live = None        # a tap on the logger's thread (hil.viz.live.LiveView), set before run()
+        self._eta = plant.pos[nj:nj + plant.layout.n_eta]     # a view made once (the plant steps pos in place)
 
     def _settle_drives(self, steps: int = 200) -> None:
         """The drives' electrical state holding the arm at rest before the first cycle (a voltage
@@ -322,7 +331,7 @@ class Emulator:
         r = self.logger.row()
         r[0], r[1], r[2] = self.cycle, self.plant.t, status
         i = 3
-        for block in (self.commands.tau, tau, self.plant.q(), self.plant.vel[:nj]):
+        for block in (self.commands.tau, tau, self.plant.q(), self.plant.vel[:nj], self._eta):
             r[i:i + len(block)] = block
             i += len(block)
         np.add(self.drives.brake_engaged, self.drives.brake_held, out=r[i:i + nj])
@@ -423,7 +432,8 @@ class Emulator:
         previous_handlers = self._install_signals()
         if self.opt.log_path:
             Path(self.opt.log_path).parent.mkdir(parents=True, exist_ok=True)
-            self.logger = RunLogger(self.opt.log_path, self.header, self.columns)
+        if self.opt.log_path or self.live is not None:
+            self.logger = RunLogger(self.opt.log_path, self.header, self.columns, tap=self.live)
         if self.opt.bus_record_path:
             self.recorder = BusRecorder(self.opt.bus_record_path)
         rt = RealtimeSetup(self.opt.priority, self.opt.cpu) if self.opt.realtime else None

@@ -1,0 +1,99 @@
+"""`hil replay` (the plant re-simulated from a run log) and `hil compare` (two runs, signal by signal)."""
+from __future__ import annotations
+
+import argparse
+import json
+
+from hil.cli.registry import command
+
+EXIT_DIFFERENT = 1
+
+
+def _replay_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("log", help="run log (.msgpack or .csv) of hil run")
+    p.add_argument("--out", help="write the replayed states as a run log (.msgpack or .csv), e.g. for hil compare")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+@command("replay", "re-simulate the plant from a run log's drive torques and brakes; largest deviation from the "
+         "logged states", _replay_arguments,
+         description="Steps the plant with the logged link-side drive torques (tau_<joint>, what the drives "
+                     "delivered) and the logged brake states, as fast as it computes, and reports the largest "
+                     "deviation of the replayed joint angles, rates, modal coordinates and tip from the log. "
+                     "A lockstep log replays bit for bit.")
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from hil.logs.runlog import open_writer, read_run
+    from hil.replay.plant_replay import replay
+
+    header, rows = read_run(args.log)
+    result = replay(header, rows)
+    if args.out:
+        with open_writer(args.out, {"columns": result.columns, "config": header.get("config"),
+                                    "config_text": header.get("config_text"), "replay_of": args.log}) as w:
+            for row in result.rows:
+                w.write(row)
+    name, worst = result.largest if result.deviation else ("", 0.0)
+    out = {"log": args.log, "rows": len(rows), "wall_s": result.wall_s,
+           "speed_x_realtime": (float(result.rows[-1, 0]) / result.wall_s) if len(rows) and result.wall_s else None,
+           "bit_identical": result.bit_identical, "largest_deviation": {"column": name, "value": worst},
+           "first_deviation_t_s": result.first_deviation_t, "missing_rows": result.missing_rows,
+           "deviation": result.deviation}
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(f"replayed {len(rows)} rows in {result.wall_s:.2f} s"
+              + (f" ({out['speed_x_realtime']:.1f} x real time)" if out["speed_x_realtime"] else ""))
+        if result.missing_rows:
+            print(f"{result.missing_rows} cycles are missing from the log (dropped rows): their torques are lost")
+        print("bit for bit identical to the log" if result.bit_identical else
+              f"largest deviation {worst:.3g} in {name}, first deviation at t = {result.first_deviation_t:.4f} s")
+    return 0
+
+
+def _compare_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("a", help="reference run log")
+    p.add_argument("b", help="run log compared with it")
+    p.add_argument("--tol", action="append", default=[], metavar="[GLOB=]TOL",
+                   help="absolute tolerance: a number for every signal (default 0: identical), GLOB=number for "
+                        "matching signals (first match wins), e.g. --tol 1e-9 --tol 'q_*=1e-4' --tol 'imu_*=0.05'")
+    p.add_argument("--ignore", action="append", default=[], metavar="GLOB",
+                   help="signals not compared (always ignored: *_us, the wall-clock timings, unless --include)")
+    p.add_argument("--include", action="append", default=[], metavar="GLOB", help="compare these even if ignored")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+
+
+@command("compare", "compare two runs signal by signal; exit status 1 beyond tolerance", _compare_arguments)
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from hil.logs.compare import DEFAULT_IGNORE, compare_runs, parse_tolerances
+    from hil.logs.runlog import read_run
+
+    default_tol, per_glob = parse_tolerances(args.tol)
+    ha, a = read_run(args.a)
+    hb, b = read_run(args.b)
+    result = compare_runs(ha["columns"], a, hb["columns"], b, default_tol, per_glob,
+                          DEFAULT_IGNORE + tuple(args.ignore), tuple(args.include))
+    if args.json:
+        print(json.dumps(result.as_dict()))
+    else:
+        print(format_comparison(result, args.a, args.b))
+    return 0 if result.passed else EXIT_DIFFERENT
+
+
+def format_comparison(result, a: str, b: str) -> str:
+    lines = [f"{b} against {a}: {result.matched} rows matched ({result.rows_a} and {result.rows_b}), "
+             f"{len(result.signals)} signals compared, {len(result.failed)} beyond tolerance"]
+    if result.rows_a != result.rows_b or result.matched != result.rows_a:
+        lines.append("  the runs differ in length")
+    worst = sorted(result.signals, key=lambda d: (d.passed, -d.max_abs))
+    for d in worst[:20]:
+        if d.max_abs == 0.0:
+            break
+        at = "" if d.t is None else f" at t = {d.t:.4f} s"
+        lines.append(f"  {'FAIL' if not d.passed else 'ok  '} {d.name:28s} max |b - a| {d.max_abs:11.4g}{at} "
+                     f"(tolerance {d.tolerance:g})")
+    if result.only_a:
+        lines.append(f"  only in {a}: {', '.join(result.only_a)}")
+    if result.only_b:
+        lines.append(f"  only in {b}: {', '.join(result.only_b)}")
+    lines.append("PASSED" if result.passed else "FAILED")
+    return "\n".join(lines)

@@ -1,0 +1,131 @@
+"""Replay: the plant re-simulated from a run log's inputs, as fast as it computes, and compared
+with the logged states.
+
+Which logged command reproduces the plant: the drives sit between the firmware's command and
+the plant. ``tau_cmd_<joint>`` is the command as received; in the safe state (watchdog trip, a
+stopped CANopen drive) the emulator applies other torques than that, and the drive model
+(current loop, limits, back-EMF, torque-constant faults) turns a command into torque with its
+own state. ``tau_<joint>`` is what the drives delivered: exactly the torque the plant step
+received. So the replay steps the plant with ``tau`` and reproduces the one other thing that acts
+on the plant's state between steps: the holding brakes (``brake_<joint>``: a closed brake stops
+and holds its joint), through a drive bank of ideal torque drives (output = input, bit for bit)
+with the preset's brakes. The plant starts as ``hil run`` starts it: the preset's initial joint
+angles at rest in the static deflection (``Plant.equilibrium_eta``).
+
+A lockstep log replays bit for bit. So does any complete log of a fault-free plant, realtime or
+not: timing decides which command arrived in which cycle, and the log records the torque that
+resulted. A realtime log may not replay exactly when (1) its logger dropped rows (the writer
+thread fell behind: ``log_dropped`` in the summary): the torques of the missing cycles are lost
+and the replay diverges from the first gap; (2) a plant fault changed the model during the run
+(payload, friction scale, stiffness loss): the replay keeps the nominal model.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from hil.devices.drives import DriveBank
+from hil.dynamics.plant import Plant
+from hil.model.spec import DriveSpec
+from hil.viz.scene import model_of_log
+
+__all__ = ["ReplayResult", "replay", "replay_columns"]
+
+TIP = "tip"
+
+
+@dataclass
+class ReplayResult:
+    columns: list[str]                 # t, q_, qd_, eta_, tip_ (those the log has)
+    rows: np.ndarray                   # the replayed values, one row per logged row
+    deviation: dict[str, float] = field(default_factory=dict)   # column -> max |replayed - logged|
+    first_deviation_t: float | None = None     # earliest time any compared column differs
+    wall_s: float = 0.0
+    missing_rows: int = 0              # cycles absent from the log (dropped rows: their torques are lost)
+
+    @property
+    def bit_identical(self) -> bool:
+        return all(v == 0.0 for v in self.deviation.values())
+
+    @property
+    def largest(self) -> tuple[str, float]:
+        name = max(self.deviation, key=self.deviation.get)
+        return name, self.deviation[name]
+
+
+def replay_columns(plant: Plant) -> list[str]:
+    lay = plant.layout
+    return (["t"] + [f"q_{j}" for j in lay.joint_names] + [f"qd_{j}" for j in lay.joint_names]
+            + [f"eta_{b}_{m}" for b, labels in zip(lay.body_names, lay.mode_labels) for m in labels]
+            + ["tip_x", "tip_y", "tip_z"])
+
+
+def _passthrough_drives(plant: Plant) -> DriveBank:
+    """Ideal torque drives (tau = command) with the preset's holding brakes."""
+    specs = []
+    for body in plant.asm.model.bodies:
+        m = body.joint.motor or DriveSpec()
+        specs.append(replace(DriveSpec(), brake_torque_N_m=m.brake_torque_N_m, brake_kinetic_N_m=m.brake_kinetic_N_m,
+                             brake_smoothing_rad_s=m.brake_smoothing_rad_s))
+    return DriveBank(plant, specs)
+
+
+def replay(header: dict[str, Any], rows: np.ndarray) -> ReplayResult:
+    """Re-simulate the plant of a run log from its drive torques and brakes (module docstring)."""
+    cols = header["columns"]
+    index = {c: i for i, c in enumerate(cols)}
+    if "cycle" not in index:
+        raise ValueError("replay needs a run log of hil run (one row per cycle, with a cycle column); "
+                         "this log has none (hil simulate output?)")
+    plant = Plant(model_of_log(header))
+    plant.equilibrium_eta()
+    lay = plant.layout
+    missing = [f"tau_{j}" for j in lay.joint_names if f"tau_{j}" not in index]
+    if missing:
+        raise ValueError(f"the run log has no drive torque columns {', '.join(missing)}: nothing to replay from")
+    drives = _passthrough_drives(plant)
+    tip = plant.output_stations(np.array([lay.station_names.index(TIP)]))[0]
+    tau = rows[:, [index[f"tau_{j}"] for j in lay.joint_names]]
+    brake_cols = [index.get(f"brake_{j}") for j in lay.joint_names]
+    brakes = np.column_stack([rows[:, i] >= 1 if i is not None else np.zeros(len(rows), bool) for i in brake_cols]) \
+        if lay.n_joints else np.zeros((len(rows), 0), bool)
+    out_cols = replay_columns(plant)
+    out = np.zeros((len(rows), len(out_cols)))
+    nj, ne = lay.n_joints, lay.n_eta
+    t0 = time.perf_counter()
+    for i in range(len(rows)):
+        for k in np.flatnonzero(brakes[i] != drives.brake_engaged):
+            drives.set_brake(int(k), bool(brakes[i, k]))
+        plant.step(drives.update(tau[i]))
+        r = out[i]
+        r[0] = plant.t
+        r[1:1 + nj] = plant.pos[:nj]
+        r[1 + nj:1 + 2 * nj] = plant.vel[:nj]
+        r[1 + 2 * nj:1 + 2 * nj + ne] = plant.pos[nj:nj + ne]
+        r[-3:] = tip[:3]
+    wall = time.perf_counter() - t0
+    result = _compared(out_cols, out, cols, rows, wall)
+    cycles = rows[:, index["cycle"]]
+    result.missing_rows = int(cycles[-1] - len(rows)) if len(rows) else 0    # cycles count from 1
+    return result
+
+
+def _compared(out_cols: list[str], out: np.ndarray, cols: list[str], rows: np.ndarray, wall: float) -> ReplayResult:
+    index = {c: i for i, c in enumerate(cols)}
+    result = ReplayResult(out_cols, out, wall_s=wall)
+    t = out[:, 0]
+    first = np.inf
+    for j, name in enumerate(out_cols[1:], start=1):
+        if name not in index:
+            continue
+        d = np.abs(out[:, j] - rows[:, index[name]])
+        d[np.isnan(d)] = np.inf
+        result.deviation[name] = float(d.max(initial=0.0))
+        hit = np.flatnonzero(d > 0)
+        if hit.size:
+            first = min(first, float(t[hit[0]]))
+    result.first_deviation_t = None if first == np.inf else first
+    return result
