@@ -33,6 +33,18 @@ class BackgroundWriter:
         except queue.Full:
             self.dropped += 1
 
+    def offer(self, item) -> bool:
+        """Queue an item if there is room; False (not counted) if not, for a caller that keeps it."""
+        try:
+            self._queue.put_nowait(item)
+        except queue.Full:
+            return False
+        return True
+
+    def put_waiting(self, item, timeout_s: float = 5.0) -> None:
+        """Queue an item, waiting for room (at the end of a run, when nothing must be lost)."""
+        self._queue.put(item, timeout=timeout_s)
+
     def _drain(self) -> None:
         while (item := self._queue.get()) is not None:
             self._write(item)

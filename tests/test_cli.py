@@ -100,7 +100,7 @@ def test_msgpack_roundtrip_equals_csv(tmp_path, capsys):
     h_mp, rows_mp = read_run(mp_path)
     assert rows_mp.shape == (21, 10)
     assert h_mp["columns"] == h_csv["columns"]
-    assert h_mp["format"] == "hil-run" and h_mp["version"] == 1 and h_mp["trailing_bytes"] == 0
+    assert h_mp["format"] == "hil-run" and h_mp["version"] == 2 and h_mp["trailing_bytes"] == 0
     assert h_mp["config"] == SPINUP and h_mp["dt_s"] == 0.001 and h_mp["every"] == 10
     assert h_mp["integrator"]["method"] == "rk4"
     np.testing.assert_array_equal(rows_mp, rows_csv)
@@ -112,11 +112,11 @@ def test_truncated_msgpack_readable(tmp_path, capsys):
     _, full = read_run(path)
     data = path.read_bytes()
     cut = tmp_path / "cut.msgpack"
-    cut.write_bytes(data[:-13])                 # mid-record: a record is 1 + 9 * 10 bytes
+    cut.write_bytes(data[:-13])                 # mid-record: a record is 1 + 9 * 10 + 5 bytes (CRC-32)
     header, rows = read_run(cut)
     assert rows.shape == (full.shape[0] - 1, full.shape[1])
     np.testing.assert_array_equal(rows, full[:-1])
-    assert header["trailing_bytes"] == 91 - 13
+    assert header["trailing_bytes"] == 96 - 13
 
 
 def test_torque_table_interpolation(tmp_path):

@@ -48,7 +48,7 @@ def braked_log(tmp_path_factory):
 
 
 def _rewrite(path: Path, header: dict, rows: np.ndarray) -> None:
-    with MsgpackRunWriter(path, {k: v for k, v in header.items() if k not in ("events", "trailing_bytes")}) as w:
+    with MsgpackRunWriter(path, {k: v for k, v in header.items() if k not in ("events", "trailing_bytes", "gaps", "corrupt")}) as w:
         for row in rows:
             w.write(row)
 

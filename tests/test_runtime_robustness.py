@@ -789,7 +789,7 @@ def test_run_log_header_and_one_row_per_cycle(model, tmp_path):
     assert summary["cycles"] == n and summary["log_dropped"] == 0 and summary["halted"] is None
     header, rows = read_run(path)
     joints = emu.plant.layout.joint_names
-    assert header["format"] == "hil-run" and header["version"] == 1 and header["trailing_bytes"] == 0
+    assert header["format"] == "hil-run" and header["version"] == 2 and header["trailing_bytes"] == 0
     assert header["columns"] == expected_columns(joints) == emu.columns
     assert header["config"] == str(ARM) and header["bus"] == str(CLASSIC) and header["mode"] == "afap"
     assert set(header["versions"]) == {"python", "numpy", "numba"}

@@ -25,7 +25,7 @@ def _log_arguments(p: argparse.ArgumentParser) -> None:
 @command("log", "run logs: export a msgpack log as CSV, MDF4, MCAP or Parquet", _log_arguments)
 def _cmd_log(args: argparse.Namespace) -> int:
     from hil.logs.export import EXPORT_SUFFIX
-    from hil.logs.runlog import read_run
+    from hil.logs.runlog import integrity_text, read_run
 
     fmt = "csv" if args.csv is not None else args.format
     out = args.out or args.csv or os.path.splitext(args.path)[0] + EXPORT_SUFFIX[fmt]
@@ -36,9 +36,9 @@ def _cmd_log(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise CliError(f"--format {fmt} needs {exc.name}: {EXTRA}") from None
     wall = time.perf_counter() - t0
-    cut = header.get("trailing_bytes")
+    missing = integrity_text(header)
     print(f"{len(rows)} rows, {len(header.get('events', []))} events -> {', '.join(map(str, written))} "
-          f"({wall:.2f} s)" + (f" ({cut} trailing bytes of a cut record ignored)" if cut else ""))
+          f"({wall:.2f} s)" + (f"; the log lacks: {missing}" if missing else ""))
     return 0
 
 

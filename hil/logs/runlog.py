@@ -1,15 +1,28 @@
-"""Run logs of offline simulations: CSV and msgpack stream writers and a reader.
+"""Run logs: CSV and msgpack stream writers, and a streaming reader that checks every record.
 
-A msgpack run log is a stream of msgpack objects: first a header map ::
+A msgpack run log (version 2) is a stream of msgpack objects: first a header map ::
 
-    {"format": "hil-run", "version": 1, "columns": [...], "config": path, "dt_s": ...,
+    {"format": "hil-run", "version": 2, "columns": [...], "config": path, "dt_s": ...,
      "every": ..., "integrator": {...}, ...}
 
-then one record per output row, an array of float64 with one entry per column, and, between
-rows, event maps ``{"event": kind, "cycle": ..., "t": ..., ...}`` (the emulator's fault
-injections and clearances, watchdog trips); the reader returns them in ``header["events"]``. The
-stream is flushed at least every ``FLUSH_INTERVAL_S`` seconds, and a reader stops at
-the last complete record, so the log of a killed writer is readable.
+then records, each protected by its own CRC-32 (zlib's, of the bytes before it):
+
+* a row: an array of the row's float64 values (one per column) followed by the unsigned 32-bit
+  CRC of the array header and values (``[v_0, ..., v_n-1, crc]``, n + 1 items, fixed size);
+* an event (ext type 1): the packed event map followed by the 4-byte big-endian CRC of it. Event
+  maps are ``{"event": kind, "cycle": int, "t": float [s], "fault": str, "detail": str}`` (fault
+  and detail for faults): the emulator's fault injections and clearances, watchdog trips;
+* a gap (ext type 2): ``{"first_cycle", "last_cycle", "rows", "t"}`` and its CRC: rows the
+  writer dropped whole because it fell behind (the run logger never overwrites a queued row).
+
+The reader returns the events in ``header["events"]`` (a gap also as a ``log_gap`` event, so that
+timelines and exports show it), the gaps in ``header["gaps"]``, and every stretch of bytes that
+failed its check in ``header["corrupt"]`` (``{"offset", "bytes", "after_cycle"}``): a damaged
+record is reported and skipped, never returned as data. The stream is flushed at least every
+``FLUSH_INTERVAL_S`` seconds; a reader stops at the last complete record, so the log of a killed
+writer is readable (``header["trailing_bytes"]``: the size of the cut record). Version 1 logs
+(rows without CRC, plain event maps) are read too. Reading streams the file in blocks
+(``RunLogReader.blocks``: constant memory); ``read_run`` collects them into one array.
 
 A CSV run log has one header line of column names and one line per row (floats in
 shortest round-trip form, so CSV and msgpack logs of one run hold the same values).
@@ -17,21 +30,33 @@ shortest round-trip form, so CSV and msgpack logs of one run hold the same value
 from __future__ import annotations
 
 import csv
+import math
+import struct
 import time
+import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
 import msgpack
 import numpy as np
 
-__all__ = ["FORMAT", "VERSION", "RunLogError", "RunWriter", "CsvRunWriter", "MsgpackRunWriter",
-           "open_writer", "read_run"]
+__all__ = ["FORMAT", "VERSION", "RunLogError", "RunWriter", "CsvRunWriter", "MsgpackRunWriter", "RunLogReader",
+           "open_writer", "read_run", "integrity_text"]
 
 FORMAT = "hil-run"
-VERSION = 1
+VERSION = 2
+READABLE_VERSIONS = (1, 2)
 SUFFIXES = (".csv", ".msgpack")
 FLUSH_INTERVAL_S = 0.5
-_FLUSH_CHECK_ROWS = 64   # rows between looks at the clock
+EXT_EVENT, EXT_GAP = 1, 2
+_FLUSH_CHECK_ROWS = 64      # rows between looks at the clock
+_CHUNK_BYTES = 1 << 22      # bytes read from the file at a time
+_WINDOW_ROWS = 4096         # rows checked for their layout at a time
+_MAX_EXT_BYTES = 1 << 20    # the longest event or gap record taken (a longer length is damage)
+_CRC = struct.Struct(">I")
+_EXT_FIXED = {0xD4: 1, 0xD5: 2, 0xD6: 4, 0xD7: 8, 0xD8: 16}       # fixext code -> data length
+_EXT_SIZED = {0xC7: (1, ">B"), 0xC8: (2, ">H"), 0xC9: (4, ">I")}   # ext 8/16/32 -> (length bytes, format)
 
 
 class RunLogError(ValueError):
@@ -63,32 +88,63 @@ class _TimedFlush:
                 self._last = now
 
 
+def _array_prefix(n: int) -> bytes:
+    """msgpack array header for n elements."""
+    if n < 16:
+        return bytes([0x90 | n])
+    if n < 1 << 16:
+        return b"\xdc" + n.to_bytes(2, "big")
+    return b"\xdd" + n.to_bytes(4, "big")
+
+
+def _row_dtype(n: int, checked: bool) -> tuple[bytes, np.dtype]:
+    """(array header, record dtype) of a row of n values; `checked`: with its CRC item (version 2)."""
+    prefix = _array_prefix(n + 1 if checked else n)
+    fields = [("prefix", "u1", (len(prefix),)), ("cells", [("tag", "u1"), ("value", ">f8")], (n,))]
+    if checked:
+        fields += [("crc_tag", "u1"), ("crc", ">u4")]
+    return prefix, np.dtype(fields)
+
+
+def _ext_record(kind: int, payload: bytes) -> bytes:
+    return msgpack.packb(msgpack.ExtType(kind, payload + _CRC.pack(zlib.crc32(payload))))
+
+
 class MsgpackRunWriter:
-    """Stream writer: header map, then one float64 array per row (preallocated record buffer)."""
+    """Stream writer: header map, then one checked record per row, event or gap (preallocated row record)."""
 
     def __init__(self, path: str | Path, header: dict[str, Any]):
         n = len(header["columns"])
         self.path = str(path)
-        self._n = n
         self._file = open(path, "wb")
-        self._file.write(msgpack.packb({"format": FORMAT, "version": VERSION, **header}, use_bin_type=True))
+        self._file.write(msgpack.packb({**header, "format": FORMAT, "version": VERSION}, use_bin_type=True))
         self._file.flush()
-        prefix = _array_prefix(n)
-        self._record = bytearray(len(prefix) + 9 * n)
-        self._record[: len(prefix)] = prefix
-        fields = np.frombuffer(self._record, dtype=[("tag", "u1"), ("value", ">f8")], offset=len(prefix))
-        fields["tag"] = 0xCB   # msgpack float 64
-        self._values = fields["value"]
+        prefix, dtype = _row_dtype(n, checked=True)
+        self._record = np.zeros(1, dtype)
+        self._record["prefix"] = np.frombuffer(prefix, np.uint8)
+        self._record["cells"]["tag"] = 0xCB    # msgpack float 64
+        self._record["crc_tag"] = 0xCE         # msgpack uint 32
+        self._values = self._record["cells"]["value"][0]
+        self._bytes = memoryview(self._record.view(np.uint8))
+        self._checked = self._bytes[:dtype.itemsize - 4]
+        self._crc = self._record["crc"]
         self._flush = _TimedFlush(self._file)
 
     def write(self, row: np.ndarray) -> None:
         self._values[:] = row
-        self._file.write(self._record)
+        self._crc[0] = zlib.crc32(self._checked)
+        self._file.write(self._bytes)
         self._flush.tick()
 
     def write_event(self, event: dict[str, Any]) -> None:
-        """An event between rows (a map with an "event" key)."""
-        self._file.write(msgpack.packb(event, use_bin_type=True))
+        """An event between rows (a map with "event", "cycle" and "t")."""
+        self._file.write(_ext_record(EXT_EVENT, msgpack.packb(event, use_bin_type=True)))
+        self._flush.tick()
+
+    def write_gap(self, first_cycle: int, last_cycle: int, rows: int, t: float) -> None:
+        """Rows of cycles first_cycle..last_cycle (from time t) that were dropped, not written."""
+        gap = {"first_cycle": int(first_cycle), "last_cycle": int(last_cycle), "rows": int(rows), "t": float(t)}
+        self._file.write(_ext_record(EXT_GAP, msgpack.packb(gap)))
         self._flush.tick()
 
     def close(self) -> None:
@@ -99,15 +155,6 @@ class MsgpackRunWriter:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _array_prefix(n: int) -> bytes:
-    """msgpack array header for n elements."""
-    if n < 16:
-        return bytes([0x90 | n])
-    if n < 1 << 16:
-        return b"\xdc" + n.to_bytes(2, "big")
-    return b"\xdd" + n.to_bytes(4, "big")
 
 
 class CsvRunWriter:
@@ -146,63 +193,296 @@ def open_writer(path: str | Path, header: dict[str, Any]) -> CsvRunWriter | Msgp
     raise RunLogError(f"{path}: unknown run log format {suffix!r}; expected one of {', '.join(SUFFIXES)}")
 
 
-def read_run(path: str | Path) -> tuple[dict[str, Any], np.ndarray]:
-    """(header, rows) of a run log; rows has shape (n_rows, n_columns).
+# ----------------------------------------------------------------------------- reading
+def _checked_header(path: str, header: Any) -> dict[str, Any]:
+    """The stored header, validated: a map of this format and a readable version with its columns."""
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise RunLogError(f"{path}: not a {FORMAT} msgpack log")
+    if header.get("version") not in READABLE_VERSIONS:
+        raise RunLogError(f"{path}: {FORMAT} version {header.get('version')!r} is not supported "
+                          f"(this reader: {', '.join(map(str, READABLE_VERSIONS))})")
+    columns = header.get("columns")
+    if (not isinstance(columns, list) or not columns or not all(isinstance(c, str) for c in columns)
+            or len(set(columns)) != len(columns)):
+        raise RunLogError(f"{path}: header \"columns\" = {columns!r:.80}: expected a list of distinct column names")
+    return header
 
-    For msgpack logs the header is the stored map plus ``events`` (the event maps, in stream
-    order) and ``trailing_bytes``: the size of an incomplete record at the end (non-zero when
-    the writer was killed mid-record).
-    A CSV log gives ``{"format": "csv", "columns": [...]}``.
-    """
-    if Path(path).suffix.lower() == ".csv":
-        return _read_csv(path)
-    return _read_msgpack(path)
+
+def _checked_event(path: str, index: int, event: Any) -> dict[str, Any]:
+    """An event map with its kind, cycle and time, else a RunLogError naming it."""
+    if not isinstance(event, dict):
+        raise RunLogError(f"{path}: event {index} = {event!r:.80}: expected a map")
+    for key, kinds, what in (("event", (str,), "a string"), ("cycle", (int,), "an integer"),
+                             ("t", (int, float), "a number in s")):
+        value = event.get(key)
+        if not isinstance(value, kinds) or isinstance(value, bool) or (key == "t" and not math.isfinite(value)):
+            raise RunLogError(f"{path}: event {index} {event!r:.80}: \"{key}\" = {value!r}: expected {what}")
+    return event
 
 
-def _read_msgpack(path: str | Path) -> tuple[dict[str, Any], np.ndarray]:
-    with open(path, "rb") as f:
-        unpacker = msgpack.Unpacker(f, raw=False)
+class RunLogReader:
+    """A msgpack run log read block by block: ``blocks()`` yields arrays of rows (only the asked
+    columns) in constant memory; ``events``, ``gaps``, ``corrupt`` and ``trailing_bytes`` are
+    complete once the blocks are exhausted. Damaged records are skipped and reported."""
+
+    def __init__(self, path: str | Path):
+        self.path = str(path)
+        with open(path, "rb") as f:
+            self._start, header = self._read_header(f)
+        self.header = _checked_header(self.path, header)
+        self.columns: list[str] = header["columns"]
+        self.checked = header["version"] >= 2
+        self.events: list[dict] = []
+        self.gaps: list[dict] = []
+        self.corrupt: list[dict] = []
+        self.trailing_bytes = 0
+        self.rows_read = 0
+        self._prefix, self._dtype = _row_dtype(len(self.columns), self.checked)
+        self._marker = self._prefix + b"\xcb"
+        self._cycle = self.columns.index("cycle") if "cycle" in self.columns else None
+        self._last_cycle: int | None = None
+
+    def _read_header(self, f) -> tuple[int, Any]:
+        unpacker = msgpack.Unpacker(f, raw=False, max_buffer_size=1 << 26)
         try:
             header = next(unpacker)
         except (StopIteration, ValueError, msgpack.UnpackException) as exc:
-            raise RunLogError(f"{path}: no complete run log header") from exc
-        if not isinstance(header, dict) or header.get("format") != FORMAT:
-            raise RunLogError(f"{path}: not a {FORMAT} msgpack log")
-        if header.get("version") != VERSION:
-            raise RunLogError(f"{path}: {FORMAT} version {header.get('version')!r} is not supported "
-                              f"(this reader: {VERSION})")
-        n = len(header["columns"])
-        rows = []
-        events = []
-        end = unpacker.tell()
+            raise RunLogError(f"{self.path}: no complete run log header") from exc
+        return unpacker.tell(), header
+
+    def full_header(self) -> dict[str, Any]:
+        """The stored header with events, gaps, corrupt stretches and trailing bytes (after reading)."""
+        return {**self.header, "events": self.events, "gaps": self.gaps, "corrupt": self.corrupt,
+                "trailing_bytes": self.trailing_bytes}
+
+    def blocks(self, columns: list[str] | None = None) -> Iterator[np.ndarray]:
+        """Arrays (rows x columns, float64) of consecutive rows, in file order."""
+        pick = None if columns is None else [self._column(c) for c in columns]
+        with open(self.path, "rb") as f:
+            f.seek(self._start)
+            carry = b""
+            offset = self._start                  # file offset of carry[0]
+            while True:
+                chunk = f.read(_CHUNK_BYTES)
+                buf = carry + chunk if carry else chunk
+                if not buf:
+                    return
+                for block in self._records(buf, offset, at_end=not chunk):
+                    yield block if pick is None else block[:, pick]
+                if not chunk:
+                    return
+                carry = buf[self._consumed:]
+                offset += self._consumed
+
+    def _column(self, name: str) -> int:
         try:
-            for record in unpacker:
-                if isinstance(record, dict) and "event" in record:
-                    events.append(record)
-                    end = unpacker.tell()
-                    continue
-                if not isinstance(record, list) or len(record) != n:
-                    raise RunLogError(f"{path}: record {len(rows)} is not a list of {n} numbers")
-                rows.append(record)
-                end = unpacker.tell()
+            return self.columns.index(name)
+        except ValueError:
+            raise RunLogError(f"{self.path}: no column {name!r}") from None
+
+    def _records(self, buf: bytes, offset: int, at_end: bool) -> Iterator[np.ndarray]:
+        """Rows of `buf` in blocks, events and gaps on the way; sets _consumed (bytes fully read)."""
+        pos, size = 0, len(buf)
+        record = self._dtype.itemsize
+        while pos < size:
+            if buf.startswith(self._marker, pos):
+                if size - pos < record:
+                    break
+                count, block = self._rows(buf, pos, offset)
+                pos += count * record
+                if block is not None:
+                    yield block
+                continue
+            end = self._other(buf, pos, offset)
+            if end is None:                   # incomplete: more bytes needed (or the writer was cut)
+                break
+            pos = end
+        self._consumed = pos
+        if at_end and pos < size:
+            self._tail(buf, pos, offset)
+
+    def _rows(self, buf: bytes, pos: int, offset: int) -> tuple[int, np.ndarray | None]:
+        """(records taken, their good rows) of the run of row records at pos."""
+        count = min((len(buf) - pos) // self._dtype.itemsize, _WINDOW_ROWS)
+        recs = np.frombuffer(buf, self._dtype, count=count, offset=pos)
+        laid = (recs["prefix"] == np.frombuffer(self._prefix, np.uint8)).all(axis=1)
+        laid &= (recs["cells"]["tag"] == 0xCB).all(axis=1)
+        if self.checked:
+            laid &= recs["crc_tag"] == 0xCE
+        run = int(np.argmin(laid)) if not laid.all() else count
+        if run == 0:                          # the marker, but not a row: damaged
+            self._damaged(offset + pos, 1)
+            return 1, None                    # resynchronise one byte further on
+        recs = recs[:run]
+        good = self._crc_ok(buf, pos, run) if self.checked else np.ones(run, bool)
+        values = recs["cells"]["value"]
+        size = self._dtype.itemsize
+        for k in range(run) if not good.all() else ():
+            if good[k]:
+                self._passed(values[k])
+            else:
+                self._damaged(offset + pos + k * size, size)
+        values = values[good].astype(np.float64)
+        if not len(values):
+            return run, None
+        self.rows_read += len(values)
+        self._passed(values[-1])
+        return run, values
+
+    def _passed(self, row: np.ndarray) -> None:
+        """A good row read: its cycle is where later damage is placed."""
+        if self._cycle is not None:
+            cycle = float(row[self._cycle])
+            self._last_cycle = int(cycle) if math.isfinite(cycle) else None
+
+    def _crc_ok(self, buf: bytes, pos: int, run: int) -> np.ndarray:
+        size = self._dtype.itemsize
+        view = memoryview(buf)
+        crc = zlib.crc32
+        stored = np.frombuffer(buf, self._dtype, count=run, offset=pos)["crc"]
+        computed = np.fromiter((crc(view[p:p + size - 4]) for p in range(pos, pos + run * size, size)),
+                               np.uint32, count=run)
+        return computed == stored
+
+    def _other(self, buf: bytes, pos: int, offset: int) -> int | None:
+        """Take the event or gap at pos; its end, or None when it runs past the buffer."""
+        if not self.checked:
+            return self._plain_event(buf, pos, offset)
+        parsed = _ext_at(buf, pos)
+        if parsed is None:
+            return None
+        kind, data, end = parsed
+        if kind not in (EXT_EVENT, EXT_GAP) or len(data) < 4 or zlib.crc32(data[:-4]) != _CRC.unpack(data[-4:])[0]:
+            self._damaged(offset + pos, 1)
+            return pos + 1
+        try:
+            item = msgpack.unpackb(data[:-4], raw=False)
         except (ValueError, msgpack.UnpackException) as exc:
-            raise RunLogError(f"{path}: corrupt record after row {len(rows)}: {exc}") from exc
-        size = f.seek(0, 2)
-    header["events"] = events
-    header["trailing_bytes"] = size - end
-    return header, np.array(rows, dtype=float).reshape(len(rows), n)
+            raise RunLogError(f"{self.path}: record at byte {offset + pos}: {exc}") from None
+        if kind == EXT_EVENT:
+            self.events.append(_checked_event(self.path, len(self.events), item))
+        else:
+            self._gap(item)
+        return end
+
+    def _plain_event(self, buf: bytes, pos: int, offset: int) -> int | None:
+        """Version 1: an event map between rows (no checksum: anything else is an error)."""
+        unpacker = msgpack.Unpacker(raw=False)
+        unpacker.feed(buf[pos:pos + (1 << 20)])
+        try:
+            item = next(unpacker)
+        except StopIteration:
+            return None
+        except (ValueError, msgpack.UnpackException) as exc:
+            raise RunLogError(f"{self.path}: corrupt record at byte {offset + pos}: {exc}") from exc
+        if not isinstance(item, dict) or "event" not in item:
+            raise RunLogError(f"{self.path}: record at byte {offset + pos} is neither a row of "
+                              f"{len(self.columns)} numbers nor an event")
+        self.events.append(_checked_event(self.path, len(self.events), item))
+        return pos + unpacker.tell()
+
+    def _gap(self, gap: Any) -> None:
+        if not (isinstance(gap, dict) and all(isinstance(gap.get(k), int) for k in ("first_cycle", "last_cycle", "rows"))
+                and isinstance(gap.get("t"), float)):
+            raise RunLogError(f"{self.path}: gap record {gap!r:.80}: expected first_cycle, last_cycle, rows and t")
+        self.gaps.append(gap)
+        self.events.append({"event": "log_gap", "cycle": gap["first_cycle"], "t": gap["t"],
+                            "detail": f"cycles {gap['first_cycle']}..{gap['last_cycle']} ({gap['rows']} rows) not "
+                                      "logged: the log writer fell behind"})
+
+    def _damaged(self, at: int, size: int) -> None:
+        """Bytes that failed their check: merged into the last stretch when adjacent."""
+        if self.corrupt and self.corrupt[-1]["offset"] + self.corrupt[-1]["bytes"] == at:
+            self.corrupt[-1]["bytes"] += size
+        else:
+            self.corrupt.append({"offset": at, "bytes": size, "after_cycle": self._last_cycle})
+
+    def _tail(self, buf: bytes, pos: int, offset: int) -> None:
+        """What is left at the end: a record cut by a killed writer, or damage."""
+        rest = len(buf) - pos
+        if not self.checked or buf.startswith(self._marker[:rest], pos) or _ext_cut(buf, pos):
+            self.trailing_bytes = rest
+        else:
+            self._damaged(offset + pos, rest)
+
+
+def _ext_at(buf: bytes, pos: int) -> tuple[int, bytes, int] | None:
+    """(type, data, end) of a msgpack ext object at pos; None if cut off; type -1 if none is there."""
+    code = buf[pos]
+    if code in _EXT_FIXED:
+        start, length = pos + 2, _EXT_FIXED[code]
+    elif code in _EXT_SIZED:
+        nbytes, fmt = _EXT_SIZED[code]
+        if pos + 2 + nbytes > len(buf):
+            return None
+        length = struct.unpack_from(fmt, buf, pos + 1)[0]
+        start = pos + 2 + nbytes
+    else:
+        return -1, b"", pos + 1
+    if length > _MAX_EXT_BYTES:
+        return -1, b"", pos + 1
+    if start + length > len(buf):
+        return None
+    kind = struct.unpack_from(">b", buf, start - 1)[0]
+    return kind, buf[start:start + length], start + length
+
+
+def _ext_cut(buf: bytes, pos: int) -> bool:
+    """Whether the bytes from pos are the start of an ext record cut off by the end of the file."""
+    return buf[pos] in _EXT_FIXED or buf[pos] in _EXT_SIZED
+
+
+def read_run(path: str | Path) -> tuple[dict[str, Any], np.ndarray]:
+    """(header, rows) of a run log; rows has shape (n_rows, n_columns).
+
+    For msgpack logs the header is the stored map plus ``events`` (in stream order, a dropped
+    stretch of rows as a ``log_gap`` event), ``gaps``, ``corrupt`` (stretches of bytes that failed
+    their check, skipped) and ``trailing_bytes``: the size of an incomplete record at the end
+    (non-zero when the writer was killed mid-record). A CSV log gives ``{"format": "csv",
+    "columns": [...]}``.
+    """
+    if Path(path).suffix.lower() == ".csv":
+        return _read_csv(path)
+    reader = RunLogReader(path)
+    n = len(reader.columns)
+    rows = np.empty((Path(path).stat().st_size // reader._dtype.itemsize + 1, n))
+    k = 0
+    for block in reader.blocks():
+        rows[k:k + len(block)] = block
+        k += len(block)
+    return reader.full_header(), rows[:k].copy() if k < len(rows) // 2 else rows[:k]
+
+
+def integrity_text(header: dict[str, Any]) -> str:
+    """One line on what a log lacks: rows dropped by the writer, damaged records, a cut record ('' if none)."""
+    parts = []
+    gaps = header.get("gaps") or []
+    if gaps:
+        shown = ", ".join(f"{g['first_cycle']}..{g['last_cycle']}" for g in gaps[:5])
+        parts.append(f"{sum(g['rows'] for g in gaps)} rows dropped by the writer in {len(gaps)} gaps "
+                     f"(cycles {shown}{', ...' if len(gaps) > 5 else ''})")
+    corrupt = header.get("corrupt") or []
+    if corrupt:
+        parts.append(f"{sum(c['bytes'] for c in corrupt)} damaged bytes in {len(corrupt)} stretches skipped "
+                     f"(first at byte {corrupt[0]['offset']}, after cycle {corrupt[0]['after_cycle']})")
+    if header.get("trailing_bytes"):
+        parts.append(f"{header['trailing_bytes']} trailing bytes of a cut record ignored")
+    return "; ".join(parts)
 
 
 def _read_csv(path: str | Path) -> tuple[dict[str, Any], np.ndarray]:
-    with open(path, encoding="utf-8", newline="") as f:
-        reader = csv.reader(f)
-        columns = next(reader, None)
-        if not columns:
-            raise RunLogError(f"{path}: empty CSV (expected a line of column names)")
-        try:
-            rows = [[float(v) for v in r] for r in reader if r]
-        except ValueError as exc:
-            raise RunLogError(f"{path}: line {reader.line_num}: {exc}") from exc
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            reader = csv.reader(f)
+            columns = next(reader, None)
+            if not columns:
+                raise RunLogError(f"{path}: empty CSV (expected a line of column names)")
+            try:
+                rows = [[float(v) for v in r] for r in reader if r]
+            except ValueError as exc:
+                raise RunLogError(f"{path}: line {reader.line_num}: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise RunLogError(f"{path}: not a text file (byte {exc.start} is not UTF-8); expected a CSV run log") from None
     if any(len(r) != len(columns) for r in rows):
         raise RunLogError(f"{path}: rows must have {len(columns)} values (one per column)")
     return {"format": "csv", "columns": columns}, np.array(rows, dtype=float).reshape(len(rows), len(columns))

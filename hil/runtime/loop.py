@@ -30,14 +30,14 @@ import numpy as np
 from firmware_bridge.link import Frame, Link
 from firmware_bridge.link_faults import FaultyLink
 from firmware_bridge.messages import StatusFlag
-from firmware_bridge.recording import BackgroundWriter, BusRecorder
+from firmware_bridge.recording import BusRecorder
 from firmware_bridge.signals import CommandInput, SensorOutput
 from hil.devices.drives import DriveBank
 from hil.faults.engine import FaultEngine, bus_encoding, encoder_counter_bits
 from hil.model.spec import INTERFACE_VOLTAGE
 from hil.dynamics.plant import Plant, wrench_columns
 from hil.runtime.realtime import CycleStats, OverrunHalt, Pacer, RealtimeSetup
-from hil.logs.runlog import MsgpackRunWriter
+from hil.logs.run_logger import RunLogger
 from hil.faults.scenario import Scenario
 from hil.model.sensor_specs import SensorSpec
 from hil.devices.sensors import SensorSuite
@@ -102,51 +102,6 @@ class Watchdog:
             self.trips += 1
             self.events.append(("tripped", now_s))
         return self.tripped
-
-
-class RunLogger:
-    """Writes per-cycle records, and events (dicts: fault injections and clearances, watchdog trips),
-    on a background thread (a full queue drops and counts).
-
-    Rows come from a preallocated ring two longer than the queue, so the loop fills a row
-    without allocating and no row is reused while the writer may still read it. A `tap` (an
-    object with ``row(row)`` and ``event(event)``, e.g. the live view hil.viz.live.LiveView) sees
-    every record on the writer's thread; without a `path` only the tap gets them."""
-
-    def __init__(self, path: str | None, header: dict, columns: list[str], depth: int = 4096, tap=None):
-        self.writer = MsgpackRunWriter(path, {**header, "columns": columns}) if path else None
-        self.tap = tap
-        self._worker = BackgroundWriter(self._write, "hil-log", depth)
-        self._rows = np.zeros((depth + 2, len(columns)))
-        self._next = 0
-
-    @property
-    def dropped(self) -> int:
-        return self._worker.dropped
-
-    def row(self) -> np.ndarray:
-        """The buffer for the next record (fill it, then put() it)."""
-        r = self._rows[self._next]
-        self._next = (self._next + 1) % len(self._rows)
-        return r
-
-    def put(self, row: np.ndarray) -> None:
-        self._worker.put(row)
-
-    def event(self, event: dict) -> None:
-        self._worker.put(event)
-
-    def _write(self, item: np.ndarray | dict) -> None:
-        event = isinstance(item, dict)
-        if self.writer is not None:
-            (self.writer.write_event if event else self.writer.write)(item)
-        if self.tap is not None:
-            (self.tap.event if event else self.tap.row)(item)
-
-    def close(self) -> None:
-        self._worker.close()
-        if self.writer is not None:
-            self.writer.close()
 
 
 class Emulator:
@@ -481,6 +436,7 @@ class Emulator:
             "link": self.link.counters.as_dict(), "commands": self.commands.counters(),
             "watchdog": {"trips": self.watchdog.trips, "events": self.watchdog.events},
             "log_dropped": 0 if self.logger is None else self.logger.dropped,
+            "log": None if self.logger is None else self.logger.report(),
             "faults": self.faults.summary(),
             "drives": {"torque_limited_cycles": self._limited_cycles},
             "q": self.plant.q().tolist(), "tip": self.sensors.tip.tolist(),

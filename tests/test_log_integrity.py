@@ -1,0 +1,229 @@
+"""Run logs never lie: a writer that falls behind drops whole rows and records the gaps, events are
+never lost, every record carries a checksum that the reader checks (damage is reported and skipped,
+never returned as data), and the reader streams the file in bounded blocks."""
+from __future__ import annotations
+
+import threading
+
+import msgpack
+import numpy as np
+import pytest
+
+from hil.cli.main import main
+from hil.logs.run_logger import RunLogger
+from hil.logs.runlog import MsgpackRunWriter, RunLogError, RunLogReader, read_run
+
+COLUMNS = ["cycle", "t", "x"]
+
+
+def throttled_logger(path, depth: int = 8) -> tuple[RunLogger, threading.Event]:
+    """A run logger whose writer thread waits at its first row until the gate opens."""
+    logger = RunLogger(str(path), {}, COLUMNS, depth=depth)
+    gate = threading.Event()
+    write = logger.writer.write
+
+    def slow(row):
+        gate.wait()
+        write(row)
+    logger.writer.write = slow
+    return logger, gate
+
+
+def put_rows(logger: RunLogger, cycles) -> None:
+    for c in cycles:
+        r = logger.row()
+        r[:] = (c, c * 1e-3, -c)
+        logger.put(r)
+
+
+def covered(header: dict, rows: np.ndarray) -> list[int]:
+    """Every cycle the log accounts for: its rows and its recorded gaps, in file order."""
+    out = rows[:, 0].astype(int).tolist()
+    for g in header["gaps"]:
+        out += list(range(g["first_cycle"], g["last_cycle"] + 1))
+    return sorted(out)
+
+
+def test_a_writer_that_falls_behind_drops_whole_rows_and_records_the_gap(tmp_path):
+    path = tmp_path / "run.msgpack"
+    logger, gate = throttled_logger(path)
+    put_rows(logger, range(100))            # the writer holds one row, the queue takes 8: the rest is dropped
+    gate.set()
+    logger.close()
+    header, rows = read_run(path)
+    cycles = rows[:, 0]
+    # the rows logged are the first ones queued, exactly as they were filled (none overwritten)
+    np.testing.assert_array_equal(cycles, np.arange(len(rows)))
+    np.testing.assert_array_equal(rows[:, 2], -cycles)
+    assert 8 <= len(rows) <= 9
+    assert header["gaps"] == [{"first_cycle": len(rows), "last_cycle": 99, "rows": 100 - len(rows),
+                               "t": len(rows) * 1e-3}]
+    assert logger.dropped == 100 - len(rows) and logger.report()["first_gaps"] == [(len(rows), 99)]
+    assert [e["event"] for e in header["events"]] == ["log_gap"]
+
+
+def test_gaps_and_rows_account_for_every_cycle_when_the_writer_catches_up(tmp_path):
+    path = tmp_path / "run.msgpack"
+    logger, gate = throttled_logger(path, depth=4)
+    put_rows(logger, range(0, 30))
+    gate.set()
+    while logger._worker._queue.qsize():    # let it drain, then log more, then fall behind again
+        threading.Event().wait(1e-3)
+    put_rows(logger, range(30, 34))
+    logger.close()
+    header, rows = read_run(path)
+    assert np.all(np.diff(rows[:, 0]) > 0)
+    np.testing.assert_array_equal(rows[:, 2], -rows[:, 0])
+    assert covered(header, rows) == list(range(34))
+    assert sum(g["rows"] for g in header["gaps"]) == logger.dropped > 0
+
+
+def test_events_are_never_dropped_and_keep_their_order(tmp_path):
+    path = tmp_path / "run.msgpack"
+    logger, gate = throttled_logger(path, depth=4)
+    for c in range(40):
+        put_rows(logger, [c])
+        if c % 5 == 0:
+            logger.event({"event": "inject", "cycle": c, "t": c * 1e-3, "fault": f"f{c}", "detail": "d"})
+    gate.set()
+    logger.close()
+    header, rows = read_run(path)
+    injected = [e["cycle"] for e in header["events"] if e["event"] == "inject"]
+    assert injected == list(range(0, 40, 5))
+    assert covered(header, rows) == list(range(40))
+
+
+def write_log(path, n: int = 50, events: bool = True) -> np.ndarray:
+    rows = np.column_stack([np.arange(n), np.arange(n) * 1e-3, np.sin(np.arange(n))])
+    with MsgpackRunWriter(path, {"columns": COLUMNS}) as w:
+        for k, r in enumerate(rows):
+            if events and k == n // 2:
+                w.write_event({"event": "watchdog_tripped", "cycle": k, "t": k * 1e-3})
+            w.write(r)
+    return rows
+
+
+def record_size() -> int:
+    return 1 + 9 * len(COLUMNS) + 5
+
+
+def test_a_damaged_row_is_reported_and_skipped_never_returned(tmp_path):
+    path = tmp_path / "run.msgpack"
+    rows = write_log(path, events=False)
+    data = bytearray(path.read_bytes())
+    first_row = len(data) - 50 * record_size()
+    at = first_row + 10 * record_size() + 13          # inside row 10's values
+    data[at] ^= 0x10
+    path.write_bytes(bytes(data))
+    header, back = read_run(path)
+    np.testing.assert_array_equal(back, np.delete(rows, 10, axis=0))
+    assert header["corrupt"] == [{"offset": first_row + 10 * record_size(), "bytes": record_size(), "after_cycle": 9}]
+
+
+def test_damage_to_a_record_header_resynchronises_on_the_next_good_row(tmp_path):
+    path = tmp_path / "run.msgpack"
+    rows = write_log(path)
+    data = bytearray(path.read_bytes())
+    size = record_size()
+    first_row = data.index(bytes([0x94, 0xCB]))
+    data[first_row + 3 * size] = 0x00                  # row 3's array header
+    data[first_row + 3 * size + size + 20] ^= 0xFF     # and row 4's values: a stretch of two rows
+    path.write_bytes(bytes(data))
+    header, back = read_run(path)
+    np.testing.assert_array_equal(back, np.delete(rows, [3, 4], axis=0))
+    assert header["corrupt"] == [{"offset": first_row + 3 * size, "bytes": 2 * size, "after_cycle": 2}]
+    assert [e["event"] for e in header["events"]] == ["watchdog_tripped"]
+
+
+def test_a_damaged_event_is_reported_not_returned(tmp_path):
+    path = tmp_path / "run.msgpack"
+    rows = write_log(path)
+    data = bytearray(path.read_bytes())
+    at = data.index(b"watchdog_tripped")
+    data[at + 3] ^= 0x01
+    path.write_bytes(bytes(data))
+    header, back = read_run(path)
+    np.testing.assert_array_equal(back, rows)
+    assert header["events"] == [] and len(header["corrupt"]) == 1 and header["corrupt"][0]["after_cycle"] == 24
+
+
+def test_a_cut_record_at_the_end_is_trailing_not_damage(tmp_path):
+    path = tmp_path / "run.msgpack"
+    rows = write_log(path, events=False)
+    path.write_bytes(path.read_bytes()[:-13])
+    header, back = read_run(path)
+    np.testing.assert_array_equal(back, rows[:-1])
+    assert header["trailing_bytes"] == record_size() - 13 and header["corrupt"] == []
+
+
+def test_the_reader_streams_in_bounded_blocks(tmp_path):
+    path = tmp_path / "run.msgpack"
+    rows = write_log(path, n=20000)
+    reader = RunLogReader(path)
+    blocks = list(reader.blocks(["x", "cycle"]))
+    assert max(len(b) for b in blocks) <= 4096 and len(blocks) >= 5
+    np.testing.assert_array_equal(np.concatenate(blocks), rows[:, [2, 0]])
+    assert [e["event"] for e in reader.events] == ["watchdog_tripped"]
+
+
+def test_version_1_logs_are_still_read(tmp_path):
+    path = tmp_path / "old.msgpack"
+    rows = np.array([[0.0, 0.0, 1.5], [1.0, 1e-3, 2.5]])
+    with open(path, "wb") as f:
+        f.write(msgpack.packb({"format": "hil-run", "version": 1, "columns": COLUMNS}))
+        f.write(msgpack.packb(rows[0].tolist()))
+        f.write(msgpack.packb({"event": "inject", "cycle": 1, "t": 1e-3}))
+        f.write(msgpack.packb(rows[1].tolist()))
+    header, back = read_run(path)
+    np.testing.assert_array_equal(back, rows)
+    assert header["events"] == [{"event": "inject", "cycle": 1, "t": 1e-3}]
+
+
+@pytest.mark.parametrize("header, message", [
+    ({"format": "hil-run", "version": 2}, '"columns" = None: expected a list'),
+    ({"format": "hil-run", "version": 2, "columns": 7}, '"columns" = 7: expected a list'),
+    ({"format": "hil-run", "version": 9, "columns": ["t"]}, "version 9 is not supported"),
+])
+def test_a_broken_header_is_a_one_line_error_naming_the_file(tmp_path, capsys, header, message):
+    path = tmp_path / "bad.msgpack"
+    path.write_bytes(msgpack.packb(header))
+    with pytest.raises(RunLogError, match=message):
+        read_run(path)
+    assert main(["log", "export", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(path) in err and message in err
+
+
+def test_an_event_without_its_time_is_a_one_line_error(tmp_path, capsys):
+    path = tmp_path / "bad.msgpack"
+    with MsgpackRunWriter(path, {"columns": COLUMNS}) as w:
+        w.write_event({"event": "inject", "cycle": 3})
+    assert main(["log", "export", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(path) in err and '"t" = None: expected a number in s' in err
+
+
+def test_a_binary_csv_log_names_the_file(tmp_path):
+    path = tmp_path / "run.csv"
+    path.write_bytes(b"t,x\n\xff\xfe\x00\x01")
+    with pytest.raises(RunLogError, match=f"{path}: not a text file"):
+        read_run(path)
+
+
+def test_log_export_reports_gaps_and_damage_and_exports_only_good_rows(tmp_path, capsys):
+    path = tmp_path / "run.msgpack"
+    logger, gate = throttled_logger(path, depth=4)
+    put_rows(logger, range(20))
+    gate.set()
+    logger.close()
+    data = bytearray(path.read_bytes())
+    first_row = data.index(bytes([0x94, 0xCB]))
+    data[first_row + 2 * record_size() + 5] ^= 0x04
+    path.write_bytes(bytes(data))
+    assert main(["log", "export", str(path), "--out", str(tmp_path / "run.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "rows dropped by the writer in 1 gaps (cycles" in out and "damaged bytes in 1 stretches skipped" in out
+    header, rows = read_run(tmp_path / "run.csv")
+    assert 2 not in rows[:, 0] and np.all(rows[:, 2] == -rows[:, 0])
+    events = (tmp_path / "run.events.csv").read_text()
+    assert "log_gap" in events
