@@ -11,8 +11,13 @@ key is checked; an unknown key is an error with the closest allowed name suggest
                0..8, FD also 12..64) or length_bytes (serial, 1..255), extended_id (CAN,
                default false), rate_divider (send when cycle % N == rate_offset; default 1;
                0 = on event only), rate_offset (default 0), counter (name of the rolling-counter
-               signal: unsigned, scale 1, offset 0, wraps at 2**length_bits), crc_byte (byte
-               that holds the CRC-8 SAE J1850 of all other payload bytes)
+               signal: unsigned, scale 1, offset 0, wraps at 2**length_bits), counter_max_delta
+               (counter steps a receiver still takes, the steps beyond one counted as lost frames;
+               default 2), crc_byte (first byte of the CRC), crc = "crc8" (CRC-8 SAE J1850 of all
+               other payload bytes; the default on CAN and serial buses) | "crc16" (CRC-16/CCITT-
+               FALSE of all other payload bytes and the id as Data ID, little-endian in crc_byte
+               and crc_byte + 1: AUTOSAR E2E Profile 5's CRC; the default on CAN FD buses); see
+               firmware_bridge.codec
       [[message.signal]]
                name, type (int8..int32, uint8..uint32, float32, bool), start_bit,
                length_bits (default: the type's width; at most that width; float32: 32),
@@ -33,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from config_schema import MISSING, ConfigError, Document, Table, is_integer, suggest
-from firmware_bridge.codec import DIRECTIONS, TYPES, MessageSpec, SignalSpec, representable
+from firmware_bridge.codec import CRC_WIDTH, DIRECTIONS, TYPES, MessageSpec, SignalSpec, representable
 from firmware_bridge.framing import MAX_PAYLOAD
 
 KINDS = ("can", "canfd", "serial")
@@ -41,7 +46,7 @@ FD_LENGTHS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 20, 24, 32, 48, 64)
 BYTE_ORDERS = ("little", "big")
 BUS_KEYS = ("kind", "bitrate_bps", "data_bitrate_bps", "cycle_s")
 MESSAGE_KEYS = ("name", "id", "direction", "dlc", "length_bytes", "extended_id", "rate_divider",
-                "rate_offset", "counter", "crc_byte", "signal")
+                "rate_offset", "counter", "counter_max_delta", "crc", "crc_byte", "signal")
 SIGNAL_KEYS = ("name", "type", "start_bit", "length_bits", "byte_order", "scale", "offset",
                "unit", "min", "max")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -163,17 +168,35 @@ class _Reader:
         divider = t.integer("rate_divider", 1, minimum=0, maximum=10**6, what="cycles; 0 = on event")
         offset = t.integer("rate_offset", 0, minimum=0, maximum=max(divider - 1, 0), what="cycles")
         signals = self.signals(t, where, length)
-        crc = None
-        if t.has("crc_byte"):
-            crc = t.integer("crc_byte", minimum=0, maximum=length - 1, what="byte index")
-            for s in signals:
-                if s.frame_mask & (0xFF << 8 * crc):
-                    raise t.error("crc_byte", crc, f"expected a byte free of signals; signal {s.name} uses it")
+        crc_kind, crc = self.crc(t, kind, length, signals)
         counter = t.raw("counter", None)
+        max_delta = 2
         if counter is not None:
-            self.check_counter(t, counter, signals, where)
+            bits = self.check_counter(t, counter, signals, where)
+            max_delta = t.integer("counter_max_delta", 2, minimum=1, maximum=(1 << bits) - 1,
+                                  what="counter steps a receiver takes")
+        elif t.has("counter_max_delta"):
+            raise t.error("counter_max_delta", t.raw("counter_max_delta"), "only with a counter")
         return MessageSpec(name, ident, direction, length, extended, divider, offset, counter,
-                           crc, signals)
+                           crc, signals, crc_kind, max_delta)
+
+    def crc(self, t: Table, kind: str, length: int, signals: tuple[SignalSpec, ...]) -> tuple[str | None, int | None]:
+        """(CRC kind, first CRC byte) of a message, or (None, None) without crc_byte."""
+        if not t.has("crc_byte"):
+            if t.has("crc"):
+                raise t.error("crc", t.raw("crc"), "only with crc_byte (the byte the CRC starts at)")
+            return None, None
+        crc_kind = t.choice("crc", "crc16" if kind == "canfd" else "crc8", tuple(CRC_WIDTH))
+        width = CRC_WIDTH[crc_kind]
+        if length < width + 1:
+            raise t.error("crc", crc_kind, f"a {width}-byte CRC needs a payload of more than {width} bytes")
+        crc = t.integer("crc_byte", minimum=0, maximum=length - width,
+                        what=f"byte index of the {width}-byte {crc_kind.upper()}")
+        for s in signals:
+            if s.frame_mask & (((1 << 8 * width) - 1) << 8 * crc):
+                raise t.error("crc_byte", crc, f"expected {width} byte(s) free of signals for the {crc_kind.upper()}; "
+                                               f"signal {s.name} uses them")
+        return crc_kind, crc
 
     def length(self, t: Table, kind: str) -> int:
         key, other = ("length_bytes", "dlc") if kind == "serial" else ("dlc", "length_bytes")
@@ -189,7 +212,8 @@ class _Reader:
                                   f"{', '.join(map(str, FD_LENGTHS))}")
         return int(v)
 
-    def check_counter(self, t: Table, counter: Any, signals: tuple[SignalSpec, ...], where: str) -> None:
+    def check_counter(self, t: Table, counter: Any, signals: tuple[SignalSpec, ...], where: str) -> int:
+        """Check the counter signal; its width in bits."""
         sig = next((s for s in signals if s.name == counter), None)
         if sig is None:
             did = suggest(counter, [s.name for s in signals]) if isinstance(counter, str) else ""
@@ -199,6 +223,7 @@ class _Reader:
         if (sig.minimum, sig.maximum) != representable(sig):
             raise self.doc.error(f"{where}.signal[{counter}].min", sig.minimum,
                                  "no min/max on a counter (it wraps at 2**length_bits)")
+        return sig.length_bits
 
     # ------------------------------------------------------------------ signals
     def signals(self, t: Table, where: str, length: int) -> tuple[SignalSpec, ...]:

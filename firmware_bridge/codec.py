@@ -1,5 +1,17 @@
 """Frame codecs: one validated message layout (:class:`MessageSpec` of :class:`SignalSpec`) compiled
-into an encoder and decoder of physical values, with the CRC-8 and rolling counters they check.
+into an encoder and decoder of physical values, with the CRC and rolling counters they check.
+
+Protection of a message (bus-map keys ``crc``, ``crc_byte``, ``counter``, ``counter_max_delta``):
+
+* ``crc = "crc8"``: CRC-8 SAE J1850 (poly 0x1D, init 0xFF, xorout 0xFF; AUTOSAR E2E Profiles 1 and
+  11 use it) over all payload bytes but the CRC byte ``crc_byte``; no Data ID.
+* ``crc = "crc16"``: CRC-16/CCITT-FALSE (poly 0x1021, init 0xFFFF, no xorout) over all payload bytes
+  but the two CRC bytes, then over the 16-bit Data ID = the low 16 bits of the frame's id (low
+  byte, high byte), stored little-endian at ``crc_byte``, ``crc_byte + 1``: AUTOSAR E2E Profile 5's
+  CRC. With an 8-bit counter right after the CRC the frame is a Profile 5 frame (Offset =
+  8 crc_byte bits, DataID = the id).
+* ``counter``: the rolling counter; the receiver's rules are those of
+  :class:`firmware_bridge.signals.CounterCheck`.
 
 physical = raw * scale + offset. Encoding refuses values outside [min, max] and NaN in integer
 signals (a float32 signal carries NaN, for fault injection); decoding rejects frames with the
@@ -17,6 +29,7 @@ from dataclasses import dataclass
 from enum import IntFlag
 from typing import TYPE_CHECKING, Any, Sequence
 
+from firmware_bridge.framing import crc16_ccitt_false
 from firmware_bridge.link import Frame
 
 if TYPE_CHECKING:
@@ -62,6 +75,7 @@ class EncodeError(MessageError):
 
 
 # ----------------------------------------------------------------------------- CRC, counters
+CRC_WIDTH = {"crc8": 1, "crc16": 2}       # bytes of each CRC kind
 def _crc8_table(poly: int = 0x1D) -> tuple[int, ...]:
     table = []
     for i in range(256):
@@ -81,6 +95,12 @@ def crc8_sae_j1850(data: bytes) -> int:
     for b in data:
         crc = _CRC8[crc ^ b]
     return crc ^ 0xFF
+
+
+def crc16_e2e_p05(data: bytes, data_id: int) -> int:
+    """AUTOSAR E2E Profile 5's CRC: CRC-16/CCITT-FALSE of ``data``, then of the Data ID's low and
+    high byte."""
+    return crc16_ccitt_false(bytes((data_id & 0xFF, (data_id >> 8) & 0xFF)), crc16_ccitt_false(data))
 
 
 def counter_next(value: int, bits: int) -> int:
@@ -135,6 +155,13 @@ class MessageSpec:
     counter: str | None
     crc_byte: int | None
     signals: tuple[SignalSpec, ...]
+    crc: str | None = None              # "crc8" | "crc16" (CRC_WIDTH), None without crc_byte
+    counter_max_delta: int = 2          # counter steps still accepted (the steps beyond one: lost frames)
+
+    @property
+    def crc_bytes(self) -> tuple[int, ...]:
+        """The payload bytes that hold the CRC."""
+        return () if self.crc_byte is None else tuple(range(self.crc_byte, self.crc_byte + CRC_WIDTH[self.crc]))
 
 
 # ----------------------------------------------------------------------------- codec
@@ -173,6 +200,10 @@ class Codec:
         self.rate_divider = spec.rate_divider
         self.rate_offset = spec.rate_offset
         self.crc_byte = spec.crc_byte
+        self.crc = spec.crc
+        self.crc_bytes = spec.crc_bytes
+        self.data_id = spec.arbitration_id & 0xFFFF
+        self.counter_max_delta = spec.counter_max_delta
         self.signal_names = tuple(s.name for s in spec.signals)
         self.units = tuple(s.unit for s in spec.signals)
         self._index = {n: i for i, n in enumerate(self.signal_names)}
@@ -249,8 +280,13 @@ class Codec:
         data = le.to_bytes(self.length, "little")
         k = self.crc_byte
         if k is not None:
-            data = data[:k] + bytes((crc8_sae_j1850(data[:k] + data[k + 1:]),)) + data[k + 1:]
+            w = CRC_WIDTH[self.crc]
+            data = data[:k] + self._crc(data[:k] + data[k + w:]).to_bytes(w, "little") + data[k + w:]
         return Frame(self.arbitration_id, data, self.is_fd, self.is_extended_id)
+
+    def _crc(self, covered: bytes) -> int:
+        """The CRC of the payload without its CRC bytes."""
+        return crc8_sae_j1850(covered) if self.crc == "crc8" else crc16_e2e_p05(covered, self.data_id)
 
     def _refusal(self, i: int, v: Any, lo: float, hi: float) -> EncodeError:
         kind = "nan" if v != v else "range"
@@ -267,9 +303,12 @@ class Codec:
             raise DecodeError("length", f"message {self.name} (id 0x{self.arbitration_id:X}): "
                                         f"{len(data)} bytes, expected {self.length}")
         k = self.crc_byte
-        if k is not None and crc8_sae_j1850(data[:k] + data[k + 1:]) != data[k]:
-            raise DecodeError("crc", f"message {self.name}: CRC byte {k} = 0x{data[k]:02X}, "
-                                     f"computed 0x{crc8_sae_j1850(data[:k] + data[k + 1:]):02X}")
+        if k is not None:
+            w = CRC_WIDTH[self.crc]
+            stored, computed = int.from_bytes(data[k:k + w], "little"), self._crc(data[:k] + data[k + w:])
+            if stored != computed:
+                raise DecodeError("crc", f"message {self.name}: {self.crc.upper()} at byte {k} = "
+                                         f"0x{stored:0{2 * w}X}, computed 0x{computed:0{2 * w}X}")
         le = int.from_bytes(data, "little")
         be = int.from_bytes(data, "big") if self._has_big else 0
         res = _new_values(len(self._dec)) if out is None else out

@@ -21,11 +21,11 @@ Targets: ``"to_plant"`` or ``"to_firmware"``, optionally ``":<message name>"`` o
                    and released at that cycle's start, in order; clearing releases the rest at once
     corrupt        ``bytes`` random payload bytes XORed with random non-zero masks after the
                    protection was computed, so the receiver's check rejects the frame: CAN maps
-                   keep the stale CRC-8 of the message's ``crc_byte`` (a map without one delivers
+                   keep the stale CRC of the message's ``crc_byte`` (a map without one delivers
                    the damaged values); serial links damage the packet after its CRC-16, so the
                    firmware's decoder counts a CRC error, and a damaged command is counted as the
                    emulator's own ``rx_crc_errors`` and never delivered
-    bad_crc        only the check value is damaged: the message's CRC-8 byte on CAN (the last
+    bad_crc        only the check value is damaged: the message's (first) CRC byte on CAN (the last
                    payload byte without a bus map; messages without ``crc_byte`` pass unchanged),
                    the packet's CRC-16 on serial links (as for ``corrupt``)
     wrong_counter  the rolling counter rewritten through the message's codec (decode, counter +
@@ -188,8 +188,8 @@ class _Corrupt(BusEffect):
     def setup(self, params: dict[str, Any], dt_s: float) -> None:
         self.n = params["bytes"]
 
-    def _flip(self, data: bytes, keep: int | None) -> bytes:
-        where = [i for i in range(len(data)) if i != keep]
+    def _flip(self, data: bytes, keep: tuple[int, ...]) -> bytes:
+        where = [i for i in range(len(data)) if i not in keep]
         if not where:
             return data
         picks = self.rng.choice(len(where), size=min(self.n, len(where)), replace=False)
@@ -203,11 +203,11 @@ class _Corrupt(BusEffect):
             out.append(frame)
         elif not self.link.serial:
             codec = self.codec_of(frame)
-            out.append(_copy(frame, self._flip(frame.data, codec.crc_byte if codec else None)))
+            out.append(_copy(frame, self._flip(frame.data, codec.crc_bytes if codec else ())))
         elif self.direction == "to_firmware":
             crc = crc16_ccitt_false(bytes((frame.arbitration_id,)) + frame.data)
             if frame.data:
-                out.append(_serial_packet(frame.arbitration_id, self._flip(frame.data, None), crc))
+                out.append(_serial_packet(frame.arbitration_id, self._flip(frame.data, ()), crc))
             else:
                 out.append(_serial_packet(frame.arbitration_id, b"", crc ^ int(self.rng.integers(1, 256))))
         else:

@@ -224,7 +224,32 @@ def describe(bus: BusMap) -> str:
     what = "link load (busier direction)" if bus.kind == "serial" else "bus load"
     lines.append(f"  {what} at {rate_hz:g} Hz: {100 * bus_load(bus):.1f} % average, "
                  f"{100 * bus_load(bus, peak=True):.1f} % busiest cycle")
-    return "\n".join(lines)
+    return "\n".join(lines + protection_lines(bus))
+
+
+def protection_lines(bus: BusMap) -> list[str]:
+    """Each message's check and the damage that passes it (firmware_bridge.protection)."""
+    from firmware_bridge.protection import BIT_ERROR_RATE, protection
+
+    lines = [f"  protection (the probability that a damaged frame passes; independent bit errors at rate "
+             f"{BIT_ERROR_RATE:g}, or a frame of random bytes):"]
+    per_hour = 0.0
+    for c in bus.codecs:
+        p = protection(c, bus.kind == "serial")
+        hd = p.hamming_distance
+        if p.check == "none":
+            text = f"no CRC: any damage that keeps the values in range passes ({p.residual():.1e} per frame)"
+        else:
+            text = (f"{p.check} over {p.bits} bits, Hamming distance {hd} (A{hd} = {p.undetected[hd]}): "
+                    f"{p.residual():.1e} per frame, random bytes {p.random_frame():.1e}")
+        if c.counter_index is not None:
+            text += f"; counter {c.counter_bits} bits, window {c.counter_max_delta}"
+        lines.append(f"    0x{c.arbitration_id:03X} {c.name:<24} {text}")
+        if c.rate_divider:
+            per_hour += p.residual() * 3600.0 / (bus.cycle_s * c.rate_divider)
+    lines.append(f"  residual error rate at {1 / bus.cycle_s:g} Hz: {per_hour:.2g} damaged frames per hour pass "
+                 f"(bit error rate {BIT_ERROR_RATE:g})")
+    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -32,15 +32,34 @@ def _slots(bus: BusMap, direction: str, names: list[str]) -> list[tuple[Codec, i
 
 
 class CounterCheck:
-    """Rolling-counter check per message, E2E style: the next counter is in order, a step of
-    up to MAX_DELTA means frames were lost (accepted, the loss counted), a repeat or a larger
-    jump is rejected and the check resynchronises on it."""
+    """Rolling-counter check per message, by the rules of AUTOSAR E2E Profile 1 (E2E_P01Check; the
+    CRC is checked before, and a frame that fails it never reaches this check):
 
-    MAX_DELTA = 2
+    * a counter 1..``counter_max_delta`` steps after the last accepted one is taken (OK; the
+      steps beyond one are frames lost on the way, counted in ``lost``);
+    * a repeated counter (REPEATED) or a larger jump, a stale or replayed frame (WRONGSEQUENCE),
+      is rejected and leaves the expected counter where it was, so the genuine frame after a
+      stale one is taken;
+    * a sender that restarted its counter, or lost more than ``counter_max_delta`` frames in a
+      row, is followed once SYNC_FRAMES of its frames have arrived in order (each one step after
+      the previous rejected one) with no accepted frame between them: the counter moves to the
+      new sequence then, with the second frame after the jump (counted in ``resyncs``; how many
+      frames were lost is unknown, so none are counted in ``lost``). Profile 1 with
+      SyncCounterInit = 1 re-anchors so too; a replay of two consecutive old frames costs one
+      stale frame taken and one genuine frame rejected.
+
+    Profile 5's check (E2E_P05Check) instead adopts every counter that passes the CRC, so one
+    stale frame would make the next genuine one a WRONGSEQUENCE too. An 8-bit counter with
+    counter_max_delta d takes a frame replayed exactly 256 k - 1 .. 256 k - d frames later: a
+    counter window cannot tell those from fresh ones."""
+
+    SYNC_FRAMES = 2
 
     def __init__(self) -> None:
         self.last: dict[int, int] = {}
+        self._rejected: dict[int, tuple[int, int]] = {}    # message -> (last rejected counter, run length)
         self.lost = 0
+        self.resyncs = 0
 
     def accept(self, codec: Codec, received: float) -> bool:
         if codec.counter_index is None:
@@ -48,13 +67,24 @@ class CounterCheck:
         key = id(codec)
         value = int(received)
         previous = self.last.get(key)
-        self.last[key] = value
         if previous is None:
+            self.last[key] = value
             return True
         delta = counter_delta(previous, value, codec.counter_bits)
-        if 1 <= delta <= self.MAX_DELTA:
+        if 1 <= delta <= codec.counter_max_delta:
+            self.last[key] = value
             self.lost += delta - 1
+            self._rejected.pop(key, None)
             return True
+        last_rejected, run = self._rejected.get(key, (None, 0))
+        in_order = last_rejected is not None and counter_delta(last_rejected, value, codec.counter_bits) == 1
+        run = run + 1 if in_order else 1
+        if run >= self.SYNC_FRAMES:
+            self.last[key] = value
+            self.resyncs += 1
+            self._rejected.pop(key, None)
+            return True
+        self._rejected[key] = (value, run)
         return False
 
 
@@ -98,7 +128,7 @@ class FrameReader:
 
     def stats(self) -> dict:
         return {"accepted": self.accepted, "ignored": self.ignored, "lost": self.counters.lost,
-                "rejected": dict(self.rejected)}
+                "resyncs": self.counters.resyncs, "rejected": dict(self.rejected)}
 
 
 class FrameWriter:

@@ -299,8 +299,8 @@ def test_nan_is_refused_on_every_integer_coded_channel(model, fd):
 # compact_fd with the gyro z axis as a float32 signal: a map on which a NaN can reach the firmware
 FLOAT_GYRO_MAP = (FD.read_text(encoding="utf-8")
                   .replace('name = "imu_gz"\n  type = "int16"\n  start_bit = 176\n  scale = 0.0010652644360316951',
-                           'name = "imu_gz"\n  type = "float32"\n  start_bit = 208')
-                  .replace('name = "cycle"\n  type = "uint8"\n  start_bit = 200',
+                           'name = "imu_gz"\n  type = "float32"\n  start_bit = 224')
+                  .replace('name = "cycle"\n  type = "uint8"\n  start_bit = 216',
                            'name = "cycle"\n  type = "uint8"\n  start_bit = 176'))
 
 
@@ -310,7 +310,8 @@ def test_nan_on_a_float32_channel_reaches_the_firmware_as_nan(model):
     emu, fw = rig(model, bus)
     emu.faults.inject(Fault("nan", "nan", "imu_gz"), Trigger.at(0.005), Duration.lasting(0.005))
     got = [cycle(emu, fw, fw.hold)[0] for _ in range(15)]
-    # five NaN frames rejected as such; the next one's counter jumped by 6: rejected, resynchronised
+    # five NaN frames rejected as such; the next one's counter jumped by 6: rejected, the one after it
+    # continues that sequence: taken (a new sequence)
     assert [g["accepted"] for g in got] == [True] * 5 + [False] * 6 + [True] * 4
     assert fw.input.reader.rejected["nan"] == 5 and fw.input.reader.rejected["counter"] == 1
 
@@ -318,8 +319,9 @@ def test_nan_on_a_float32_channel_reaches_the_firmware_as_nan(model):
 # ----------------------------------------------------------------------------- bus faults
 # The sensor frame of cycle k carries the rolling counter k (the emulator's writer counts its frames
 # from 0), and the firmware's command of cycle k carries counter k. A receiver's counter check
-# accepts steps of 1 or 2 (one frame lost) and rejects repeats and larger jumps, resynchronising
-# on them: the first frame after a gap of more than one rejects as "counter".
+# accepts steps of 1 or 2 (one frame lost) and rejects repeats and larger jumps without moving its
+# expected counter; two rejected frames in order start a new sequence: the first frame after a gap
+# of more than one rejects as "counter", the second is taken.
 BN, BA, BB = 80, 20, 40         # cycles run; a bus fault is active in cycles BA .. BB-1
 K = np.arange(BN)
 WINDOW = (K >= BA) & (K < BB)
@@ -358,8 +360,8 @@ def delayed(n: int) -> list[list[int]]:
 TO_FIRMWARE = [   # fault on the sensor frames: the frames the firmware receives, and what it rejects
     (Fault("drop", "drop", "to_firmware"), {"frames": per_cycle(0), "fw_rejected": {"counter": 1}}),
     (Fault("duplicate", "duplicate", "to_firmware"), {"frames": per_cycle(2), "fw_rejected": {"counter": BB - BA}}),
-    (Fault("reorder", "reorder", "to_firmware"),
-     {"cycles": swapped_pairs(), "fw_rejected": {"counter": BB - BA - 1}, "fw_lost": 2}),
+    (Fault("reorder", "reorder", "to_firmware"),     # the overtaken frame of each pair is stale: rejected, lost
+     {"cycles": swapped_pairs(), "fw_rejected": {"counter": (BB - BA) // 2}, "fw_lost": (BB - BA) // 2}),
     (Fault("delay", "frame_delay", "to_firmware", {"cycles": 3}), {"cycles": delayed(3)}),
     (Fault("corrupt", "corrupt", "to_firmware"), {"fw_rejected": {"crc": BB - BA, "counter": 1}}),
     (Fault("bad_crc", "bad_crc", "to_firmware"), {"fw_rejected": {"crc": BB - BA, "counter": 1}}),
@@ -375,9 +377,9 @@ TO_FIRMWARE = [   # fault on the sensor frames: the frames the firmware receives
 TO_PLANT = [      # fault on the command frames: the command the emulator applies, and what it rejects
     (Fault("drop", "drop", "to_plant"), {"applied": held_until(BB), "emu_rejected": {"counter": 1}}),
     (Fault("duplicate", "duplicate", "to_plant"), {"emu_rejected": {"counter": BB - BA}}),
-    (Fault("reorder", "reorder", "to_plant"),     # 21 overtakes 20; then every pair jumps: the check loses track
-     {"applied": np.where(K == BA, BA - 1, np.where(WINDOW, BA + 1, K)), "emu_rejected": {"counter": BB - BA - 1},
-      "emu_lost": 2}),
+    (Fault("reorder", "reorder", "to_plant"),     # 21 overtakes 20 (stale: rejected), 23 overtakes 22, ...
+     {"applied": np.where(WINDOW, K - (K - BA + 1) % 2, K), "emu_rejected": {"counter": (BB - BA) // 2},
+      "emu_lost": (BB - BA) // 2}),
     (Fault("delay", "frame_delay", "to_plant", {"cycles": 3}),
      {"applied": np.where(WINDOW, np.maximum(K - 3, BA - 1), K)}),
     (Fault("corrupt", "corrupt", "to_plant"),
