@@ -11,8 +11,11 @@ dropped and counted in ``rx_framing_errors``; nothing is raised into the loop fo
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import re
+import struct
+import termios
 import time
 import tty
 from collections import deque
@@ -54,6 +57,9 @@ class CanLink:
         self.counters = LinkCounters()
         self.fd = fd
         self.bitrate_switch = fd and data_bitrate is not None
+        # a bus that drops malformed input itself (udp_loopback) counts it in rx_malformed: folded
+        # into rx_framing_errors, so that every rejection shows in the link's counters
+        self._bus_malformed = 0 if hasattr(self.bus, "rx_malformed") else None
 
     def send(self, frame: Frame) -> bool:
         """Hand ``frame`` to the bus at once; False (counted in tx_dropped) if invalid or refused."""
@@ -72,13 +78,16 @@ class CanLink:
         return True
 
     def recv(self) -> Frame | None:
-        """The next received data frame, or None at once; a failing bus read counts a framing error."""
-        while True:
+        """The next received data frame, or None at once; a failing bus read counts a framing error.
+        Error and remote frames are skipped (counted), at most _SKIPPED_PER_CALL per call."""
+        for _ in range(_SKIPPED_PER_CALL):
             try:
                 msg = self.bus.recv(timeout=0)
             except (can.CanError, OSError):
                 self.counters.rx_framing_errors += 1
                 return None
+            if self._bus_malformed is not None:
+                self._count_malformed()
             if msg is None:
                 return None
             if msg.is_error_frame or msg.is_remote_frame:
@@ -86,6 +95,30 @@ class CanLink:
                 continue
             self.counters.rx_frames += 1
             return Frame(msg.arbitration_id, bytes(msg.data), msg.is_fd, msg.is_extended_id, time.monotonic())
+        return None
+
+    def _count_malformed(self) -> None:
+        seen = self.bus.rx_malformed
+        if seen != self._bus_malformed:
+            self.counters.rx_framing_errors += seen - self._bus_malformed
+            self._bus_malformed = seen
+
+    def discard(self) -> int:
+        """Drop what waits to be received (at most _DISCARD_LIMIT frames of a bus without a discard
+        of its own); the frames dropped, also counted in ``rx_over_budget``."""
+        if hasattr(self.bus, "discard"):
+            dropped = self.bus.discard(_DISCARD_LIMIT)
+        else:
+            dropped = 0
+            while dropped < _DISCARD_LIMIT:
+                try:
+                    if self.bus.recv(timeout=0) is None:
+                        break
+                except (can.CanError, OSError):
+                    break
+                dropped += 1
+        self.counters.rx_over_budget += dropped
+        return dropped
 
     def fileno(self) -> int:
         """A descriptor that turns readable when frames arrive; NotImplementedError if the bus has none."""
@@ -99,7 +132,9 @@ _OK, _BELL = b"\r", b"\a"
 _HEX = re.compile(rb"[0-9A-Fa-f]*")
 _SETUP = re.compile(rb"S[0-9]|s[0-9A-Fa-f]{4}|Y[0-9]|[Mm][0-9A-Fa-f]{8}")
 _MAX_LINE = 138                 # "D" + 8 id digits + dlc digit + 128 data digits
-_READ_SIZE = 4096
+_READ_SIZE = 2048               # bytes read (and executed) by one recv() at most: bounded work per call
+_SKIPPED_PER_CALL = 16          # error and remote frames one recv() skips at most
+_DISCARD_LIMIT = 256            # frames a discard() takes off a bus without a discard of its own
 _TX_LIMIT = 1 << 16             # bytes waiting for the pty; beyond this, frames are dropped
 #: frame kind letter -> (extended id, FD, remote); b/B are FD frames with bitrate switch
 _KINDS = {ord(kind): flags for kind, flags in (
@@ -179,6 +214,22 @@ class SlcanAdapterLink:
 
     def fileno(self) -> int:
         return self._fd
+
+    def discard(self) -> int:
+        """Drop what the host sent and was not yet taken: queued frames (returned, and counted in
+        ``rx_over_budget``), the bytes in the OS buffer and an unfinished line (``rx_garbage_bytes``)."""
+        frames = len(self._rx)
+        self._rx.clear()
+        try:
+            waiting = struct.unpack("i", fcntl.ioctl(self._fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+            termios.tcflush(self._fd, termios.TCIFLUSH)
+        except OSError:
+            waiting = 0
+        self.counters.rx_garbage_bytes += waiting + len(self._partial)
+        self._partial = b""
+        self._skipping = True
+        self.counters.rx_over_budget += frames
+        return frames
 
     def close(self) -> None:
         for fd in (self._fd, self._slave_fd):

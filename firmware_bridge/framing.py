@@ -131,6 +131,12 @@ class StreamDecoder:
         """Bytes held while waiting for the delimiter of an unfinished packet."""
         return len(self._partial)
 
+    def reset(self) -> None:
+        """Forget an unfinished packet (its bytes count as garbage); the next byte after a 0x00 starts one."""
+        self.counters.rx_garbage_bytes += len(self._partial)
+        self._partial.clear()
+        self._skipping = True
+
     def feed(self, data: bytes, timestamp: float = 0.0) -> list[Frame]:
         """Consume ``data`` and return the frames it completed, stamped with ``timestamp``."""
         frames: list[Frame] = []

@@ -30,6 +30,7 @@ class LinkCounters:
     rx_framing_errors: int = 0  # COBS / slcan syntax / truncated packet
     rx_garbage_bytes: int = 0   # bytes discarded while resynchronising
     rx_overruns: int = 0        # receive buffer overflowed
+    rx_over_budget: int = 0     # frames dropped unread once the receiver's per-cycle budget was spent
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -43,7 +44,11 @@ class Link(Protocol):
         """Queue a frame without blocking; False (and counted) if it could not be sent."""
 
     def recv(self) -> Frame | None:
-        """The next received frame, or None at once if there is none."""
+        """The next received frame, or None at once if there is none (a bounded amount of work)."""
 
     def close(self) -> None:
         ...
+
+# A link may also offer ``discard() -> int``: drop what waits to be received, in bounded time (the
+# frames dropped, also counted in ``rx_over_budget``; raw bytes in ``rx_garbage_bytes``). The loop
+# calls it when a cycle's receive budget is spent (hil.runtime.receive).

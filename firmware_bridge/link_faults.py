@@ -386,6 +386,14 @@ class FaultyLink:
                 return out[0]
         return None
 
+    def discard(self) -> int:
+        """Drop what waits to be received, here and in the wrapped link (if it can); how many frames."""
+        dropped = len(self._rx_ready)
+        self._rx_ready.clear()
+        self.inner.counters.rx_over_budget += dropped
+        inner = getattr(self.inner, "discard", None)
+        return dropped + (inner() if inner is not None else 0)
+
     def close(self) -> None:
         self.inner.close()
 

@@ -19,7 +19,7 @@ import serial
 from firmware_bridge.framing import MAX_PAYLOAD, StreamDecoder, encode_frame
 from firmware_bridge.link import Frame, LinkCounters
 
-READ_SIZE = 65536
+READ_SIZE = 2048        # bytes read (and decoded) by one recv() at most: bounded work per call
 
 
 def _make_raw_nonblocking(fd: int) -> None:
@@ -136,6 +136,21 @@ class SerialLink:
             return struct.unpack("i", fcntl.ioctl(self._fd, termios.FIONREAD, b"\0\0\0\0"))[0] > 0
         except OSError:
             return True
+
+    def discard(self) -> int:
+        """Drop everything waiting to be received: decoded frames (returned, and counted in
+        ``rx_over_budget``), the bytes in the OS buffer and an unfinished packet (``rx_garbage_bytes``)."""
+        frames = len(self._received)
+        self._received.clear()
+        try:
+            waiting = struct.unpack("i", fcntl.ioctl(self._fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+            termios.tcflush(self._fd, termios.TCIFLUSH)
+        except OSError:
+            waiting = 0
+        self.counters.rx_garbage_bytes += waiting
+        self._decoder.reset()
+        self.counters.rx_over_budget += frames
+        return frames
 
     def close(self) -> None:
         """Close the port or fd; idempotent."""

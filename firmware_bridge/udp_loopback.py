@@ -48,6 +48,7 @@ _EXTENDED, _REMOTE, _ERROR, _FD, _BRS, _ESI = 1, 2, 4, 8, 16, 32
 _ALL_FLAGS = 63
 _FD_LENGTHS = frozenset(CAN_FD_DLC)
 _RECV_SIZE = 256                              # > longest valid datagram, so truncation shows
+_MALFORMED_PER_CALL = 16                      # malformed datagrams one non-blocking receive drops at most
 
 
 def base_port(channel: str | int) -> int:
@@ -162,6 +163,7 @@ class UdpLoopbackBus(can.BusABC):
     def _recv_internal(self, timeout: float | None) -> tuple[can.Message | None, bool]:
         """The next well-formed frame within ``timeout`` seconds (None: wait forever)."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        malformed = 0
         while True:
             try:
                 datagram = self._socket.recv(_RECV_SIZE)
@@ -178,6 +180,18 @@ class UdpLoopbackBus(can.BusABC):
             if msg is not None:
                 return msg, False
             self.rx_malformed += 1
+            malformed += 1
+            if malformed >= _MALFORMED_PER_CALL and deadline is not None and time.monotonic() >= deadline:
+                return None, False          # bounded work per call: a flood cannot hold a receiver here
+
+    def discard(self, limit: int) -> int:
+        """Drop up to `limit` waiting datagrams unread; how many were dropped."""
+        for dropped in range(limit):
+            try:
+                self._socket.recv(_RECV_SIZE)
+            except OSError:
+                return dropped
+        return limit
 
     def send(self, msg: can.Message, timeout: float | None = None) -> None:
         """Send ``msg`` to every other node; UDP on loopback never blocks, so ``timeout`` is unused.

@@ -37,6 +37,7 @@ from hil.faults.engine import FaultEngine, bus_encoding, encoder_counter_bits
 from hil.model.spec import INTERFACE_VOLTAGE
 from hil.dynamics.plant import Plant, wrench_columns
 from hil.runtime.realtime import CycleStats, OverrunHalt, Pacer, RealtimeSetup
+from hil.runtime.receive import ReceiveBudget
 from hil.logs.run_logger import RunLogger
 from hil.faults.scenario import Scenario
 from hil.model.sensor_specs import SensorSpec
@@ -71,6 +72,8 @@ class RuntimeOptions:
     log_wrenches: bool = False          # the joint interaction wrenches w_<joint>_mx .. _fz in the run log
     bus_record_path: str | None = None  # every frame sent and received, python-can format by suffix (.asc, .blf)
     stats_capacity: int = 600_000
+    receive_frames: int = 64            # per cycle at most (hil.runtime.receive): the rest is dropped, counted
+    receive_budget_s: float = 250e-6    # per cycle at most for receiving
 
     def validate(self) -> None:
         if self.mode not in MODES:
@@ -147,6 +150,7 @@ class Emulator:
         self._held_fresh = False            # lockstep: a command taken in while waiting
         self._rejected_now = False          # a command frame was rejected this cycle
         self._received: list[Frame] = []    # this cycle's frames (reused)
+        self.receive_budget = ReceiveBudget(options.receive_frames, options.receive_budget_s)
         self.recorder: BusRecorder | None = None
         self.protocol = protocol
         nj = plant.layout.n_joints
@@ -185,11 +189,11 @@ class Emulator:
         """Every frame waiting on the link (through its fault layer), recorded when recording."""
         frames = self._received
         frames.clear()
-        while (frame := self.link.recv()) is not None:
-            frames.append(frame)
-            if self.recorder:
-                self.recorder.put(frame, received=True)
+        self.receive_budget.take(self.link, frames, self._record_received if self.recorder else None)
         return frames
+
+    def _record_received(self, frame: Frame) -> None:
+        self.recorder.put(frame, received=True)
 
     def _decode(self, frames: list[Frame]) -> bool:
         """Take the received frames in; True if a valid command arrived (refreshes the watchdog)."""
@@ -434,6 +438,7 @@ class Emulator:
             "realtime": None if report is None else report.as_dict(),
             "pacer": pacer.counters(), "timing": self.stats.summary(),
             "link": self.link.counters.as_dict(), "commands": self.commands.counters(),
+            "receive": self.receive_budget.summary(),
             "watchdog": {"trips": self.watchdog.trips, "events": self.watchdog.events},
             "log_dropped": 0 if self.logger is None else self.logger.dropped,
             "log": None if self.logger is None else self.logger.report(),
