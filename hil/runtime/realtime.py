@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from hil.runtime.sysguard import SettingGuard
+
 __all__ = ["Feature", "RealtimeReport", "RealtimeSetup", "apply_realtime", "system_info",
            "OverrunHalt", "Pacer", "CycleStats", "SERIES", "HIST_EDGES_NS"]
 
@@ -147,11 +149,14 @@ class RealtimeSetup:
     gc_mode: "freeze" (collect, freeze, disable), "disable" (collect, disable) or "keep".
     `priority=None`, `cpu=None`, `lock_memory=False` or `gc_mode="keep"` skip that feature.
     `move_kworkers` (with a pinned `cpu`): unbound kernel workqueue workers run only on the other
-    CPUs during the run (system-wide, root only; restored by restore()).
+    CPUs during the run (system-wide, root only; restored by restore(), and by a guardian process,
+    hil.runtime.sysguard, if this process dies first, SIGKILL included). `workqueue_mask`: the file
+    of that setting (default WORKQUEUE_CPUMASK).
     """
 
     def __init__(self, priority: int | None = 80, cpu: int | Iterable[int] | None = None,
-                 lock_memory: bool = True, gc_mode: str = "freeze", move_kworkers: bool = True) -> None:
+                 lock_memory: bool = True, gc_mode: str = "freeze", move_kworkers: bool = True,
+                 workqueue_mask: str | None = None) -> None:
         if gc_mode not in GC_MODES:
             raise ValueError(f"gc_mode must be one of {GC_MODES}, not {gc_mode!r}")
         self.priority = priority
@@ -159,7 +164,9 @@ class RealtimeSetup:
         self.lock_memory = lock_memory
         self.gc_mode = gc_mode
         self.move_kworkers = move_kworkers
+        self.workqueue_mask = workqueue_mask or WORKQUEUE_CPUMASK
         self._saved_kworker_mask: str | None = None
+        self._guard: SettingGuard | None = None
         self._saved_sched: tuple[int, int] | None = None
         self._saved_affinity: set[int] | None = None
         self._locked = False
@@ -213,19 +220,25 @@ class RealtimeSetup:
         others = set(range(os.cpu_count() or 1)) - self.cpus
         if not others:
             raise RuntimeError("no CPU left besides the loop's")
-        saved = _read(WORKQUEUE_CPUMASK)
+        saved = _read(self.workqueue_mask)
         if saved is None:
-            raise OSError(f"{WORKQUEUE_CPUMASK} not readable")
-        _write(WORKQUEUE_CPUMASK, format(sum(1 << c for c in others), "x"))
-        self._saved_kworker_mask = saved
-        return f"unbound workqueues on CPUs {sorted(others)} (was mask {saved})"
+            raise OSError(f"{self.workqueue_mask} not readable")
+        guard = SettingGuard(self.workqueue_mask, saved)
+        try:
+            _write(self.workqueue_mask, format(sum(1 << c for c in others), "x"))
+        except OSError:
+            guard.release()
+            raise
+        self._saved_kworker_mask, self._guard = saved, guard
+        return f"unbound workqueues on CPUs {sorted(others)} (was mask {saved}; guardian pid {guard.pid})"
 
     def restore(self) -> None:
         """Undo what apply() changed (scheduler, affinity, memory lock, gc, kworkers); never raises."""
         if self._saved_kworker_mask is not None:
             with suppress(OSError):
-                _write(WORKQUEUE_CPUMASK, self._saved_kworker_mask)
-            self._saved_kworker_mask = None
+                _write(self.workqueue_mask, self._saved_kworker_mask)
+                self._guard.release()       # restored: the guardian exits without writing
+            self._saved_kworker_mask = self._guard = None
         if self._saved_sched is not None:
             policy, priority = self._saved_sched
             with suppress(OSError):

@@ -1,0 +1,84 @@
+"""A system-wide setting the emulator changes (the unbound workqueues' CPU mask with --cpu) is put
+back on any exit: restore() on a normal one, the guardian process after a real SIGKILL."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hil.runtime.realtime import RealtimeSetup
+
+pytestmark = pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="moving the workqueues needs a second CPU")
+
+HOLDER = """
+import sys, time
+from hil.runtime.realtime import RealtimeSetup
+report = RealtimeSetup(priority=None, cpu=0, lock_memory=False, gc_mode="keep", workqueue_mask=sys.argv[1]).apply()
+print(report["kworkers"].active, report["kworkers"].detail, flush=True)
+time.sleep(120)
+"""
+
+
+def wait_for(predicate, timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return predicate()
+
+
+def test_a_sigkilled_emulator_leaves_the_workqueue_mask_as_it_found_it(tmp_path):
+    mask = tmp_path / "cpumask"
+    mask.write_text("ff")
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(mask)], stdout=subprocess.PIPE, text=True)
+    try:
+        line = holder.stdout.readline()
+        assert line.startswith("True ") and "guardian pid" in line
+        others = sum(1 << c for c in range(1, os.cpu_count()))
+        assert mask.read_text() == format(others, "x")        # changed while the emulator runs
+        guardian = int(line.split("guardian pid ")[1].rstrip(")\n"))
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait()
+        assert wait_for(lambda: mask.read_text() == "ff")     # put back by the guardian
+        assert wait_for(lambda: not _alive(guardian))
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+        holder.stdout.close()
+
+
+def test_a_normal_restore_releases_the_guardian_without_a_second_write(tmp_path):
+    mask = tmp_path / "cpumask"
+    mask.write_text("3")
+    setup = RealtimeSetup(priority=None, cpu=0, lock_memory=False, gc_mode="keep", workqueue_mask=str(mask))
+    report = setup.apply()
+    assert report["kworkers"].active and mask.read_text() != "3"
+    guardian = setup._guard.pid
+    setup.restore()
+    assert mask.read_text() == "3" and not _alive(guardian)
+    mask.write_text("1")                 # changed by someone else afterwards: the guardian is gone, no write
+    time.sleep(0.05)
+    assert mask.read_text() == "1"
+
+
+def test_an_unwritable_setting_is_reported_and_leaves_no_guardian(tmp_path):
+    setup = RealtimeSetup(priority=None, cpu=0, lock_memory=False, gc_mode="keep",
+                          workqueue_mask=str(tmp_path / "missing" / "cpumask"))
+    report = setup.apply()
+    assert not report["kworkers"].active and "not readable" in report["kworkers"].detail
+    assert setup._guard is None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().split()[2] != "Z"
