@@ -27,16 +27,27 @@ def open_link(spec: str) -> Link:
         from .serial_link import SerialLink
         return SerialLink.from_fd(int(rest), name=spec)
     if kind in ("can", "canfd"):
-        from .can_link import CanLink
         interface, _, channel = rest.partition(":")
         channel, *options = channel.split(",")
         if not interface or not channel:
             raise ValueError(f"link {spec!r}: expected {kind}:INTERFACE:CHANNEL[,KEY=VALUE...]")
-        return CanLink(interface, channel, fd=kind == "canfd", **_options(spec, options))
+        return _can_link(spec, interface, channel, kind == "canfd", _options(spec, options))
     if kind == "slcan-adapter":
         from .can_link import SlcanAdapterLink
         return SlcanAdapterLink(int(rest) if rest.isdigit() else rest)
     raise ValueError(f"link {spec!r}: expected serial:PATH, serial-fd:N, can:IF:CH, canfd:IF:CH or slcan-adapter:PATH")
+
+
+def _can_link(spec: str, interface: str, channel: str, fd: bool, options: dict[str, object]) -> Link:
+    """A CanLink; python-can's refusals (no such interface, a channel or option it rejects) become
+    a ValueError naming the spec."""
+    import can
+
+    from .can_link import CanLink
+    try:
+        return CanLink(interface, channel, fd=fd, **options)
+    except (can.CanError, ImportError, TypeError) as exc:
+        raise ValueError(f"link {spec!r}: {exc}") from None
 
 
 def _options(spec: str, items: list[str]) -> dict[str, object]:

@@ -14,6 +14,8 @@ from collections import Counter
 
 import numpy as np
 
+from config_schema import ConfigError, suggest
+
 from .link import Frame
 from .messages import REJECTION_KINDS, BusMap, Codec, DecodeError, EncodeError, counter_delta
 
@@ -21,14 +23,27 @@ IMU_SIGNALS = ("imu_ax", "imu_ay", "imu_az", "imu_gx", "imu_gy", "imu_gz")
 
 
 def _slots(bus: BusMap, direction: str, names: list[str]) -> list[tuple[Codec, int]]:
-    """(codec, index) of each named signal among the messages of one direction."""
+    """(codec, index) of each named signal among the messages of one direction; a ConfigError
+    naming the map for a signal no message carries."""
     out = []
     for name in names:
-        hits = [(c, i) for c, i in bus.find(name) if c.direction == direction]
+        hits = [(c, c.index(name)) for c in bus.messages(direction) if name in c.signal_names]
         if not hits:
-            raise KeyError(f"{bus.source}: no {direction} message carries signal {name!r}")
+            carried = [n for c in bus.messages(direction) for n in c.signal_names]
+            raise ConfigError(bus.source, None, name, "", message=(
+                f"{bus.source}: no {direction} message carries signal {name!r}{suggest(name, carried)}; "
+                f"the arm needs {', '.join(names)}; the map's {direction} signals: {', '.join(carried) or 'none'}"))
         out.append(hits[0])
     return out
+
+
+def _unknown_signals(bus: BusMap, codecs, known: set[str], what: str) -> None:
+    """A ConfigError naming the first signal of `codecs` that is not in `known` (nor a counter)."""
+    for c in codecs:
+        for s in c.spec.signals:
+            if s.name not in known and s.name != c.spec.counter:
+                raise ConfigError(bus.source, f"message[{c.name}].signal[{s.name}].name", s.name,
+                                  f"expected {what}{suggest(s.name, known)}")
 
 
 class CounterCheck:
@@ -172,6 +187,8 @@ class CommandInput:
     def __init__(self, bus: BusMap, joint_names: list[str]):
         self.reader = FrameReader(bus, "to_plant")
         self.slots = _slots(bus, "to_plant", [f"tau_{j}" for j in joint_names])
+        torques = [c for c in bus.messages("to_plant") if any(n.startswith("tau_") for n in c.signal_names)]
+        _unknown_signals(bus, torques, {f"tau_{j}" for j in joint_names}, "a joint's torque command tau_<joint>")
         self.tau = np.zeros(len(joint_names))
         self.arrival_s = 0.0                # receive time (time.monotonic) of the last accepted command
 
@@ -200,6 +217,7 @@ class SensorOutput:
     plant-side endpoints; the sensor channels carry their joints in their names."""
 
     def __init__(self, bus: BusMap, joint_names: list[str], exclude: frozenset[int] | set[int] | tuple = ()):
+        self.bus = bus
         self.writer = FrameWriter(bus, "to_firmware", exclude)
         self.status = self._slots({"status"})
         self.cycle = self._slots({"cycle"})
@@ -213,6 +231,12 @@ class SensorOutput:
     def bind(self, channel_names: list[str]) -> None:
         """Build the slots: per message, the signal positions and the channels that fill them."""
         index = {n: i for i, n in enumerate(channel_names)}
+        _unknown_signals(self.bus, self.writer.codecs, set(channel_names) | {"status", "cycle"},
+                         "a sensor channel of the arm, status or cycle")
+        if not any(n in index for c in self.writer.codecs for n in c.signal_names):
+            raise ConfigError(self.bus.source, "message", None, "", message=(
+                f"{self.bus.source}: no to_firmware message carries a sensor channel of the arm "
+                f"({', '.join(channel_names[:6])}, ...): the firmware would get no measurement"))
         self._channels = []
         for c in self.writer.codecs:
             pairs = [(i, index[n]) for i, n in enumerate(c.signal_names) if n in index]

@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from hil.cli.registry import command
+from hil.cli.registry import command, positive_float
 
 
 def _firmware_arguments(p: argparse.ArgumentParser) -> None:
@@ -13,8 +13,8 @@ def _firmware_arguments(p: argparse.ArgumentParser) -> None:
                                                    "encoders, rigid links), e.g. configs/firmware/ella_nominal.toml")
     p.add_argument("--bus", required=True, help="bus map (configs/bus/*.toml)")
     p.add_argument("--link", required=True, help="link spec (see hil run --help)")
-    p.add_argument("--duration", type=float, default=1e9, help="stop after this much emulator time in s")
-    p.add_argument("--move-time", type=float, default=2.0, help="duration of the set-point manoeuvre in s")
+    p.add_argument("--duration", type=positive_float, default=1e9, help="stop after this much emulator time in s")
+    p.add_argument("--move-time", type=positive_float, default=2.0, help="duration of the set-point manoeuvre in s")
     p.add_argument("--vibration-suppression", action="store_true", help="damp the link modes with the tip IMU")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 

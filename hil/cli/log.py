@@ -5,7 +5,7 @@ import argparse
 import os
 import time
 
-from hil.cli.registry import CliError, command
+from hil.cli.registry import CliError, command, positive_float
 
 FORMATS = ("csv", "mdf4", "mcap", "parquet")
 EXTRA = "pip install 'ella-hil[viz]'"
@@ -19,7 +19,7 @@ def _log_arguments(p: argparse.ArgumentParser) -> None:
                         "signals, the arm's 3D scene, events), parquet (pyarrow: pandas, polars)")
     p.add_argument("--out", help="output file (default: the log name with the format's suffix)")
     p.add_argument("--csv", metavar="OUT", nargs="?", const="", help="the same as --format csv [--out OUT]")
-    p.add_argument("--scene-rate", type=float, default=50.0, help="mcap: 3D scene messages per second of run")
+    p.add_argument("--scene-rate", type=positive_float, default=50.0, help="mcap: 3D scene messages per second of run")
 
 
 @command("log", "run logs: export a msgpack log as CSV, MDF4, MCAP or Parquet", _log_arguments)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 
 from hil.cli import modes, simulate, run, firmware, log, bench, report, replay  # noqa: F401  (each registers its commands)
 from hil.cli.registry import COMMANDS, EXIT_INTERRUPTED, EXIT_USAGE, USER_ERRORS
@@ -24,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run ``hil`` with argv (default: sys.argv[1:]); returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
     name = argv[0] if argv else None
+    warnings.formatwarning = _one_line
     try:
         if name in COMMANDS and COMMANDS[name].passthrough:
             return COMMANDS[name].run(argv[1:])
@@ -35,6 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"hil {name}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _one_line(message, category, filename, lineno, line=None) -> str:
+    """A warning as the CLI prints it: one line, no source location."""
+    return f"hil: warning: {message}\n"
 
 
 if __name__ == "__main__":

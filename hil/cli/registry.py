@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from dataclasses import dataclass
 from typing import Callable
 
@@ -53,23 +54,74 @@ def command(name: str, help: str, add_arguments: Callable[[argparse.ArgumentPars
     return register
 
 
-def positive_float(text: str) -> float:
-    """argparse type: a finite number > 0."""
+# argparse types of numeric options: argparse puts the option's name before the message
+# ("argument --duration: 'nan': expected a positive number"), exit status 2.
+def _float(text: str, ok: Callable[[float], bool], expected: str) -> float:
     try:
         v = float(text)
     except ValueError:
         v = math.nan
-    if not (math.isfinite(v) and v > 0):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive number")
+    if not (math.isfinite(v) and ok(v)):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected {expected}")
     return v
+
+
+def _int(text: str, lo: int | None, hi: int | None) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        v = None
+    if v is None or (lo is not None and v < lo) or (hi is not None and v > hi):
+        expected = (f"an integer in {lo}..{hi}" if lo is not None and hi is not None
+                    else f"an integer >= {lo}" if lo is not None else "an integer")
+        raise argparse.ArgumentTypeError(f"{text!r}: expected {expected}")
+    return v
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    return _float(text, lambda v: v > 0, "a positive number")
+
+
+def nonnegative_float(text: str) -> float:
+    """argparse type: a finite number >= 0."""
+    return _float(text, lambda v: v >= 0, "a finite number >= 0")
+
+
+def finite_float(text: str) -> float:
+    """argparse type: any finite number."""
+    return _float(text, lambda v: True, "a finite number")
 
 
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1."""
-    try:
-        v = int(text)
-    except ValueError:
-        v = 0
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 1")
-    return v
+    return _int(text, 1, None)
+
+
+def nonnegative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    return _int(text, 0, None)
+
+
+def int_in(lo: int, hi: int) -> Callable[[str], int]:
+    """argparse type: an integer in lo..hi."""
+    def parse(text: str) -> int:
+        return _int(text, lo, hi)
+    parse.__name__ = f"integer in {lo}..{hi}"
+    return parse
+
+
+def cpu_index(text: str) -> int:
+    """argparse type: the number of a CPU of this machine."""
+    return _int(text, 0, (os.cpu_count() or 1) - 1)
+
+
+def file_with_suffix(*suffixes: str) -> Callable[[str], str]:
+    """argparse type: a file name ending in one of `suffixes` (the format written is the one named)."""
+    def parse(text: str) -> str:
+        if not text.lower().endswith(suffixes):
+            raise argparse.ArgumentTypeError(f"{text!r}: expected a file name ending in {' or '.join(suffixes)} "
+                                             "(the format written)")
+        return text
+    parse.__name__ = f"{'/'.join(suffixes)} file"
+    return parse

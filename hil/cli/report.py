@@ -8,7 +8,7 @@ import os
 import time
 from pathlib import Path
 
-from hil.cli.registry import CliError, command, positive_int
+from hil.cli.registry import CliError, command, finite_float, positive_int
 
 
 def _report_arguments(p: argparse.ArgumentParser) -> None:
@@ -25,8 +25,11 @@ def summary_of(log: str) -> dict | None:
     path = log + ".summary.json"
     if not os.path.exists(path):
         return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CliError(f"{path}: not a run summary (JSON): {exc}") from None
 
 
 def write_report(log: str, out: str | None = None, max_points: int | None = None) -> tuple[Path, float]:
@@ -61,8 +64,8 @@ def _plot_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("log", help="run log (.msgpack or .csv)")
     p.add_argument("signals", nargs="+", metavar="SIGNAL_GLOB", help="columns or globs, e.g. 'q_*' tip_z")
     p.add_argument("--out", help="save the figure (.png, .svg, .pdf) instead of opening a window")
-    p.add_argument("--t0", type=float, default=None, help="from this time [s]")
-    p.add_argument("--t1", type=float, default=None, help="to this time [s]")
+    p.add_argument("--t0", type=finite_float, default=None, help="from this time [s]")
+    p.add_argument("--t1", type=finite_float, default=None, help="to this time [s]")
 
 
 @command("plot", "a quick figure of log columns (matplotlib), one panel per unit", _plot_arguments)

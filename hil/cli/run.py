@@ -6,7 +6,8 @@ import json
 
 import numpy as np
 
-from hil.cli.registry import CliError, command
+from hil.cli.registry import (CliError, command, cpu_index, file_with_suffix, int_in, nonnegative_float,
+                              nonnegative_int, positive_float)
 
 
 def _run_arguments(p: argparse.ArgumentParser) -> None:
@@ -20,19 +21,19 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--firmware-link", help="link spec the spawned firmware opens (default: the pty's other end)")
     p.add_argument("--firmware-params", help="spawned firmware: its nominal arm parameter file "
                                              "(default: configs/firmware/ella_nominal.toml)")
-    p.add_argument("--move-time", type=float, default=2.0, help="spawned firmware: duration of the manoeuvre in s")
+    p.add_argument("--move-time", type=positive_float, default=2.0, help="spawned firmware: duration of the manoeuvre in s")
     p.add_argument("--vibration-suppression", action="store_true", help="spawned firmware: IMU vibration suppression")
     p.add_argument("--mode", choices=("realtime", "afap", "lockstep"), default="realtime",
                    help="realtime: fixed period; afap: as fast as possible; lockstep: one step per command "
                         "frame (CANopen map: per SYNC), deterministic")
-    p.add_argument("--duration", type=float, default=None, help="simulated time in s (default: until SIGINT)")
-    p.add_argument("--period", type=float, default=1e-3, help="cycle period in s (realtime mode)")
-    p.add_argument("--log", help="run log (.msgpack), readable up to its last flush if the process is killed")
+    p.add_argument("--duration", type=positive_float, default=None, help="simulated time in s (default: until SIGINT)")
+    p.add_argument("--period", type=positive_float, default=1e-3, help="cycle period in s (realtime mode)")
+    p.add_argument("--log", type=file_with_suffix(".msgpack"), help="run log (.msgpack), readable up to its last flush if the process is killed")
     p.add_argument("--log-wrenches", action="store_true",
                    help="add the joint interaction wrenches w_<joint>_mx .. _fz to the run log (README \"Conventions\")")
     p.add_argument("--formulation", choices=("aba", "screw-dae"), default="aba",
                    help="the plant's kernel: articulated-body algorithm (default) or seed 000's screw-theoretic DAE")
-    p.add_argument("--seed", type=int, default=None,
+    p.add_argument("--seed", type=nonnegative_int, default=None,
                    help="seed of the sensor noise generator and of the faults' random streams, replacing the "
                         "scenario's seed (default: noise from the preset's model.sensor_seed, faults from the "
                         "scenario's seed, else model.sensor_seed)")
@@ -45,24 +46,24 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
                    help="set FAULT_ACTIVE in the status sent to the firmware while a fault is active (always logged)")
     p.add_argument("--record-bus", metavar="FILE", help="record every frame with python-can's writers (.asc, .blf)")
     p.add_argument("--no-realtime", action="store_true", help="skip SCHED_FIFO, mlockall and gc freezing")
-    p.add_argument("--cpu", type=int, default=None, help="pin the loop (and a spawned firmware) to this CPU")
-    p.add_argument("--firmware-cpu", type=int, default=None, help="pin a spawned firmware here instead of --cpu")
-    p.add_argument("--firmware-priority", type=int, default=None,
+    p.add_argument("--cpu", type=cpu_index, default=None, help="pin the loop (and a spawned firmware) to this CPU")
+    p.add_argument("--firmware-cpu", type=cpu_index, default=None, help="pin a spawned firmware here instead of --cpu")
+    p.add_argument("--firmware-priority", type=int_in(1, 99), default=None,
                    help="run a spawned firmware under SCHED_FIFO at this priority (below the loop's 80)")
-    p.add_argument("--watchdog", type=float, default=0.05, help="command timeout in s before the safe state")
+    p.add_argument("--watchdog", type=positive_float, default=0.05, help="command timeout in s before the safe state")
     p.add_argument("--safe-state", choices=("zero_torque", "hold", "brake"), default="zero_torque",
                    help="torque after a command timeout (CANopen: also of a stopped drive)")
-    p.add_argument("--heartbeat-ms", type=float, default=None,
+    p.add_argument("--heartbeat-ms", type=nonnegative_float, default=None,
                    help="CANopen map (NMT/SYNC, e.g. canopen_cst): heartbeat producer time of the emulated "
                         "nodes in ms, wall clock (default: the map's heartbeat period, 100 ms; 0: off)")
     p.add_argument("--overrun-policy", choices=("skip", "slip"), default="skip",
                    help="skip: keep the absolute grid; slip: re-anchor it after an overrun")
-    p.add_argument("--halt-after", type=int, default=0, help="stop after N consecutive overruns (0: never)")
-    p.add_argument("--ignore-first", type=float, default=0.5, help="overruns in the first S seconds never halt")
-    p.add_argument("--live", type=int, nargs="?", const=8765, default=None, metavar="PORT",
+    p.add_argument("--halt-after", type=nonnegative_int, default=0, help="stop after N consecutive overruns (0: never)")
+    p.add_argument("--ignore-first", type=nonnegative_float, default=0.5, help="overruns in the first S seconds never halt")
+    p.add_argument("--live", type=int_in(1, 65535), nargs="?", const=8765, default=None, metavar="PORT",
                    help="serve the arm's 3D scene and signals over a Foxglove WebSocket on 127.0.0.1:PORT "
                         "(default 8765) while running, fed from the log writer's thread")
-    p.add_argument("--live-rate", type=float, default=50.0, help="--live: messages per second of simulated time")
+    p.add_argument("--live-rate", type=positive_float, default=50.0, help="--live: messages per second of simulated time")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 

@@ -123,11 +123,15 @@ class TorqueTable:
         Raises InputError naming the file for an unknown, duplicate or prescribed-joint column,
         a value that is not a finite number, or times that do not strictly increase.
         """
-        with open(path, encoding="utf-8", newline="") as f:
-            reader = csv.reader(f)
-            header = [h.strip() for h in next(reader, [])]
-            index = _torque_columns(path, header, joint_names, prescribed)
-            values = [_parse_row(path, reader.line_num, header, r) for r in reader if any(c.strip() for c in r)]
+        try:
+            with open(path, encoding="utf-8", newline="") as f:
+                reader = csv.reader(f)
+                header = [h.strip() for h in next(reader, [])]
+                index = _torque_columns(path, header, joint_names, prescribed)
+                values = [_parse_row(path, reader.line_num, header, r) for r in reader if any(c.strip() for c in r)]
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{path}: not a text file (byte {exc.start} is not UTF-8); expected a CSV of "
+                             "t, tau_<joint>") from None
         if not values:
             raise InputError(f"{path}: no data rows (expected columns t, tau_<joint>)")
         data = np.array(values)

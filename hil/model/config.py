@@ -58,7 +58,7 @@ Schema (see the presets in ``configs/`` for complete examples)::
                        torsion_constant_m4 (all > 0, required), polar_moment_m4 (> 0, optional),
                        rotary_inertia, family (clamped_free|clamped_mass|user),
                        damping_ratio (>= 0; scalar broadcasts, list = one per mode in the
-                       order bending_y, bending_z, torsion, axial), quadrature_points >= 0
+                       order bending_y, bending_z, torsion, axial), quadrature_points 0..256
         [body.beam.modes]        bending_y, bending_z, torsion, axial (integers >= 0;
                                  defaults 2, 2, 0, 0)
         [body.beam.user_shapes.<kind>]  x_m (strictly increasing, from 0 to length_m),
@@ -87,6 +87,7 @@ import numpy as np
 from config_schema import NAME_RE, Document, Table, bare_key, load_toml, parse_toml, suggest
 from hil.model.preset_bodies import BodyReader, station_position
 from hil.model.sensor_specs import parse_sensors
+from hil.model.plausibility import warn_implausible
 from hil.model.spec import Body, IntegratorSettings, Model, Station
 
 __all__ = ["load_model", "load_model_from_string", "INTEGRATOR_METHODS"]
@@ -147,7 +148,7 @@ def _read_preset(data: dict, source: str) -> Model:
     sensors = parse_sensors(top, bodies, stations)
     provenance = _provenance(doc, top)
 
-    return Model(
+    model = Model(
         name=name,
         bodies=bodies,
         gravity_m_s2=gravity,
@@ -160,6 +161,8 @@ def _read_preset(data: dict, source: str) -> Model:
         sensors=sensors,
         sensor_seed=sensor_seed,
     )
+    warn_implausible(model)     # accepted, but no physical arm has such values: said at load
+    return model
 
 
 def _station(doc: Document, i: int, rs: dict, by_name: dict[str, Body], seen: set[str]) -> Station:

@@ -40,6 +40,7 @@ from hil.model.spec import (
 
 DRIVES = (DRIVE_TORQUE, DRIVE_PRESCRIBED)
 PROFILE_KINDS = (PROFILE_SPINUP, PROFILE_CYCLOIDAL, PROFILE_TABLE, PROFILE_CONSTANT)
+MAX_QUADRATURE_POINTS = 256    # lumped nodes per beam: each costs every evaluation (and the Gauss rule N^2 memory)
 PROFILE_KEYS = {
     PROFILE_SPINUP: ("kind", "omega_rad_s", "T_s"),
     PROFILE_CYCLOIDAL: ("kind", "k_rad_s", "T_s"),
@@ -308,8 +309,8 @@ class BodyReader:
         polar = b.number("polar_moment_m4", None, unit="m^4", positive=True)
         rotary = b.boolean("rotary_inertia", dflt.rotary_inertia)
         family = b.choice("family", dflt.family, MODE_FAMILIES)
-        quad = b.integer("quadrature_points", dflt.quadrature_points, minimum=0,
-                         what="0 = chosen from the mode count")
+        quad = b.integer("quadrature_points", dflt.quadrature_points, minimum=0, maximum=MAX_QUADRATURE_POINTS,
+                         what="lumped nodes of the beam; 0 = chosen from the mode count")
 
         counts = {"bending_y": dflt.n_bending_y, "bending_z": dflt.n_bending_z,
                   "torsion": dflt.n_torsion, "axial": dflt.n_axial}

@@ -48,11 +48,13 @@ def build_emulator(arm: str | Path, bus: str | Path, link: str = "pty", options:
     from hil.devices.drives import DriveBank
     from hil.dynamics.plant import Plant
     from hil.faults.scenario import load_scenario
+    from hil.model.plausibility import warn_static_deflection
     from hil.model.sensor_specs import default_sensors
 
     bus_map = BusMap.load(bus)
     plant = Plant(load_model(arm), formulation=formulation)
     plant.equilibrium_eta()
+    warn_static_deflection(plant)
     names = plant.layout.joint_names
     protocol = DriveNodes(bus_map, names, heartbeat_s) if is_canopen(bus_map) else None
     faults = load_scenario(scenario) if scenario else None

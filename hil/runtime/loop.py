@@ -35,8 +35,9 @@ from firmware_bridge.signals import CommandInput, SensorOutput
 from hil.devices.drives import DriveBank
 from hil.faults.engine import FaultEngine, bus_encoding, encoder_counter_bits
 from hil.model.spec import INTERFACE_VOLTAGE
-from hil.dynamics.plant import Plant, wrench_columns
+from hil.dynamics.plant import Plant, SimulationError, wrench_columns
 from hil.runtime.realtime import CycleStats, OverrunHalt, Pacer, RealtimeSetup
+from hil.runtime.divergence import DivergenceGuard
 from hil.runtime.receive import ReceiveBudget
 from hil.logs.run_logger import RunLogger
 from hil.faults.scenario import Scenario
@@ -150,6 +151,8 @@ class Emulator:
         self._held_fresh = False            # lockstep: a command taken in while waiting
         self._rejected_now = False          # a command frame was rejected this cycle
         self._received: list[Frame] = []    # this cycle's frames (reused)
+        self.divergence = DivergenceGuard(plant, self.drives)
+        self.diverged = False               # latched: the plant blew up, the safe state holds to the end
         self.receive_budget = ReceiveBudget(options.receive_frames, options.receive_budget_s)
         self.recorder: BusRecorder | None = None
         self.protocol = protocol
@@ -215,11 +218,11 @@ class Emulator:
         """The drives' commands: as received, or in the safe state the safe torques, converted to
         each drive's command (a voltage drive's duty)."""
         nodes_safe = self.protocol is not None and self.protocol.any_safe
-        if not self.watchdog.tripped and not nodes_safe:
+        if not self.in_safe_state and not nodes_safe:
             return self.commands.tau
         self._safe_torque()
         self.drives.command_for_torque(self.tau, out=self.tau)
-        if not self.watchdog.tripped:       # only the joints of stopped drives in the safe state
+        if not self.in_safe_state:          # only the joints of stopped drives in the safe state
             keep = ~self.protocol.safe
             self.tau[keep] = self.commands.tau[keep]
         return self.tau
@@ -248,9 +251,9 @@ class Emulator:
         drive node is in the safe state, open otherwise (through the fault engine, so that a brake
         fault's brake stays closed, and vice versa)."""
         nodes = self.protocol is not None and self.protocol.any_safe
-        if not (self.watchdog.tripped or nodes or self._brakes_closed.any()) or not self._braked.any():
+        if not (self.in_safe_state or nodes or self._brakes_closed.any()) or not self._braked.any():
             return
-        want = self._braked & (self.watchdog.tripped | (self.protocol.safe if nodes else False))
+        want = self._braked & (self.in_safe_state | (self.protocol.safe if nodes else False))
         for k in np.flatnonzero(want != self._brakes_closed):
             self.faults.hold_brake(int(k), bool(want[k]))
         self._brakes_closed[:] = want
@@ -264,9 +267,40 @@ class Emulator:
         if self.drives.torque_limited:
             status |= StatusFlag.TORQUE_LIMITED
             self._limited_cycles += 1
-        if self.faults.any_active:
+        if self.faults.any_active or self.diverged:
             status |= StatusFlag.FAULT_ACTIVE
         return int(status)
+
+    @property
+    def in_safe_state(self) -> bool:
+        """All joints in the safe state: the watchdog tripped, or the plant diverged (latched)."""
+        return self.watchdog.tripped or self.diverged
+
+    def _step_plant(self, tau: np.ndarray) -> np.ndarray:
+        """The plant step; a divergence (hil.runtime.divergence) restores the last good state, latches
+        the safe state and steps with its torques instead. Returns the torque applied."""
+        guard = self.divergence
+        guard.keep()
+        try:
+            self.plant.step(tau)
+            problem = guard.deflection_problem(self.cycle)
+        except SimulationError as exc:
+            problem = str(exc)
+        if problem is None:
+            return tau
+        guard.restore()
+        first = not self.diverged
+        event = guard.latch(self.cycle, guard.cause(self.commands.tau, tau, self.plant.layout.joint_names, problem))
+        self.diverged = True
+        if first:
+            self.hold_q[:] = self.plant.q()
+            self._announced = ~0                # a drive fault: FAULT_ACTIVE goes to the firmware too
+            if self.logger is not None:
+                self.logger.event(event)
+        self._update_brakes()
+        tau = self.drives.update(self._applied_torque())
+        self.plant.step(tau)
+        return tau
 
     def _encode(self, status: int) -> list[Frame]:
         """Frames from the measured sensor channels (after any change a fault engine made to them)."""
@@ -320,7 +354,7 @@ class Emulator:
         t1 = time.monotonic_ns()
         tau = self.drives.update(self._applied_torque())
         self.faults.stall()
-        self.plant.step(tau)
+        tau = self._step_plant(tau)
         self.sensors.sample()
         self.faults.apply_signals(self.sensors.measured, self.sensors.truth)
         self.cycle += 1
@@ -439,6 +473,7 @@ class Emulator:
             "pacer": pacer.counters(), "timing": self.stats.summary(),
             "link": self.link.counters.as_dict(), "commands": self.commands.counters(),
             "receive": self.receive_budget.summary(),
+            "diverged": self.divergence.event,
             "watchdog": {"trips": self.watchdog.trips, "events": self.watchdog.events},
             "log_dropped": 0 if self.logger is None else self.logger.dropped,
             "log": None if self.logger is None else self.logger.report(),
