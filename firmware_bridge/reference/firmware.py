@@ -23,6 +23,7 @@ and centres of mass for its gravity feed-forward (firmware_bridge.reference.rigi
 """
 from __future__ import annotations
 
+import os
 import select
 import time
 from dataclasses import dataclass, replace
@@ -35,6 +36,7 @@ from firmware_bridge.messages import BusMap
 from firmware_bridge.reference.controller import ELLA_SETPOINTS, ControllerGains, ReferenceController
 from firmware_bridge.reference.nominal import load_nominal_arm
 from firmware_bridge.reference.rigid_chain import RigidChain
+from firmware_bridge.reference.stats import LatencyHistogram
 from firmware_bridge.signals import CommandOutput, SensorInput
 
 MAX_JOINT_RATE_RAD_S = 5.0     # supervision limit: a 0.5 s set-point manoeuvre peaks near 3 rad/s
@@ -104,22 +106,27 @@ class Firmware:
         self.ctl.g = replace(self.ctl.g, torque_limit_N_m=np.minimum(self.ctl.g.torque_limit_N_m, self.commands.limit))
 
 
-def serve(fw: Firmware, link: Link, duration_s: float, idle_timeout_s: float = 2.0) -> FirmwareResult:
+def serve(fw: Firmware, link: Link, duration_s: float, idle_timeout_s: float = 2.0,
+          parent_pid: int | None = None) -> FirmwareResult:
     """Answer every encoder frame with a command until the emulator's time passes duration_s.
 
     CANopen: heartbeats go to the master (which starts the network); once it has started, only
-    PDOs count as activity for the idle timeout."""
+    PDOs count as activity for the idle timeout. With `parent_pid` (the emulator that started this
+    process) the firmware stops as soon as that process is gone (looked at whenever no frame is
+    waiting, at least every millisecond), instead of waiting for the idle timeout."""
     bus, sensors, commands, ctl, gravity, goal = fw.bus, fw.sensors, fw.commands, fw.ctl, fw.gravity, fw.goal
     master = fw.master
     last_rx = time.monotonic()
     fd = _descriptor(link)
     sent_at = None
     fault_cycle = None
-    latency = []
+    latency = LatencyHistogram()
     cycle = sensors.cycle
     while time.monotonic() - last_rx < idle_timeout_s:
         frame = link.recv()
         if frame is None:
+            if parent_pid is not None and os.getppid() != parent_pid:
+                break                       # the emulator is gone (its pty or bus may still look alive)
             _wait(fd)
             continue
         if master is not None and master.is_protocol(frame):
@@ -132,7 +139,7 @@ def serve(fw: Firmware, link: Link, duration_s: float, idle_timeout_s: float = 2
         if not sensors.feed(frame):
             continue
         if sent_at is not None:
-            latency.append(last_rx - sent_at)
+            latency.add((last_rx - sent_at) * 1e6)
         cycle = sensors.cycle if master is None else master.syncs
         if fw.monitor.check(sensors.counts, cycle, fw.names):
             tau = ctl.update(cycle * bus.cycle_s, sensors.counts, gravity, sensors.gyro)
@@ -147,17 +154,9 @@ def serve(fw: Firmware, link: Link, duration_s: float, idle_timeout_s: float = 2
         if done:
             break
     return FirmwareResult(sensors.cycle if master is None else cycle, ctl.q.tolist(), (goal - ctl.q).tolist(),
-                          link.counters.as_dict(), sensors.reader.stats(), _distribution_us(latency),
+                          link.counters.as_dict(), sensors.reader.stats(), latency.summary(),
                           None if master is None else master.stats(),
                           None if fw.monitor.fault is None else f"{fw.monitor.fault} at cycle {fault_cycle}")
-
-
-def _distribution_us(seconds: list[float]) -> dict:
-    if not seconds:
-        return {"count": 0}
-    v = np.asarray(seconds) * 1e6
-    return {"count": len(v), "min": float(v.min()), "p50": float(np.percentile(v, 50)),
-            "p99": float(np.percentile(v, 99)), "p99.9": float(np.percentile(v, 99.9)), "max": float(v.max())}
 
 
 def _descriptor(link: Link) -> int | None:

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
-from hil.cli.registry import command, positive_float
+from hil.cli.registry import command, cpu_index, int_in, positive_float
 
 
 def _firmware_arguments(p: argparse.ArgumentParser) -> None:
@@ -16,6 +17,14 @@ def _firmware_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--duration", type=positive_float, default=1e9, help="stop after this much emulator time in s")
     p.add_argument("--move-time", type=positive_float, default=2.0, help="duration of the set-point manoeuvre in s")
     p.add_argument("--vibration-suppression", action="store_true", help="damp the link modes with the tip IMU")
+    p.add_argument("--realtime", action="store_true",
+                   help="real-time treatment as the emulator's: SCHED_FIFO (--priority), memory locked, gc frozen, "
+                        "optionally pinned (--cpu); each feature tried and reported in the result")
+    p.add_argument("--priority", type=int_in(1, 99), default=70, help="--realtime: SCHED_FIFO priority (default 70, "
+                                                                      "below the emulator loop's 80)")
+    p.add_argument("--cpu", type=cpu_index, default=None, help="--realtime: pin the firmware to this CPU")
+    p.add_argument("--exit-with-parent", action="store_true",
+                   help="stop as soon as the process that started this one is gone (the emulator that spawned it)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
@@ -25,17 +34,24 @@ def _cmd_firmware(args: argparse.Namespace) -> int:
     from firmware_bridge.connect import open_link
     from firmware_bridge.reference.firmware import Firmware, serve
     from firmware_bridge.messages import BusMap
+    from hil.runtime.realtime import RealtimeSetup
 
     bus = BusMap.load(args.bus)
+    parent = os.getppid() if args.exit_with_parent else None
     firmware = Firmware(bus, args.params, args.move_time, args.vibration_suppression)   # set up before the link opens
     link = open_link(args.link)
+    setup = RealtimeSetup(args.priority, args.cpu, move_kworkers=False) if args.realtime else None
+    report = setup.apply() if setup else None
     print("ready", flush=True)
     try:
-        result = serve(firmware, link, args.duration)
+        result = serve(firmware, link, args.duration, parent_pid=parent)
     finally:
+        if setup:
+            setup.restore()
         try:
             link.close()
         except Exception as exc:     # e.g. python-can slcan writes "C" on close; the emulator may be gone
             print(f"hil firmware: closing {link.name}: {exc}", file=sys.stderr)
-    print(json.dumps(asdict(result)) if args.json else asdict(result), flush=True)
+    out = {**asdict(result), "realtime": None if report is None else report.as_dict()}
+    print(json.dumps(out) if args.json else out, flush=True)
     return 0

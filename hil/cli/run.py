@@ -95,7 +95,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             live = emulator.live = _live_view(emulator, args.live, args.live_rate)
         if args.spawn_firmware:
             command = reference_firmware(args.firmware_params or REFERENCE_PARAMS, args.bus, args.duration,
-                                         args.move_time, args.vibration_suppression)
+                                         args.move_time, args.vibration_suppression, realtime=not args.no_realtime,
+                                         priority=args.firmware_priority)
             firmware = spawn_firmware(command, built.firmware_link,
                                       args.cpu if args.firmware_cpu is None else args.firmware_cpu,
                                       args.firmware_priority)

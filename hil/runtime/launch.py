@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from hil.runtime.loop import Emulator, RuntimeOptions
+from hil.runtime.sysguard import exit_with_parent
 
 LINK_PLACEHOLDER = "{link}"     # in a firmware command line: replaced by the spec its end opens
 # the reference firmware's own description of ELLA (firmware_bridge.reference.nominal)
@@ -79,13 +80,17 @@ def build_emulator(arm: str | Path, bus: str | Path, link: str = "pty", options:
 
 
 def reference_firmware(params: str | Path, bus: str | Path, duration_s: float | None = None,
-                       move_time_s: float = 2.0, vibration_suppression: bool = False) -> list[str]:
+                       move_time_s: float = 2.0, vibration_suppression: bool = False,
+                       realtime: bool = False, priority: int | None = None) -> list[str]:
     """Command line of the reference firmware (`hil firmware`) with its nominal arm parameter file
-    `params` (e.g. REFERENCE_PARAMS), its link left as LINK_PLACEHOLDER."""
+    `params` (e.g. REFERENCE_PARAMS), its link left as LINK_PLACEHOLDER; it stops when the process
+    that spawns it is gone; with `realtime` it gets the emulator's real-time treatment (reported)."""
     cmd = [sys.executable, "-m", "hil", "firmware", "--params", str(params), "--bus", str(bus),
-           "--link", LINK_PLACEHOLDER, "--json", "--move-time", str(move_time_s)]
+           "--link", LINK_PLACEHOLDER, "--json", "--move-time", str(move_time_s), "--exit-with-parent"]
     if duration_s:
         cmd += ["--duration", str(duration_s)]
+    if realtime:
+        cmd += ["--realtime"] + (["--priority", str(priority)] if priority else [])
     return cmd + (["--vibration-suppression"] if vibration_suppression else [])
 
 
@@ -97,10 +102,12 @@ def spawn_firmware(command: Sequence[str], link_spec: str, cpu: int | None = Non
     cmd = [part.replace(LINK_PLACEHOLDER, link_spec) for part in command]
 
     def placement() -> None:
+        exit_with_parent(parent)
         if cpu is not None:
             os.sched_setaffinity(0, {cpu})
         if priority is not None:
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    parent = os.getpid()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, preexec_fn=placement, cwd=cwd)
     if ready_line is not None:
         try:

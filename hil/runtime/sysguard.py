@@ -1,4 +1,5 @@
-"""A guardian for a system-wide setting: put back on any exit of the process that changed it.
+"""Nothing left behind when the emulator dies, however: a system-wide setting it changed is put
+back (SettingGuard), a firmware it spawned exits with it (exit_with_parent).
 
 The real-time setup changes one setting outside its own process: the CPUs unbound kernel
 workqueues may run on (hil.runtime.realtime, feature "kworkers"). A normal exit and SIGTERM
@@ -69,3 +70,24 @@ class SettingGuard:
             pass
         self._proc.wait(timeout=5.0)
         self._proc.stdout.close()
+
+
+PR_SET_PDEATHSIG = 1     # <linux/prctl.h>
+
+
+def exit_with_parent(parent_pid: int) -> None:
+    """In a child process before exec: SIGTERM when the thread that spawned it dies (Linux
+    PR_SET_PDEATHSIG), and at once if the parent `parent_pid` is already gone. A no-op where prctl
+    is not available."""
+    import ctypes
+    import ctypes.util
+    import os
+    import signal
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent_pid:
+        os._exit(1)
