@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 
+from hil.cli.integrity_summary import integrity_lines
 from hil.cli.registry import (CliError, command, cpu_index, file_with_suffix, int_in, nonnegative_float,
                               nonnegative_int, positive_float)
 
@@ -195,6 +196,7 @@ def format_summary(s: dict) -> str:
     p = s["pacer"]
     lines.append(f"overruns {p['overruns']} (max consecutive {p['max_consecutive']}, skipped periods "
                  f"{p['skipped_periods']})")
+    lines += integrity_lines(s)
     lines.append(f"link {s['link']}")
     lines.append(f"commands {s['commands']}")
     lines.append(f"watchdog trips {s['watchdog']['trips']}"

@@ -39,6 +39,7 @@ from hil.dynamics.plant import Plant, SimulationError, wrench_columns
 from hil.runtime.realtime import CycleStats, OverrunHalt, Pacer, RealtimeSetup
 from hil.runtime.divergence import DivergenceGuard
 from hil.runtime.receive import ReceiveBudget
+from hil.runtime.stalls import Heartbeat, OverrunCauses
 from hil.logs.run_logger import RunLogger
 from hil.faults.scenario import Scenario
 from hil.model.sensor_specs import SensorSpec
@@ -152,6 +153,8 @@ class Emulator:
         self._rejected_now = False          # a command frame was rejected this cycle
         self._received: list[Frame] = []    # this cycle's frames (reused)
         self.divergence = DivergenceGuard(plant, self.drives)
+        self.overrun_causes = OverrunCauses(options.period_s, None)
+        self._last_work: tuple[int, int, int, int] | None = None   # last cycle: start, CPU, compute, I/O ns
         self.diverged = False               # latched: the plant blew up, the safe state holds to the end
         self.receive_budget = ReceiveBudget(options.receive_frames, options.receive_budget_s)
         self.recorder: BusRecorder | None = None
@@ -348,6 +351,7 @@ class Emulator:
         """One cycle: receive -> decode -> supervise -> drives -> plant step -> sense -> signal faults
         -> encode -> send -> log (fault triggers first; a stall fault in the compute phase)."""
         t0 = time.monotonic_ns()
+        c0 = time.thread_time_ns()
         self.faults.begin_cycle(self.cycle, self.plant.t)
         fresh = self._decode(self._receive())
         self._supervise(fresh)
@@ -367,6 +371,7 @@ class Emulator:
             self.latency_count += 1
         self._log(tau, status, lateness_ns, t2 - t1, (t1 - t0) + (t3 - t2))
         self.stats.record(lateness_ns, t2 - t1, (t1 - t0) + (t3 - t2), t3 - t0)
+        self._last_work = (t0, time.thread_time_ns() - c0, t2 - t1, (t1 - t0) + (t3 - t2))
 
     def _supervise(self, fresh: bool) -> None:
         """The command watchdog, the poses of drives that stopped (CANopen) and the holding brakes."""
@@ -431,6 +436,8 @@ class Emulator:
             self.recorder = BusRecorder(self.opt.bus_record_path)
         rt = RealtimeSetup(self.opt.priority, self.opt.cpu) if self.opt.realtime else None
         report = rt.apply() if rt else None
+        # started after the real-time setup: the heartbeat shares the loop thread's CPU and class
+        self.overrun_causes = OverrunCauses(self.opt.period_s, Heartbeat().start() if self.opt.mode == "realtime" else None)
         pacer = Pacer(self.opt.period_s, "afap" if self.opt.mode != "realtime" else "realtime",
                       overrun_policy=self.opt.overrun_policy, halt_after=self.opt.halt_after,
                       ignore_first_s=self.opt.ignore_first_s)
@@ -442,11 +449,12 @@ class Emulator:
                 if self.opt.mode == "lockstep" and not self._wait_for_command():
                     halted = f"lockstep: no {'SYNC' if self.protocol else 'command'} within the timeout"
                     break
-                lateness = pacer.wait()
-                self.step_once(lateness)
+                self.step_once(self._paced_wait(pacer))
         except OverrunHalt as exc:
             halted = f"overrun halt: {exc}"
         finally:
+            if self.overrun_causes.heartbeat is not None:
+                self.overrun_causes.heartbeat.stop()
             if rt:
                 rt.restore()
             if self.logger:
@@ -456,6 +464,14 @@ class Emulator:
             for signum, handler in previous_handlers.items():
                 signal.signal(signum, signal.SIG_DFL if handler is None else handler)
         return self.summary(pacer, report, halted)
+
+    def _paced_wait(self, pacer: Pacer) -> int:
+        """pacer.wait(); an overrun it finds is attributed to its cause (hil.runtime.stalls)."""
+        before = pacer.overruns + pacer.ignored_overruns
+        lateness = pacer.wait()
+        if pacer.overruns + pacer.ignored_overruns > before and self._last_work is not None:
+            self.overrun_causes.attribute(self._last_work[0], time.monotonic_ns(), *self._last_work[1:])
+        return lateness
 
     def _install_signals(self) -> dict:
         """SIGINT/SIGTERM stop the loop; returns the handlers they replace (run() restores them)."""
@@ -470,7 +486,7 @@ class Emulator:
         out = {
             "cycles": self.cycle, "t_s": self.plant.t, "mode": self.opt.mode, "halted": halted,
             "realtime": None if report is None else report.as_dict(),
-            "pacer": pacer.counters(), "timing": self.stats.summary(),
+            "pacer": pacer.counters(), "overrun_causes": self.overrun_causes.summary(), "timing": self.stats.summary(),
             "link": self.link.counters.as_dict(), "commands": self.commands.counters(),
             "receive": self.receive_budget.summary(),
             "diverged": self.divergence.event,

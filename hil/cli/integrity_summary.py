@@ -1,0 +1,31 @@
+"""The lines of the run summary on what could have gone unnoticed: overruns by cause, frames the
+receive budget dropped, link-level rejections, rows the log lacks, a divergence, the spawned
+firmware's real-time setup."""
+from __future__ import annotations
+
+
+def integrity_lines(s: dict) -> list[str]:
+    lines = []
+    oc = s.get("overrun_causes")
+    if oc and s["pacer"]["overruns"] + s["pacer"].get("ignored_overruns", 0):
+        lines.append(f"overruns by cause: host stall {oc['host_stall']} (heartbeat gaps {oc['heartbeat_gaps']}, longest "
+                     f"{oc['max_heartbeat_gap_us'] / 1e3:.1f} ms), compute {oc['compute']}, I/O {oc['io']}, "
+                     f"late wake-up {oc['late_wakeup']}")
+    rb = s.get("receive") or {}
+    if rb.get("cycles_over_budget"):
+        lines.append(f"receive budget ({rb['frames_per_cycle']} frames, {rb['seconds_per_cycle'] * 1e6:g} us a cycle) "
+                     f"spent in {rb['cycles_over_budget']} cycles; {rb['frames_dropped']} frames dropped unread")
+    log = s.get("log") or {}
+    if log.get("dropped_rows"):
+        shown = ", ".join(f"{a}..{b}" for a, b in log["first_gaps"][:5])
+        lines.append(f"run log: {log['dropped_rows']} rows dropped whole by the writer in {log['gaps']} gaps (cycles "
+                     f"{shown}{', ...' if log['gaps'] > 5 else ''}), recorded in the log")
+    if s.get("diverged"):
+        d = s["diverged"]
+        lines.append(f"PLANT DIVERGED at t = {d['t']:.3f} s (cycle {d['cycle']}): {d['detail']}; safe state held since")
+    fw = s.get("firmware") or {}
+    if fw.get("realtime"):
+        feats = ", ".join(f"{n} {'on' if f['active'] else 'off'}" for n, f in fw["realtime"]["features"].items()
+                          if f["detail"] != "not requested")
+        lines.append(f"firmware real-time setup: {feats}")
+    return lines

@@ -1,0 +1,93 @@
+"""Overruns attributed to their cause: the emulator's own compute or I/O, a late wake-up, or a host
+stall (nothing of the process ran: shown here with a real SIGSTOP of the whole process)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+from hil.runtime.stalls import Heartbeat, OverrunCauses
+
+ROOT = Path(__file__).resolve().parent.parent
+MS = 1_000_000
+
+
+def causes_with_gap(gap: tuple[int, int] | None) -> OverrunCauses:
+    hb = Heartbeat()                      # not started: its gaps are set by hand
+    if gap is not None:
+        hb.gaps[0] = gap
+        hb.count = 1
+    return OverrunCauses(1e-3, hb)
+
+
+def test_each_cause_is_told_apart():
+    c = causes_with_gap((10 * MS, 19 * MS))
+    # a stretch with a heartbeat gap in which the loop thread barely ran: the host stalled
+    assert c.attribute(9 * MS, 20 * MS, cpu_ns=MS // 10, compute_ns=MS // 10, io_ns=MS // 20) == "host_stall"
+    # the same stretch, but the loop thread computed through it: its own work
+    assert c.attribute(9 * MS, 20 * MS, cpu_ns=10 * MS, compute_ns=10 * MS, io_ns=MS // 20) == "compute"
+    # no gap: long work is compute or I/O by the larger part, short work a late wake-up
+    assert c.attribute(30 * MS, 33 * MS, cpu_ns=MS, compute_ns=MS // 10, io_ns=2 * MS) == "io"
+    assert c.attribute(30 * MS, 33 * MS, cpu_ns=MS // 10, compute_ns=MS // 10, io_ns=MS // 10) == "late_wakeup"
+    assert c.counts == {"host_stall": 1, "compute": 1, "io": 1, "late_wakeup": 1}
+
+
+def test_without_a_heartbeat_nothing_is_called_a_host_stall():
+    c = OverrunCauses(1e-3, None)
+    assert c.attribute(0, 20 * MS, cpu_ns=0, compute_ns=0, io_ns=0) == "late_wakeup"
+    assert c.summary()["heartbeat_gaps"] == 0
+
+
+def test_the_heartbeat_notes_a_thread_that_could_not_run():
+    hb = Heartbeat().start()
+    try:
+        time.sleep(0.01)
+        start = time.monotonic_ns()
+        # hold the GIL for 20 ms: the heartbeat cannot run meanwhile, like a stopped machine
+        deadline = start + 20 * MS
+        while time.monotonic_ns() < deadline:
+            pass
+        time.sleep(0.01)
+        assert hb.count >= 1 and hb.overlaps(start, deadline) and hb.max_gap_ns > 4 * MS
+    finally:
+        hb.stop()
+
+
+EMULATOR = """
+import json, sys
+sys.path.insert(0, "tests")
+from firmware_bridge.messages import BusMap
+from hil.model.config import load_model
+from test_runtime_robustness import AnsweringLink, make_emulator
+bus = BusMap.load("configs/bus/compact_fd.toml")
+model = load_model("configs/ella.toml")
+cmd = bus.codec("cmd_torque")
+from hil.dynamics.plant import Plant
+hold = np.round(Plant(model).equilibrium_eta() / 0.02) * 0.02
+link = AnsweringLink(0x110, lambda k: [cmd.encode([*hold, 0], counter=k)])
+emu, _ = make_emulator(model, bus, link, mode="realtime", duration_s=2.5, period_s=1e-3)
+print("running", flush=True)
+print(json.dumps(emu.run()["overrun_causes"]), flush=True)
+"""
+
+
+def test_a_stopped_process_is_a_host_stall():
+    proc = subprocess.Popen([sys.executable, "-c", EMULATOR], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert proc.stdout.readline().strip() == "running"
+        time.sleep(1.0)
+        os.kill(proc.pid, signal.SIGSTOP)             # the whole process stops, as under a stalled host
+        time.sleep(0.1)
+        os.kill(proc.pid, signal.SIGCONT)
+        causes = json.loads(proc.stdout.readline())
+        assert causes["host_stall"] >= 1 and causes["max_heartbeat_gap_us"] > 50_000
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        proc.stdout.close()
