@@ -74,6 +74,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from firmware_bridge.messages import BusMap
     from hil.runtime.launch import (REFERENCE_PARAMS, await_host, build_emulator, reference_firmware, spawn_firmware,
                                     stop_process)
+    from hil.logs.streaming import tip_residual_mm, tip_settling_s
     from hil.runtime.loop import RuntimeOptions
 
     if args.heartbeat_ms is not None and not is_canopen(BusMap.load(args.bus)):
@@ -119,9 +120,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         summary["firmware"] = json.loads(out.strip().splitlines()[-1]) if out.strip() else None
     names = emulator.plant.layout.joint_names
     summary["final_joint_error_rad"] = _joint_errors(names, emulator.plant.q())
-    if args.log:
-        summary["tip_residual_mm"] = _tip_residual(args.log)
-        summary["tip_settling_s"] = _tip_settling(args.log, 0.2 + args.move_time)
+    if args.log:      # streamed over the log in constant memory (hil.logs.streaming)
+        summary["tip_residual_mm"] = tip_residual_mm(args.log)
+        summary["tip_settling_s"] = tip_settling_s(args.log, 0.2 + args.move_time)
         with open(args.log + ".summary.json", "w", encoding="utf-8") as f:   # stored beside the log
             json.dump(summary, f, default=float, indent=1)
     print(json.dumps(summary, default=float) if args.json else format_summary(summary))
@@ -143,38 +144,6 @@ def _live_view(emulator, port: int, rate_hz: float):
 def _joint_errors(names: list[str], q: np.ndarray) -> dict:
     from firmware_bridge.reference.controller import ELLA_SETPOINTS
     return {n: float(ELLA_SETPOINTS[n] - qi) for n, qi in zip(names, q) if n in ELLA_SETPOINTS}
-
-
-def _tip_residual(log_path: str, window_s: float = 1.0) -> float | None:
-    """Peak-to-peak tip excursion [mm] over the last window of the run (residual vibration)."""
-    from hil.logs.runlog import read_run
-    header, rows = read_run(log_path)
-    cols = header["columns"]
-    t = rows[:, cols.index("t")]
-    if len(t) < 2:
-        return None
-    tip = rows[:, [cols.index(c) for c in ("tip_x", "tip_y", "tip_z")]]
-    last = tip[t >= t[-1] - window_s]
-    return float(np.linalg.norm(last.max(axis=0) - last.min(axis=0)) * 1e3)
-
-
-def _tip_settling(log_path: str, move_end_s: float, band_m: float = 2e-4, window_s: float = 0.1) -> float | None:
-    """Seconds after the end of the manoeuvre until the tip's oscillation (its deviation from a
-    `window_s` moving average) stays within `band_m`."""
-    from hil.logs.runlog import read_run
-    header, rows = read_run(log_path)
-    cols = header["columns"]
-    t = rows[:, cols.index("t")]
-    tip = rows[:, [cols.index(c) for c in ("tip_x", "tip_y", "tip_z")]]
-    n = max(1, int(round(window_s / (t[1] - t[0])))) if len(t) > 1 else 1
-    if len(t) < 3 * n:
-        return None
-    kernel = np.ones(n) / n
-    trend = np.column_stack([np.convolve(tip[:, c], kernel, mode="same") for c in range(3)])
-    osc = np.linalg.norm(tip - trend, axis=1)
-    valid = (t > move_end_s) & (np.arange(len(t)) >= n) & (np.arange(len(t)) < len(t) - n)
-    outside = np.nonzero(valid & (osc > band_m))[0]
-    return float(t[outside[-1]] - move_end_s) if len(outside) else 0.0
 
 
 def format_summary(s: dict) -> str:
