@@ -212,8 +212,9 @@ class SensorOutput:
 
     ``bind(channel_names)`` (once, at start-up) maps every to_firmware signal named like a
     sensor channel (hil.devices.sensors.SensorSuite.channel_names) to that channel; ``frames()`` then
-    copies the measured array into the due frames through these index slots. Signals without
-    a channel (other than status and cycle) stay zero. `joint_names` is taken as by the other
+    copies the measured array into the due frames through these index slots. A signal that is no
+    channel, status, cycle or the message's counter is refused (ConfigError naming it: it would
+    always read 0), and so is a map without any channel. `joint_names` is taken as by the other
     plant-side endpoints; the sensor channels carry their joints in their names."""
 
     def __init__(self, bus: BusMap, joint_names: list[str], exclude: frozenset[int] | set[int] | tuple = ()):

@@ -60,6 +60,7 @@ def test_the_heartbeat_notes_a_thread_that_could_not_run():
 
 EMULATOR = """
 import json, sys
+import numpy
 sys.path.insert(0, "tests")
 from firmware_bridge.messages import BusMap
 from hil.model.config import load_model
@@ -68,7 +69,7 @@ bus = BusMap.load("configs/bus/compact_fd.toml")
 model = load_model("configs/ella.toml")
 cmd = bus.codec("cmd_torque")
 from hil.dynamics.plant import Plant
-hold = np.round(Plant(model).equilibrium_eta() / 0.02) * 0.02
+hold = numpy.round(Plant(model).equilibrium_eta() / 0.02) * 0.02
 link = AnsweringLink(0x110, lambda k: [cmd.encode([*hold, 0], counter=k)])
 emu, _ = make_emulator(model, bus, link, mode="realtime", duration_s=2.5, period_s=1e-3)
 print("running", flush=True)

@@ -75,7 +75,7 @@ def flood_run(flood: int, **options) -> tuple[dict, FloodingLink]:
 
 
 def test_a_flood_is_cut_at_the_cycles_frame_budget_and_the_rest_dropped_counted():
-    summary, link = flood_run(1000, receive_frames=64, receive_budget_s=10.0)
+    summary, link = flood_run(1000, receive_frames=64)
     assert max(link.taken_per_cycle) == 64                   # never more than the budget in one cycle
     n = summary["cycles"]
     assert summary["receive"]["cycles_over_budget"] == n
@@ -87,7 +87,7 @@ def test_a_flood_is_cut_at_the_cycles_frame_budget_and_the_rest_dropped_counted(
 
 
 def test_within_the_budget_nothing_is_dropped():
-    summary, link = flood_run(10, receive_frames=64, receive_budget_s=10.0)
+    summary, link = flood_run(10, receive_frames=64)
     assert summary["receive"]["cycles_over_budget"] == 0 and summary["receive"]["frames_dropped"] == 0
     assert summary["commands"]["accepted"] == summary["cycles"] and summary["watchdog"]["trips"] == 0
 
@@ -176,3 +176,8 @@ def test_can_link_discard_without_a_bus_discard_is_bounded(limit, monkeypatch):
     finally:
         a.close()
         b.shutdown()
+
+
+def test_afap_and_lockstep_have_no_time_budget_so_runs_stay_deterministic():
+    summary, _ = flood_run(10)
+    assert summary["receive"]["seconds_per_cycle"] is None and summary["receive"]["frames_per_cycle"] == 64

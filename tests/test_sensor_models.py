@@ -423,10 +423,14 @@ length_bytes = 12
 def test_sensor_output_fills_every_signal_named_like_a_channel():
     bus = BusMap.from_string(SENSOR_MAP, "sensor_map.toml")
     out = SensorOutput(bus, ["j"])
+    with pytest.raises(ConfigError, match=r"signal\[spare\].name = \"spare\": expected a sensor channel"):
+        out.bind(["cur_j", "enc_j", "vel_j", "index_j"])     # a signal without a channel would always read 0
+    bus = BusMap.from_string(SENSOR_MAP.replace('name = "spare"', 'name = "vel_j"'), "sensor_map.toml")
+    out = SensorOutput(bus, ["j"])
     out.bind(["cur_j", "enc_j", "vel_j", "index_j"])
     frame, = out.frames(3, np.array([1.234, -77.0, 5.0, 16421.0]), status=1)
     values = bus.codec("sensors").decode(frame)
-    assert values.tolist() == [16421.0, 1.234, 0.0, -77.0]
+    assert values.tolist() == [16421.0, 1.234, 5.0, -77.0]
 
 
 def test_the_run_log_keeps_the_truth_beside_every_measured_value(tmp_path):

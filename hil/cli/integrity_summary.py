@@ -13,7 +13,8 @@ def integrity_lines(s: dict) -> list[str]:
                      f"late wake-up {oc['late_wakeup']}")
     rb = s.get("receive") or {}
     if rb.get("cycles_over_budget"):
-        lines.append(f"receive budget ({rb['frames_per_cycle']} frames, {rb['seconds_per_cycle'] * 1e6:g} us a cycle) "
+        time = "" if rb["seconds_per_cycle"] is None else f", {rb['seconds_per_cycle'] * 1e6:g} us"
+        lines.append(f"receive budget ({rb['frames_per_cycle']} frames{time} a cycle) "
                      f"spent in {rb['cycles_over_budget']} cycles; {rb['frames_dropped']} frames dropped unread")
     log = s.get("log") or {}
     if log.get("dropped_rows"):

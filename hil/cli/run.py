@@ -61,7 +61,7 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
                    help="skip: keep the absolute grid; slip: re-anchor it after an overrun")
     p.add_argument("--halt-after", type=nonnegative_int, default=0, help="stop after N consecutive overruns (0: never)")
     p.add_argument("--ignore-first", type=nonnegative_float, default=0.5, help="overruns in the first S seconds never halt")
-    p.add_argument("--live", type=int_in(1, 65535), nargs="?", const=8765, default=None, metavar="PORT",
+    p.add_argument("--live", type=int_in(0, 65535), nargs="?", const=8765, default=None, metavar="PORT",
                    help="serve the arm's 3D scene and signals over a Foxglove WebSocket on 127.0.0.1:PORT "
                         "(default 8765) while running, fed from the log writer's thread")
     p.add_argument("--live-rate", type=positive_float, default=50.0, help="--live: messages per second of simulated time")

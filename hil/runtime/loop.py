@@ -75,7 +75,7 @@ class RuntimeOptions:
     bus_record_path: str | None = None  # every frame sent and received, python-can format by suffix (.asc, .blf)
     stats_capacity: int = 600_000
     receive_frames: int = 64            # per cycle at most (hil.runtime.receive): the rest is dropped, counted
-    receive_budget_s: float = 250e-6    # per cycle at most for receiving
+    receive_budget_s: float = 500e-6    # per cycle at most for receiving (realtime mode)
 
     def validate(self) -> None:
         if self.mode not in MODES:
@@ -156,7 +156,8 @@ class Emulator:
         self.overrun_causes = OverrunCauses(options.period_s, None)
         self._last_work: tuple[int, int, int, int] | None = None   # last cycle: start, CPU, compute, I/O ns
         self.diverged = False               # latched: the plant blew up, the safe state holds to the end
-        self.receive_budget = ReceiveBudget(options.receive_frames, options.receive_budget_s)
+        self.receive_budget = ReceiveBudget(options.receive_frames,
+                                            options.receive_budget_s if options.mode == "realtime" else None)
         self.recorder: BusRecorder | None = None
         self.protocol = protocol
         nj = plant.layout.n_joints
