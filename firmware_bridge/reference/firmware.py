@@ -122,11 +122,14 @@ def serve(fw: Firmware, link: Link, duration_s: float, idle_timeout_s: float = 2
     fault_cycle = None
     latency = LatencyHistogram()
     cycle = sensors.cycle
-    while time.monotonic() - last_rx < idle_timeout_s:
+    while True:
         frame = link.recv()
-        if frame is None:
+        if frame is None:   # idle: only now the timeout counts (a firmware process that was not scheduled for
+            # a while finds the frames that waited meanwhile first)
             if parent_pid is not None and os.getppid() != parent_pid:
                 break                       # the emulator is gone (its pty or bus may still look alive)
+            if time.monotonic() - last_rx >= idle_timeout_s:
+                break
             _wait(fd)
             continue
         if master is not None and master.is_protocol(frame):
