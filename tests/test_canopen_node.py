@@ -7,6 +7,7 @@ own helpers. Every check is paired with a request the node must refuse, or a sta
 """
 from __future__ import annotations
 
+import configparser
 import struct
 from pathlib import Path
 
@@ -15,8 +16,10 @@ import pytest
 
 from firmware_bridge import cia402
 from firmware_bridge.canopen import DriveNodes
+from firmware_bridge.eds import export_eds
 from firmware_bridge.link import Frame
 from firmware_bridge.messages import NMT_START, NMT_STOP, BusMap, nmt_frame, sync_frame
+from hil.cli.main import main as hil
 
 ROOT = Path(__file__).resolve().parent.parent
 BUS = BusMap.load(ROOT / "configs" / "bus" / "canopen_cst.toml")
@@ -426,3 +429,49 @@ def test_heartbeat_producer_time_is_set_per_node_over_sdo():
     assert on_grid(2, 20, 20)                          # 0x1017 = 20 ms from the write on
     assert on_grid(1, 100, 100) and on_grid(3, 150, 100)   # the map's 100 ms, staggered
     assert not [ms for ms, m in beats if m == 4]       # 0x1017 = 0: off
+
+
+# ----------------------------------------------------------------------------- EDS
+def test_each_eds_lists_every_object_of_its_node_in_cia306_sections(tmp_path):
+    paths = export_eds(BUS, tmp_path)
+    assert [p.name for p in paths] == ["canopen_cst_node1_base_yaw.eds", "canopen_cst_node2_shoulder_pitch.eds",
+                                       "canopen_cst_node3_elbow.eds", "canopen_cst_node4_imu.eds"]
+    nodes = DriveNodes(BUS, JOINTS, clock=lambda: 0.0).nodes
+    for path, node in zip(paths, nodes.values()):
+        eds = configparser.ConfigParser(interpolation=None)
+        eds.optionxform = str
+        eds.read_string(path.read_text(encoding="ascii"))
+        assert eds["FileInfo"]["FileName"] == path.name and eds["DeviceInfo"]["BaudRate_1000"] == "1"
+        listed = []
+        for title in ("MandatoryObjects", "OptionalObjects", "ManufacturerObjects"):
+            section = eds[title]
+            entries = [int(section[str(k)], 16) for k in range(1, int(section["SupportedObjects"]) + 1)]
+            assert len(section) == len(entries) + 1
+            listed += entries
+        assert sorted(listed) == sorted(o.index for o in node.od)       # every object, each listed once
+        assert [i for i in listed if i in (0x1000, 0x1001, 0x1018)] == [0x1000, 0x1001, 0x1018]
+        for obj in node.od:
+            sec = eds[f"{obj.index:04X}"]
+            assert sec["ParameterName"] == obj.name and int(sec["ObjectType"], 16) == obj.kind
+            subs = [f"{obj.index:04X}sub{s:X}" for s in sorted(obj.entries)] if obj.kind != 0x7 else [f"{obj.index:04X}"]
+            if obj.kind != 0x7:
+                assert int(sec["SubNumber"]) == len(obj.entries)
+            for name, entry in zip(subs, (obj.entries[s] for s in sorted(obj.entries))):
+                e = eds[name]
+                assert int(e["DataType"], 16) == entry.type.code and e["AccessType"] == entry.access
+                assert e["PDOMapping"] == str(int(entry.pdo)) and "DefaultValue" in e
+        sections = {s for s in eds.sections() if s[:4].isalnum() and s[:4] not in ("File", "Devi", "Dumm", "Comm")}
+        sub_sections = {f"{o.index:04X}sub{s:X}" for o in node.od if o.kind != 0x7 for s in o.entries}
+        assert sections - {"MandatoryObjects", "OptionalObjects", "ManufacturerObjects"} == \
+            {f"{o.index:04X}" for o in node.od} | sub_sections
+
+
+def test_bus_export_cli(tmp_path, capsys):
+    assert hil(["bus", "export", str(ROOT / "configs" / "bus" / "canopen_cst.toml"), "--eds", str(tmp_path)]) == 0
+    assert len(capsys.readouterr().out.split()) == 4 and len(list(tmp_path.glob("*.eds"))) == 4
+    assert hil(["bus", "export", "compact_fd", "--eds", str(tmp_path / "x")]) == 2          # not CANopen
+    assert "not a CANopen map" in capsys.readouterr().err and not (tmp_path / "x").exists()
+    assert hil(["bus", "export", "no_such_map", "--eds", str(tmp_path)]) == 2
+    assert "not a shipped map (canopen_cst, compact_classic" in capsys.readouterr().err
+    assert hil(["bus", "export", "canopen_cst"]) == 2
+    assert "nothing to export: give --eds DIR" in capsys.readouterr().err
