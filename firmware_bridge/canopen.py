@@ -46,6 +46,7 @@ The firmware side (NMT master, SYNC producer, drive enabling) is firmware_bridge
 """
 from __future__ import annotations
 
+import math
 import struct
 import time
 from typing import Any, Callable, Iterable
@@ -198,7 +199,8 @@ class DriveNodes:
         self._sdo_nodes = {SDO_REQUEST_BASE + n: node for n, node in self.nodes.items()}
         self.state = {n: STATE_BOOTUP for n in self.node_ids}
         self.period_s = {n: self.heartbeat_s for n in self.phase_s}
-        self.next_heartbeat = {n: 0.0 for n in self.phase_s}
+        self.next_heartbeat = {n: math.inf for n in self.phase_s}
+        self._beating = False
         nj = len(joint_names)
         self._nmt_safe = np.zeros(nj, bool)       # the node left operational: safe until NMT start
         self._enabled = np.zeros(nj, bool)        # the drive is in Operation enabled
@@ -249,8 +251,7 @@ class DriveNodes:
         else:       # 0x1017; its default is the configured producer time, which may be a fraction of a ms
             entry = node.heartbeat
             default = self.heartbeat_s if node.id in self.phase_s else 0.0
-            self.period_s[node.id] = default if entry.value == entry.default else entry.value * 1e-3
-            self.next_heartbeat[node.id] = self.clock() + self.period_s[node.id]
+            self._schedule(node.id, default if entry.value == entry.default else entry.value * 1e-3, 0.0)
 
     def _pdo_changed(self) -> None:
         """Routing of the PDOs after a change of their parameters (or at start)."""
@@ -268,6 +269,12 @@ class DriveNodes:
                 else:
                     self._tpdo_custom.append((n, pdo))
 
+    def _schedule(self, node: int, period_s: float, phase_s: float) -> None:
+        """The node's heartbeats every `period_s` (0: off) from `phase_s` after now."""
+        self.period_s[node] = period_s
+        self.next_heartbeat[node] = self.clock() + phase_s + period_s if period_s > 0 else math.inf
+        self._beating = any(p > 0 for p in self.period_s.values())
+
     def _update_safe(self) -> None:
         np.logical_or(self._nmt_safe, ~self._enabled, out=self.safe)
         self.any_safe = bool(self.safe.any())
@@ -283,15 +290,15 @@ class DriveNodes:
         """Power-on of every node: boot-up messages queued, nodes pre-operational."""
         self.booted = True
         for n in self.node_ids:
-            self._reset(n, self.clock())
+            self._reset(n)
 
-    def _reset(self, node: int, now: float) -> None:
+    def _reset(self, node: int) -> None:
         self._leave_operational(node)
         self.state[node] = STATE_PRE_OPERATIONAL
         if node in self.phase_s:
             self._outbox.append(heartbeat_frame(node, STATE_BOOTUP))
             self.c["bootups_sent"] += 1
-            self.next_heartbeat[node] = now + self.phase_s[node] + self.period_s[node]
+            self._schedule(node, self.period_s[node], self.phase_s[node])
 
     def _leave_operational(self, node: int) -> None:
         if self.state[node] == STATE_OPERATIONAL:
@@ -308,7 +315,6 @@ class DriveNodes:
             self.c["nmt_other_node"] += 1
             return
         self.c["nmt_commands"] += 1
-        now = self.clock()
         for n in (self.node_ids if target == 0 else (target,)):
             if command == NMT_START:
                 self.state[n] = STATE_OPERATIONAL
@@ -322,7 +328,7 @@ class DriveNodes:
             else:
                 node = self.nodes[n]
                 node.reset_node() if command == NMT_RESET_NODE else node.reset_communication()
-                self._reset(n, now)
+                self._reset(n)
 
     # ------------------------------------------------------------------ the emulator's hook
     def receive(self, frame: Frame) -> bool:
@@ -383,14 +389,14 @@ class DriveNodes:
         if not self.booted:
             self.boot()
         out, self._outbox = self._outbox, []
-        if self.next_heartbeat:
+        if self._beating:
             now = self.clock()
             for n, due in self.next_heartbeat.items():
-                period = self.period_s[n]
-                if period > 0 and now >= due:
+                if now >= due:              # a node with heartbeats off is due at +inf
                     out.append(heartbeat_frame(n, self.state[n]))
                     self.c["heartbeats_sent"] += 1
                     # the next beat on the node's grid, never a burst after a pause
+                    period = self.period_s[n]
                     self.next_heartbeat[n] = due + period * (1 + int((now - due) // period))
         return out
 

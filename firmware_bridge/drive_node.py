@@ -34,7 +34,7 @@ from .canopen_od import (ABORT_VALUE, ARRAY, INTEGER8, INTEGER16, INTEGER32, MAP
                          UNSIGNED32, VISIBLE_STRING, DATA_TYPES, Entry, ObjectDictionary, SdoAbort)
 from .codec import Codec
 from .link import Frame
-from .pdo import FUNCTIONS, RPDO, TPDO, Pdo
+from .pdo import RPDO, TPDO, Pdo
 from .sdo_server import SdoServer
 
 EMCY_BASE = 0x080
