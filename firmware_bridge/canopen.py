@@ -326,8 +326,10 @@ class DriveNodes:
                 self._leave_operational(n)
                 self.state[n] = STATE_PRE_OPERATIONAL
             else:
-                node = self.nodes[n]
-                node.reset_node() if command == NMT_RESET_NODE else node.reset_communication()
+                if command == NMT_RESET_NODE:
+                    self.nodes[n].reset_node()
+                else:
+                    self.nodes[n].reset_communication()
                 self._reset(n)
 
     # ------------------------------------------------------------------ the emulator's hook
