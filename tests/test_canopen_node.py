@@ -3,7 +3,7 @@ SDO server, object dictionary, CiA 402 state machine, PDO mapping over SDO, EMCY
 
 The test is the master, with SDO frames built here by hand from CiA 301 (command specifier, index,
 sub-index, data), so that the server is checked against the standard's byte layout rather than its
-own helpers. Every check is paired with a request the node must refuse, or a state it must not reach.
+own frame functions. Every check is paired with a request the node must refuse, or a state it must not reach.
 """
 from __future__ import annotations
 
