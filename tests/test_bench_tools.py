@@ -158,7 +158,7 @@ def test_trace_analysis_finds_silent_stretches_and_waits_of_the_loop():
 def test_component_bench_times_every_stage(capsys):
     assert bench_components.main(["--number", "20", "--repeat", "1", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert set(report) == {"drives", "sensors", "faults", "codecs"}
+    assert set(report) == {"drives", "sensors", "faults", "codecs", "canopen"}
     for section in report.values():
         for what, us in section.items():
             assert 0 < us < math.inf or what.startswith("sensor stage"), (what, us)

@@ -2,7 +2,10 @@
 
 In-process: the emulator (hil.runtime.loop.Emulator with firmware_bridge.canopen.DriveNodes) on one end
 of an in-memory link, the test playing the master on the other, cycle by cycle through
-Emulator.step_once(); the nodes' heartbeat clock is a fake the test advances. Then one closed loop
+Emulator.step_once(); the nodes' heartbeat clock is a fake the test advances. The drives apply
+torque in CiA 402 Operation enabled only: `Rig.enable` walks them there over SDO (the drive node's
+own behaviour is tested in test_canopen_node.py, with the canopen package as master in
+test_canopen_master.py). Then one closed loop
 through the CLI (`hil run ... --spawn-firmware --mode lockstep` over udp_loopback, SYNC-driven),
 run twice to show that it is deterministic.
 """
@@ -17,12 +20,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from firmware_bridge.canopen import CanopenMaster, DriveNodes, is_canopen
+from firmware_bridge.canopen import DriveNodes, is_canopen
+from firmware_bridge.canopen_master import CanopenMaster
 from firmware_bridge.link import Frame
 from firmware_bridge.messages import (NMT_PRE_OPERATIONAL, NMT_RESET_COMMUNICATION, NMT_RESET_NODE, NMT_START,
                                       NMT_STOP, STATE_BOOTUP, STATE_OPERATIONAL, STATE_PRE_OPERATIONAL,
                                       STATE_STOPPED, BusMap, heartbeat_frame, nmt_frame, sync_frame)
-from firmware_bridge.signals import CommandInput, SensorOutput
+from firmware_bridge.sdo_server import expedited_download
+from firmware_bridge.signals import SensorOutput
 from hil.model.config import load_model
 from hil.devices.drives import DriveBank
 from hil.dynamics.plant import Plant
@@ -75,9 +80,10 @@ class Rig:
         self.nodes = DriveNodes(bus, names, heartbeat_s, clock=self.clock)
         self.emu_link, self.link = memory_pair()
         opts = RuntimeOptions(**{"mode": "afap", "realtime": False, "watchdog_s": 10.0, **options})
-        self.emu = Emulator(self.plant, self.emu_link, CommandInput(bus, names),
+        self.emu = Emulator(self.plant, self.emu_link, self.nodes.commands,
                             SensorOutput(bus, names, self.nodes.own_ids), opts, protocol=self.nodes,
                             drives=None if preset_drives else DriveBank(self.plant, [None] * len(names)))
+        self.nodes.attach(self.emu.faults, lambda: self.plant.tau)
         self.gear = np.array([b.joint.gear_ratio for b in model.bodies])
 
     def cycle(self, *frames: Frame) -> list[Frame]:
@@ -105,9 +111,18 @@ class Rig:
     def quantized(self, tau) -> np.ndarray:
         return np.round(np.asarray(tau, float) / SCALE) * SCALE
 
+    def enable(self, *nodes: int) -> None:
+        """CiA 402 drives to Operation enabled over SDO (controlword 0x06, 0x07, 0x0F), in one cycle."""
+        requests = [Frame(0x600 + n, expedited_download(0x6040, 0, cw.to_bytes(2, "little")))
+                    for n in nodes for cw in (0x06, 0x07, 0x0F)]
+        assert [(f.arbitration_id, f.data[:4]) for f in self.cycle(*requests)] == \
+            [(0x580 + n, bytes((0x60, 0x40, 0x60, 0))) for n in nodes for _ in range(3)]
+        assert all(self.nodes.nodes[n].enabled for n in nodes)
+
     def started(self) -> None:
-        """Boot-up, then NMT start of all nodes."""
+        """Boot-up, the drives enabled, then NMT start of all nodes."""
         assert ids(self.cycle()) == HEARTBEATS
+        self.enable(1, 2, 3)
         assert self.cycle(nmt_frame(NMT_START)) == []
         assert set(self.nodes.state.values()) == {STATE_OPERATIONAL}
 
@@ -130,7 +145,7 @@ def test_the_canopen_map_is_recognised_and_its_nodes_found(bus):
     assert nodes.phase_s == pytest.approx({1: 0.0, 2: 0.025, 3: 0.05, 4: 0.075})
     assert nodes.own_ids == frozenset(HEARTBEATS)
     master = CanopenMaster(bus, list(JOINTS))
-    assert master.required == (1, 2, 3) and master.own_ids == frozenset((0x000, 0x080))
+    assert master.required == master.drives == (1, 2, 3) and master.own_ids == frozenset((0x000, 0x080))
 
 
 # ----------------------------------------------------------------------------- NMT state machine
@@ -139,10 +154,12 @@ def test_boot_up_then_pre_operational_nodes_send_nothing_but_heartbeats(model, b
     sent = rig.cycle()
     assert [(f.arbitration_id, f.data) for f in sent] == [(i, bytes((STATE_BOOTUP,))) for i in HEARTBEATS]
     assert set(rig.nodes.state.values()) == {STATE_PRE_OPERATIONAL}
+    assert rig.nodes.counters()["drives"] == {str(n): "switch on disabled" for n in (1, 2, 3)}
     tau = rig.quantized(rig.hold + [3.0, -4.0, 1.0])
     for _ in range(5):                         # SYNCs and RPDOs get no answer, the RPDOs are dropped
         assert rig.cycle(sync_frame(), *rig.rpdos(tau)) == []
-        assert np.array_equal(rig.applied(), rig.hold)        # the drives hold the arm as at start
+        assert np.array_equal(rig.applied(), np.zeros(3))     # disabled drives: the safe state (zero torque)
+        assert rig.nodes.safe.all()
     rig.clock.t += 0.2
     assert beats(rig.cycle(sync_frame())) == {n: STATE_PRE_OPERATIONAL for n in (1, 2, 3, 4)}
     c = rig.nodes.counters()
@@ -176,13 +193,14 @@ def test_nmt_start_makes_each_sync_answered_with_the_tpdos_of_the_stepped_state(
 def test_rpdos_are_ignored_and_counted_unless_their_node_is_operational(model, bus):
     rig = Rig(model, bus)
     rig.cycle()
+    rig.enable(1, 2, 3)                        # enabled in pre-operational: target torque 0 applies
     tau_a = rig.quantized(rig.hold + [5.0, 5.0, 5.0])
     rig.cycle(*rig.rpdos(tau_a))
-    assert np.array_equal(rig.applied(), rig.hold)
+    assert np.array_equal(rig.applied(), np.zeros(3))
     assert rig.nodes.counters()["rpdos_ignored"] == 3 and rig.emu.commands.counters()["accepted"] == 0
     # NMT start of node 2 only, ahead of the RPDOs: only shoulder_pitch takes its torque
     sent = rig.cycle(nmt_frame(NMT_START, 2), *rig.rpdos(tau_a), sync_frame())
-    assert np.array_equal(rig.applied(), [rig.hold[0], tau_a[1], rig.hold[2]])
+    assert np.array_equal(rig.applied(), [0.0, tau_a[1], 0.0])
     assert ids(sent) == [0x182]                     # only node 2 answers the SYNC
     assert rig.nodes.counters()["rpdos_ignored"] == 5 and rig.emu.commands.counters()["accepted"] == 1
 
@@ -259,6 +277,9 @@ def test_pre_operational_and_resets_follow_cia301(model, bus):
     c = rig.nodes.counters()
     assert (c["nmt_other_node"], c["nmt_invalid"], c["syncs_invalid"]) == (1, 2, 1)
     assert rig.emu.commands.counters()["rejected"] == {k: 0 for k in rig.emu.commands.counters()["rejected"]}
+    # reset node put node 2's drive back to Switch on disabled; reset communication left the others enabled
+    assert c["drives"] == {"1": "operation enabled", "2": "switch on disabled", "3": "operation enabled"}
+    rig.enable(2)
     sent = rig.cycle(nmt_frame(NMT_START), *rig.rpdos(tau), sync_frame())
     assert ids(sent) == TPDO1 + [IMU[0]] and np.array_equal(rig.applied(), tau)
 
@@ -303,11 +324,15 @@ def test_heartbeats_every_producer_time_staggered_per_node(bus):
 def test_lockstep_waits_for_a_sync_and_keeps_beating_meanwhile(model, bus):
     rig = Rig(model, bus, mode="lockstep", lockstep_timeout_s=0.05)
     tau = rig.quantized(rig.hold + [4.0, 4.0, 4.0])
+    for n in (1, 2, 3):
+        for cw in (0x06, 0x07, 0x0F):
+            rig.link.send(Frame(0x600 + n, expedited_download(0x6040, 0, cw.to_bytes(2, "little"))))
     rig.link.send(nmt_frame(NMT_START))
     for f in rig.rpdos(tau):
         rig.link.send(f)
     assert rig.emu._wait_for_command() is False          # commands, but no SYNC: no step
-    assert ids(rig.take()) == HEARTBEATS                 # the boot-up went out while waiting
+    # the boot-up and the SDO answers went out while waiting
+    assert ids(rig.take()) == HEARTBEATS + [0x580 + n for n in (1, 2, 3) for _ in range(3)]
     assert rig.emu.cycle == 0 and rig.emu.commands.counters()["accepted"] == 3
     rig.clock.t += 0.2
     rig.link.send(sync_frame())
@@ -331,15 +356,46 @@ def test_the_watchdog_still_applies(model, bus):
     assert not rig.emu.watchdog.tripped and np.array_equal(rig.applied(), tau)
 
 
-def test_master_starts_the_network_once_the_drives_report(bus):
+def _confirm(request: Frame) -> Frame:
+    """The drive's confirmation of an expedited download."""
+    return Frame(request.arbitration_id - 0x80, bytes((0x60,)) + request.data[1:4] + bytes(4))
+
+
+def test_master_enables_the_drives_then_starts_the_network(bus):
     master = CanopenMaster(bus, list(JOINTS))
     assert master.is_protocol(heartbeat_frame(4, STATE_BOOTUP)) and not master.is_protocol(sync_frame())
-    assert master.on_heartbeat(heartbeat_frame(1, STATE_BOOTUP)) == []
-    assert master.on_heartbeat(heartbeat_frame(3, STATE_PRE_OPERATIONAL)) == []
-    assert master.on_heartbeat(heartbeat_frame(2, STATE_BOOTUP)) == [nmt_frame(NMT_START, 0), sync_frame()]
-    assert master.started and master.syncs == 1
-    assert master.on_heartbeat(heartbeat_frame(2, STATE_OPERATIONAL)) == []
-    assert master.on_heartbeat(heartbeat_frame(2, STATE_BOOTUP)) == [nmt_frame(NMT_START, 2)]   # rebooted
+    assert master.is_protocol(Frame(0x582, bytes(8))) and master.is_protocol(Frame(0x083, bytes(8)))
+    assert not master.is_protocol(Frame(0x183, bytes(8)))
+    assert master.on_frame(heartbeat_frame(1, STATE_BOOTUP)) == []
+    assert master.on_frame(heartbeat_frame(3, STATE_PRE_OPERATIONAL)) == []
+    # every drive reported: each gets its enabling sequence, one download at a time, in parallel
+    sent = master.on_frame(heartbeat_frame(2, STATE_BOOTUP))
+    assert sent == [Frame(0x600 + n, expedited_download(0x6060, 0, bytes((10,)))) for n in (1, 2, 3)]
+    assert not master.started
+    steps = {n: [f.data for f in sent if f.arbitration_id == 0x600 + n] for n in (1, 2, 3)}
+    pending = list(sent)
+    while pending:
+        request = pending.pop(0)
+        answer = master.on_frame(_confirm(request))
+        steps[request.arbitration_id - 0x600] += [f.data for f in answer if f.arbitration_id >= 0x600]
+        pending += [f for f in answer if f.arbitration_id >= 0x600]
+        if not pending:
+            assert answer == [nmt_frame(NMT_START, 0), sync_frame()]      # the last confirmation starts
+        else:
+            assert not master.started
+    controlwords = [expedited_download(0x6040, 0, cw.to_bytes(2, "little")) for cw in (0x06, 0x07, 0x0F)]
+    assert all(steps[n] == [expedited_download(0x6060, 0, bytes((10,)))] + controlwords for n in (1, 2, 3))
+    assert master.started and master.syncs == 1 and master.c["sdo_confirmed"] == 12 and master.errors == []
+    assert master.on_frame(heartbeat_frame(2, STATE_OPERATIONAL)) == []
+    # a rebooted drive is enabled again, then started on its own; an abort is reported, the node started
+    first = master.on_frame(heartbeat_frame(2, STATE_BOOTUP))
+    assert first == [Frame(0x602, expedited_download(0x6060, 0, bytes((10,))))]
+    abort = Frame(0x582, bytes((0x80, 0x60, 0x60, 0)) + (0x06090030).to_bytes(4, "little"))
+    assert master.on_frame(abort) == [nmt_frame(NMT_START, 2)]
+    assert master.errors == ["node 2: SDO abort 0x06090030 writing 0x6060sub0"]
+    assert master.on_frame(abort) == [] and master.c["sdo_unexpected"] == 1      # nothing pending for it
+    assert master.on_frame(Frame(0x083, bytes((0x05, 0x73, 0x21, 0, 0, 0, 0, 0)))) == []
+    assert master.stats()["emcys"] == ["node 3: 0x7305"]
     assert master.sync() == sync_frame() and master.syncs == 2
     assert master.stop() == nmt_frame(NMT_STOP, 0)
 
@@ -383,7 +439,9 @@ def test_closed_loop_sync_driven_lockstep_reaches_the_set_points(tmp_path):
         assert fw["cycles"] == CYCLES and np.max(np.abs(fw["q_error"])) < 1e-3
         assert all(v == 0 for v in sensors["rejected"].values()), sensors
         assert master["started"] and master["syncs"] == CYCLES and master["heartbeats_invalid"] == 0
-        assert sensors["accepted"] + master["heartbeats"] == fw_link["rx_frames"]
+        assert master["sdo_sent"] == master["sdo_confirmed"] == co["sdo_requests"] == 12 and co["sdo_aborts"] == 0
+        assert co["drives"] == {str(n): "operation enabled" for n in (1, 2, 3)} and master["errors"] == []
+        assert sensors["accepted"] + master["heartbeats"] + master["sdo_confirmed"] == fw_link["rx_frames"]
         for link in (emu_link, fw_link):
             for key in ("rx_crc_errors", "rx_framing_errors", "rx_garbage_bytes", "rx_overruns", "tx_dropped"):
                 assert link[key] == 0, (key, link)

@@ -9,7 +9,6 @@ import signal
 import struct
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 

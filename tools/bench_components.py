@@ -2,7 +2,10 @@
 --repeat runs of --number calls): the drive bank's update (brakes open, brakes holding, and the
 rare cycle in which a brake stops a moving joint), the sensor stage (plant step and SensorSuite.sample minus the
 plant step alone), the fault engine's per-cycle hooks (idle, and with three signal faults
-active), and the codecs of the command and sensor frames.
+active), the codecs of the command and sensor frames, and the CANopen drive nodes' protocol work
+in a cycle of configs/bus/canopen_cst.toml (SYNC and three RPDOs in, the TPDOs out; object
+dictionary, SDO server, CiA 402 state machine and PDO mapping idle) against the same frames through
+the map's own decoder, and an SDO request answered.
 
     python -m tools.bench_components [--number 20000] [--repeat 5] [--json]
     hil bench components ...
@@ -27,6 +30,15 @@ BUS = ROOT / "configs" / "bus" / "serial_frame.toml"
 def best_us(fn: Callable[[], object], number: int, repeat: int) -> float:
     """Best mean time of `number` calls over `repeat` runs [us]."""
     return min(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e6
+
+
+def interleaved_best_us(fns: dict[str, Callable[[], object]], number: int, repeat: int) -> dict[str, float]:
+    """best_us of each function, their runs taken in turn [us]."""
+    runs: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            runs[name].append(timeit.timeit(fn, number=number))
+    return {name: min(t) / number * 1e6 for name, t in runs.items()}
 
 
 def _at_rest():
@@ -128,7 +140,45 @@ def codecs(number: int, repeat: int) -> dict:
             "sensor frames from the channels": best_us(lambda: out.frames(0, suite.measured, 1), number, repeat)}
 
 
-SECTIONS = {"drives": drives, "sensors": sensors, "faults": faults, "codecs": codecs}
+def canopen(number: int, repeat: int) -> dict:
+    from firmware_bridge.canopen import DriveNodes
+    from firmware_bridge.link import Frame
+    from firmware_bridge.messages import NMT_START, BusMap, nmt_frame, sync_frame
+    from firmware_bridge.sdo_server import expedited_download, upload_request
+    from firmware_bridge.signals import CommandInput
+    bus = BusMap.load(ROOT / "configs" / "bus" / "canopen_cst.toml")
+    names = ["base_yaw", "shoulder_pitch", "elbow"]
+    nodes = DriveNodes(bus, names, 0.0, clock=lambda: 0.0)
+    nodes.heartbeats()
+    for n in (1, 2, 3):
+        for cw in (0x06, 0x07, 0x0F):
+            nodes.receive(Frame(0x600 + n, expedited_download(0x6040, 0, cw.to_bytes(2, "little"))))
+    nodes.receive(nmt_frame(NMT_START))
+    nodes.heartbeats()
+    assert not nodes.any_safe
+    sync = sync_frame()
+    rpdos = [bus.codec(f"rpdo1_{j}").encode([10.0]) for j in names]
+    tpdos = [bus.codec(f"tpdo1_{j}").encode([1000.0, 20.0]) for j in names] + [bus.codec("tpdo1_imu").encode([0.0] * 3)]
+    map_decoder = CommandInput(bus, names)
+
+    def cycle(commands) -> None:
+        nodes.receive(sync)
+        for f in rpdos:
+            if not nodes.receive(f):
+                commands.feed(f)
+        nodes.transmit(lambda k: tpdos)
+    # in turn, so that a load on the machine meets both alike
+    out = interleaved_best_us({"cycle: SYNC, 3 RPDOs, 4 TPDOs, nodes idle": lambda: cycle(nodes.commands),
+                               "the same, RPDOs through the map's decoder": lambda: cycle(map_decoder)},
+                              number, repeat)
+    assert nodes.commands.tau[0] == 10.0 and nodes.c["tpdos_sent"] > 0
+    read = Frame(0x601, upload_request(0x6041, 0))
+    out["SDO upload of the statusword answered"] = best_us(lambda: (nodes.receive(read), nodes.heartbeats()),
+                                                            number, repeat)
+    return out
+
+
+SECTIONS = {"drives": drives, "sensors": sensors, "faults": faults, "codecs": codecs, "canopen": canopen}
 
 
 def main(argv: list[str] | None = None) -> int:

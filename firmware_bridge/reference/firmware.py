@@ -5,11 +5,11 @@ controller (firmware_bridge.reference.controller) and answers with the command f
 Time is the emulator's cycle counter times the cycle period, so a lockstep run
 is deterministic.
 
-On a CANopen map (firmware_bridge.canopen) the firmware is the NMT master and SYNC
-producer: it starts all nodes once the drives have sent their boot-up (or any) heartbeat,
-sends one SYNC per cycle, computes on each complete set of position TPDOs, answers with the
-RPDOs (target torque, applied by the drives at the next SYNC) followed by the next SYNC, and
-stops the nodes at the end. Time is then the number of SYNCs sent times the cycle period.
+On a CANopen map (firmware_bridge.canopen_master) the firmware is the NMT master and SYNC
+producer: once the drives have sent their boot-up (or any) heartbeat, it enables them over SDO
+(CiA 402: cyclic synchronous torque, Operation enabled), starts all nodes, sends one SYNC per
+cycle, computes on each complete set of position TPDOs, answers with the RPDOs (target torque,
+applied by the drives at the next SYNC) followed by the next SYNC, and stops the nodes at the end. Time is then the number of SYNCs sent times the cycle period.
 
 Supervision: an encoder count that moves further in one cycle than the fastest joint motion
 allows (a dropout reading 0, a corrupted or slipped count) latches an encoder fault; the firmware
@@ -30,7 +30,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from firmware_bridge.canopen import CanopenMaster, is_canopen
+from firmware_bridge.canopen import is_canopen
+from firmware_bridge.canopen_master import CanopenMaster
 from firmware_bridge.link import Link
 from firmware_bridge.messages import BusMap
 from firmware_bridge.reference.controller import ELLA_SETPOINTS, ControllerGains, ReferenceController
@@ -110,10 +111,11 @@ def serve(fw: Firmware, link: Link, duration_s: float, idle_timeout_s: float = 2
           parent_pid: int | None = None) -> FirmwareResult:
     """Answer every encoder frame with a command until the emulator's time passes duration_s.
 
-    CANopen: heartbeats go to the master (which starts the network); once it has started, only
-    PDOs count as activity for the idle timeout. With `parent_pid` (the emulator that started this
-    process) the firmware stops as soon as that process is gone (looked at whenever no frame is
-    waiting, at least every millisecond), instead of waiting for the idle timeout."""
+    CANopen: heartbeats, SDO responses and EMCYs go to the master (which enables the drives and starts
+    the network); once it has started, only PDOs count as activity for the idle timeout. With
+    `parent_pid` (the emulator that started this process) the firmware stops as soon as that process
+    is gone (looked at whenever no frame is waiting, at least every millisecond), instead of waiting
+    for the idle timeout."""
     bus, sensors, commands, ctl, gravity, goal = fw.bus, fw.sensors, fw.commands, fw.ctl, fw.gravity, fw.goal
     master = fw.master
     last_rx = time.monotonic()
@@ -135,7 +137,7 @@ def serve(fw: Firmware, link: Link, duration_s: float, idle_timeout_s: float = 2
         if master is not None and master.is_protocol(frame):
             if not master.started:
                 last_rx = time.monotonic()
-            for f in master.on_heartbeat(frame):       # NMT start and the first SYNC
+            for f in master.on_frame(frame):       # the drives' enabling, NMT start and the first SYNC
                 link.send(f)
             continue
         last_rx = time.monotonic()

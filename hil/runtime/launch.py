@@ -69,10 +69,12 @@ def build_emulator(arm: str | Path, bus: str | Path, link: str = "pty", options:
               "scenario_text": None if scenario is None else Path(scenario).read_text(encoding="utf-8"),
               "versions": versions()}
     try:
-        emulator = Emulator(plant, raw, CommandInput(bus_map, names),
+        emulator = Emulator(plant, raw, protocol.commands if protocol else CommandInput(bus_map, names),
                             SensorOutput(bus_map, names, protocol.own_ids if protocol else ()), options, header,
                             protocol, faults, drives=DriveBank(plant, [None] * len(names)) if ideal_drives else None,
                             sensors=default_sensors(plant.asm.model) if ideal_sensors else None)
+        if protocol is not None:        # the drives see the faults on their joints and the applied torque
+            protocol.attach(emulator.faults, lambda: plant.tau)
     except Exception:
         raw.close()
         raise

@@ -1,0 +1,69 @@
+"""`hil bus`: bus maps exported to the standard files other tools read.
+
+    hil bus export MAP --eds DIR        one CiA 306 EDS per emulated node of a CANopen map
+
+MAP is a bus-map file or the name of a shipped one (``canopen_cst`` for configs/bus/canopen_cst.toml).
+Each output format is an :class:`Exporter` in EXPORTERS (its option ``--<name>``); several may be
+given in one call.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from hil.cli.registry import CliError, command
+
+SHIPPED_MAPS = Path(__file__).resolve().parents[2] / "configs" / "bus"
+
+
+@dataclass(frozen=True)
+class Exporter:
+    name: str                                   # the option: --<name> OUT
+    metavar: str
+    help: str
+    write: Callable[[object, Path], list[Path]]  # write(bus_map, out) -> the files written
+
+
+def _eds(bus, out: Path) -> list[Path]:
+    from firmware_bridge.eds import export_eds
+    return export_eds(bus, out)       # a map that is not CANopen: a ValueError naming it
+
+
+EXPORTERS = {e.name: e for e in (
+    Exporter("eds", "DIR", "CANopen map: one EDS (CiA 306) per emulated node, <map>_node<id>_<label>.eds in DIR",
+             _eds),
+)}
+
+
+def resolve_map(text: str) -> Path:
+    """A bus-map file, or the name of a shipped map (configs/bus/<name>.toml)."""
+    path = Path(text)
+    if path.is_file():
+        return path
+    shipped = SHIPPED_MAPS / f"{path.name.removesuffix('.toml')}.toml"
+    if not path.suffix and shipped.is_file():
+        return shipped
+    names = ", ".join(sorted(p.stem for p in SHIPPED_MAPS.glob("*.toml")))
+    raise CliError(f"bus map {text!r}: no such file, and not a shipped map ({names})")
+
+
+def _bus_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=("export",))
+    p.add_argument("map", help="bus map: a TOML file or a shipped map's name (configs/bus/<name>.toml)")
+    for e in EXPORTERS.values():
+        p.add_argument(f"--{e.name}", metavar=e.metavar, type=Path, help=e.help)
+
+
+@command("bus", "bus maps: export standard interface files (--eds: an EDS per CANopen node)", _bus_arguments)
+def _cmd_bus(args: argparse.Namespace) -> int:
+    from firmware_bridge.messages import BusMap
+    chosen = [(e, getattr(args, e.name)) for e in EXPORTERS.values() if getattr(args, e.name) is not None]
+    if not chosen:
+        raise CliError("nothing to export: give " + " and/or ".join(f"--{e.name} {e.metavar}" for e in EXPORTERS.values()))
+    bus = BusMap.load(resolve_map(args.map))
+    for exporter, out in chosen:
+        for path in exporter.write(bus, out):
+            print(path)
+    return 0
