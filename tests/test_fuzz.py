@@ -103,10 +103,14 @@ def test_the_slcan_adapter_takes_any_host_bytes(lines):
         link.close()
 
 
+CANOPEN_IDS = [0x000, 0x080, 0x201, 0x202, 0x203, 0x601, 0x602, 0x603, 0x604, 0x700, 0x701, 0x181, 0x581, 0x081]
+canopen_frames = st.builds(Frame, st.sampled_from(CANOPEN_IDS), st.binary(max_size=9))
+
+
 @FUZZ
-@given(stream=st.lists(st.builds(Frame, st.sampled_from([0x000, 0x080, 0x201, 0x202, 0x203, 0x700, 0x181]),
-                                 st.binary(max_size=9)), max_size=25))
-def test_the_canopen_nodes_take_any_protocol_frames(stream):
+@given(stream=st.lists(canopen_frames, max_size=25))
+def test_the_canopen_drive_nodes_take_any_frames(stream):
+    """NMT, SYNC, RPDOs and SDO requests (segmented transfers included) at the emulated drives."""
     from firmware_bridge.canopen import DriveNodes
     from firmware_bridge.signals import CommandInput
     bus = MAPS["canopen_cst"]
@@ -116,6 +120,17 @@ def test_the_canopen_nodes_take_any_protocol_frames(stream):
         if not nodes.receive(frame):
             commands.feed(frame)
     nodes.transmit(lambda k: [])
+
+
+@FUZZ
+@given(stream=st.lists(canopen_frames, max_size=25))
+def test_the_canopen_master_takes_any_frames(stream):
+    """Heartbeats, SDO responses, EMCYs and TPDOs at the firmware's CANopen master."""
+    from firmware_bridge.canopen_master import CanopenMaster
+    master = CanopenMaster(MAPS["canopen_cst"], ["base_yaw", "shoulder_pitch", "elbow"])
+    for frame in stream:
+        if master.is_protocol(frame):
+            assert all(isinstance(f, Frame) for f in master.on_frame(frame))
 
 
 @FUZZ
