@@ -240,7 +240,8 @@ def protection_lines(bus: BusMap) -> list[str]:
         if p.check == "none":
             text = f"no CRC: any damage that keeps the values in range passes ({p.residual():.1e} per frame)"
         else:
-            text = (f"{p.check} over {p.bits} bits, Hamming distance {hd} (A{hd} = {p.undetected[hd]}): "
+            distance = f"Hamming distance {hd} (A{hd} = {p.undetected[hd]})" if hd else "Hamming distance above 4"
+            text = (f"{p.check} over {p.bits} bits, {distance}: "
                     f"{p.residual():.1e} per frame, random bytes {p.random_frame():.1e}")
         if c.counter_index is not None:
             text += f"; counter {c.counter_bits} bits, window {c.counter_max_delta}"
