@@ -17,18 +17,29 @@ from pathlib import Path
 
 WARMUP_CYCLES = 1000
 
-# Runs inside the checkout's own interpreter path: only APIs every version of the emulator has.
+# Runs inside the checkout's own interpreter path: only APIs every version of the emulator has, found
+# in the flat hil/ of early versions or in its layer folders.
 _CHILD = r"""
-import json, sys
+import importlib, json, sys
 from collections import deque
 import numpy as np
 from firmware_bridge.link import LinkCounters
 from firmware_bridge.messages import BusMap
 from firmware_bridge.signals import CommandInput, SensorInput, SensorOutput
-from hil.model.config import load_model
-from hil.dynamics.plant import Plant
-from hil.runtime.realtime import SERIES
-from hil.runtime.loop import Emulator, RuntimeOptions
+
+def module(*names):
+    for name in names:
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError:
+            continue
+    raise ModuleNotFoundError(names[-1])
+
+load_model = module("hil.config", "hil.model.config").load_model
+Plant = module("hil.plant", "hil.dynamics.plant").Plant
+SERIES = module("hil.realtime", "hil.runtime.realtime").SERIES
+loop = module("hil.runtime.loop", "hil.runtime")
+Emulator, RuntimeOptions = loop.Emulator, loop.RuntimeOptions
 
 class End:
     def __init__(self):
