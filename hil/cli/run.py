@@ -193,6 +193,8 @@ def format_summary(s: dict) -> str:
     p = s["pacer"]
     lines.append(f"overruns {p['overruns']} (max consecutive {p['max_consecutive']}, skipped periods "
                  f"{p['skipped_periods']})")
+    lines.append(f"integrator: {s['integrator']['plan']}" + (f"\n  {s['integrator']['note']}" if s["integrator"]["note"]
+                                                               else ""))
     lines.append(f"link {s['link']}")
     lines.append(f"commands {s['commands']}")
     lines.append(f"watchdog trips {s['watchdog']['trips']}"
