@@ -34,7 +34,8 @@ def fast_chain(spin: bool = False):
 
 def torque_table() -> TorqueTable:
     t = np.arange(0.0, DURATION + 5e-4, 1e-3)
-    tau = np.column_stack([5 * np.sin(2 * np.pi * 3 * t), 3 * np.sin(2 * np.pi * 5 * t + 1), 2 * np.cos(2 * np.pi * 7 * t)])
+    tau = np.column_stack([5 * np.sin(2 * np.pi * 3 * t), 3 * np.sin(2 * np.pi * 5 * t + 1),
+                           2 * np.cos(2 * np.pi * 7 * t)])
     return TorqueTable(t, tau)
 
 

@@ -8,7 +8,8 @@ s = log(lambda) / h (its branch the one nearest mu) gives the integrated frequen
 ratio -Re s / |s|. Reported per mode: the true frequency |mu| / 2 pi, the integrated one, their
 relative error and the numerical damping (integrated minus true damping ratio). The retained
 (elastic) modes are the poles with at least half their energy in the elastic springs (modal
-stiffness and Spong springs); the rigid-body poles (a gravity pendulum) are not judged.
+stiffness and Spong springs) and at most twice their kinetic energy there (an elastic oscillation has
+about as much of either); the rigid-body poles (a gravity pendulum, a joint's drift) are not judged.
 
 The state: the initial joint angles with the links in their static deflection, held by the drives'
 holding torques (hil.model.linearize.rest_state: a fixed point of both the flow and the step, so that
@@ -24,8 +25,9 @@ not count as accurate.
 retained mode below the bandwidth (integrator.bandwidth_hz; 0: all) within FREQUENCY_TOLERANCE in
 frequency and with numerical damping within its damping ratio (at least DAMPING_RESOLUTION, the
 analysis' resolution), within the time budget (integrator.budget_fraction of the period, at the
-measured cost of one evaluation). Where none does, it takes the most accurate plan within the
-budget and says so (IntegratorPlan.note, an IntegratorAccuracyWarning at start-up).
+measured cost of one articulated-body evaluation). Where none does, it takes the most accurate plan
+within the budget and says so (IntegratorPlan.note, an IntegratorAccuracyWarning at start-up). The plan
+does not depend on the formulation: the screw-theoretic DAE integrates with the same schemes and blocks.
 """
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ EVALUATIONS = {"rk4": 4, "imex_midpoint": 2, "euler": 1, "fitted_midpoint": 2}  
 # Real-axis stability bounds (|lambda h| for a damping lambda) of the explicit parts: classical RK4 2.785;
 # the explicit midpoint predictor of the IMEX and fitted midpoint schemes and forward Euler 2.
 REAL_AXIS_STABILITY = {"rk4": 2.785, "imex_midpoint": 2.0, "euler": 2.0, "fitted_midpoint": 2.0}
-AUTO_METHODS = ("fitted_midpoint", "rk4", "imex_midpoint")   # in order of preference at equal cost   # in order of preference at equal cost
+AUTO_METHODS = ("fitted_midpoint", "rk4", "imex_midpoint")   # in order of preference at equal cost
 FREQUENCY_TOLERANCE = 1e-3      # |integrated / true frequency - 1| of every mode in band
 DAMPING_RESOLUTION = 1e-6       # numerical damping below this counts as none (central-difference noise)
 STABILITY_TOLERANCE = 1e-6      # spectral radius above the continuous one's that counts as unstable
@@ -241,7 +243,8 @@ class LinearisedPlant:
         self.all_poles = mu
         X = vec[: free.size]
         share = _energy_ratio(X, _elastic_stiffness(asm)[np.ix_(free, free)], self.M, mu)
-        keep = np.nonzero((mu.imag > 0) & (share > 0.5))[0]
+        resolved = np.abs(mu) > 1e-6 * np.max(np.abs(mu), initial=0.0)    # not a rigid pole's difference noise
+        keep = np.nonzero((mu.imag > 0) & resolved & (share > 0.5) & (share < 2.0))[0]
         keep = keep[np.argsort(np.abs(mu[keep]))]
         self.poles, self.shapes = mu[keep], X[:, keep]
 

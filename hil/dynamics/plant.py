@@ -197,7 +197,8 @@ class Plant:
         self.t += self.dt
         if not ok:
             raise SimulationError(f"t = {self.t:.6f} s: non-finite state or singular inertia "
-                                  f"({self.plan.describe()}); reduce dt, add substeps or use imex_midpoint")
+                                  f"({self.plan.describe()}); reduce dt, add substeps or use a midpoint scheme "
+                                  f"(fitted_midpoint, imex_midpoint)")
 
     def _step_dae(self) -> bool:
         if self._out_index is None:

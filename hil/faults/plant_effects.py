@@ -150,11 +150,12 @@ class PlantArrays:
         for w in self.weakened:
             self.live["Kmod"][w.body] *= w.scale
             self.live["Dmod"][w.body] *= math.sqrt(w.scale)
-        self.plant.kernel_arrays_changed()
         plan = self.plant.plan
         substeps = top.substeps if top else self.nominal_substeps
-        if substeps != plan.substeps:
-            plan.substeps = substeps
+        changed = substeps != plan.substeps
+        plan.substeps = substeps
+        self.plant.kernel_arrays_changed()      # for the substep in force
+        if changed:
             self.restabilize()          # friction smoothing floors and brake ramps for the new substep
 
 

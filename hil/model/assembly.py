@@ -15,7 +15,8 @@ from config_schema import raise_problem
 from hil.model import spec as md
 from hil.model.modal import BeamModes, beam_modes
 from hil.kernels.layout import (JOINT_PRESCRIBED, JOINT_TORQUE_DRIVEN, JP_COUL_VS, JP_STRIBECK, JP_STRIB_VS, JP_BRAKE_VS,
-                                JP_BACKLASH, N_JP, N_FIT, MOTION_CONSTANT, MOTION_SPINUP, MOTION_CYCLOIDAL, MOTION_TABLE)
+                                JP_BACKLASH, N_JP, N_FIT, MOTION_CONSTANT, MOTION_SPINUP, MOTION_CYCLOIDAL,
+                                MOTION_TABLE)
 
 KernelModel = namedtuple("KernelModel", [
     "dims", "parent", "nm", "mo", "axis", "armature", "viscous", "coulomb", "jpar",
