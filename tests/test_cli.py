@@ -69,7 +69,21 @@ def test_modes_json(capsys):
     assert len(rep["arm"]["free_hz"]) == 13          # 3 joints + 10 modes
     assert rep["f_max_hz"] >= locked.max() > 0
     it = rep["integrator"]
-    assert it["method"] in ("rk4", "imex_midpoint") and it["substeps"] >= 1 and it["dt_s"] == 0.001
+    assert (it["method"], it["substeps"], it["dt_s"]) == ("fitted_midpoint", 2, 0.001)
+    assert it["accurate"] is True and it["note"] == "" and it["bandwidth_hz"] is None
+    assert len(it["modes"]) == 11 and set(it["modes"][0]) == {"true_hz", "integrated_hz", "error", "damping_ratio",
+                                                              "numerical_damping", "in_band"}
+    assert max(abs(m["error"]) for m in it["modes"]) < 1e-3 and it["modes"][-1]["true_hz"] > 200
+
+
+def test_modes_reports_a_pinned_plan_that_is_off(capsys):
+    code, out, _ = _run(capsys, "modes", "configs/ella.toml", "--method", "rk4", "--substeps", "1", "--json")
+    it = json.loads(out)["integrator"]
+    assert code == 0 and it["accurate"] is False
+    top = it["modes"][-1]
+    assert top["error"] == pytest.approx(-0.0137, abs=5e-4) and top["numerical_damping"] > 0.01
+    code, out, _ = _run(capsys, "modes", "configs/ella.toml", "--method", "rk4", "--substeps", "1")
+    assert "OFF" in out and "-1.37" in out and "its damping ratio: no" in out
 
 
 def test_modes_table(capsys):
@@ -102,7 +116,7 @@ def test_msgpack_roundtrip_equals_csv(tmp_path, capsys):
     assert h_mp["columns"] == h_csv["columns"]
     assert h_mp["format"] == "hil-run" and h_mp["version"] == 2 and h_mp["trailing_bytes"] == 0
     assert h_mp["config"] == SPINUP and h_mp["dt_s"] == 0.001 and h_mp["every"] == 10
-    assert h_mp["integrator"]["method"] == "rk4"
+    assert h_mp["integrator"]["method"] == "fitted_midpoint" and h_mp["integrator"]["input_hold"] == "zoh"
     np.testing.assert_array_equal(rows_mp, rows_csv)
 
 

@@ -521,7 +521,7 @@ def test_stribeck_friction_curve():
     plant keeps it."""
     c, Fc, Fs, vst, vs = 0.2, 1.0, 0.5, 0.1, 1e-3
     plant = Plant(rig(viscous_N_m_s_rad=c, coulomb_N_m=Fc, coulomb_smoothing_rad_s=vs, stribeck_N_m=Fs,
-                      stribeck_velocity_rad_s=vst, link_inertia=1.2))
+                      stribeck_velocity_rad_s=vst, link_inertia=1.2), method="rk4")
     bank = DriveBank(plant)
     J = bank.inertia[0]
     assert bank.coulomb_smoothing[0] == vs
@@ -554,8 +554,8 @@ def test_ella_coulomb_smoothing_is_widened_to_the_stable_floor():
     its joints ((c + F_c / v_s) h / J = 2.7 .. 3.8 > 0.5 x 2.785): the bare plant (hil simulate) and the
     drive bank widen it to the floor, ten times the friction needs about ten times the width, and
     scaling back restores the nominal width. A joint whose configured smoothing is stable keeps it."""
-    plant = Plant(load_model("configs/ella.toml"))
-    assert plant.plan.method == "rk4" and plant.plan.substeps == 1
+    plant = Plant(load_model("configs/ella.toml"), method="rk4")
+    assert plant.plan.substeps == 1
     np.testing.assert_allclose(plant.coulomb_smoothing, stable_smoothing(plant, apparent_inertias(plant), 1.0),
                                rtol=1e-12)
     plant.pos[:3] = [0.6922, -0.4928, 0.4270]
@@ -592,10 +592,11 @@ def test_ella_held_at_rest_by_its_holding_torque_stays_at_rest(scale):
     rest) commanding the holding torques of Plant.equilibrium_eta, joint friction scaled by 1 and 10:
     over 0.5 s no joint rate changes sign from step to step after the first 50 ms and every |qd| stays
     below 1e-4 rad/s (measured: round-off, 1e-16 rad/s). The control, the configured 1 mrad/s written
-    back into the kernel: the unstable tanh slides the joints at up to 0.27 (1x) and 7 mrad/s (10x)."""
+    back into the kernel: the unstable tanh slides the joints at up to 0.27 (1x) and 7 mrad/s (10x).
+    RK4 at one 1 ms substep, the step whose stability bound the configured smoothing breaks."""
     runs = {}
     for widened in (True, False):
-        plant = Plant(load_model("configs/ella.toml"))
+        plant = Plant(load_model("configs/ella.toml"), method="rk4")
         plant.pos[:3] = [0.6922, -0.4928, 0.4270]
         hold = plant.equilibrium_eta()
         bank = DriveBank(plant)
@@ -622,8 +623,8 @@ def test_ella_held_at_rest_by_its_holding_torque_stays_at_rest(scale):
 def test_bare_plant_held_at_rest_stays_at_rest():
     """The plant without a drive bank (hil simulate) widens the smoothing too: ELLA at the set-points,
     stepped with its holding torques for 0.5 s, stays at rest (configured 1 mrad/s: slides at
-    0.3 mrad/s)."""
-    plant = Plant(load_model("configs/ella.toml"))
+    0.3 mrad/s; RK4 at one 1 ms substep)."""
+    plant = Plant(load_model("configs/ella.toml"), method="rk4")
     plant.pos[:3] = [0.6922, -0.4928, 0.4270]
     hold = plant.equilibrium_eta()
     qd = np.zeros((500, 3))

@@ -622,11 +622,12 @@ def test_stiffness_loss_and_payload_change_compose(plant):
     assert_arrays_equal(plant, nominal)
 
 
-def test_substep_change_restabilizes_friction_and_brakes_for_the_substep_in_force(plant):
-    """A payload drop raises the substeps 1 -> 4; friction x10 on the elbow while it lasts widens
-    the elbow's Coulomb smoothing only as far as the 4-substep h needs (6.8 mrad/s). Clearing the
-    payload brings back the full step: the smoothing must widen again to its floor there
-    (27.8 mrad/s), and every brake ramp follows the substep in force."""
+def test_substep_change_restabilizes_friction_and_brakes_for_the_substep_in_force():
+    """ELLA under RK4 (one 1 ms substep by its stability bound): a payload drop raises the substeps
+    1 -> 4; friction x10 on the elbow while it lasts widens the elbow's Coulomb smoothing only as far as
+    the 4-substep h needs (6.8 mrad/s). Clearing the payload brings back the full step: the smoothing
+    must widen again to its floor there (27.8 mrad/s), and every brake ramp follows the substep in force."""
+    plant = Plant(load_model(ARM), method="rk4")
     drives = DriveBank(plant)
     engine = FaultEngine([], dt_s=plant.dt, plant=plant, drives=drives)
     nominal = plant.plan.substeps

@@ -69,10 +69,12 @@ def test_accelerations_and_wrenches_equal_the_aba(chain, seed):
 
 
 def test_plants_of_both_formulations_step_alike():
-    """ELLA for 0.3 s under torques, output stations on: states, station outputs (incl. specific force)
-    and the wrenches of Plant.joint_wrench agree."""
+    """ELLA for 0.3 s under torques, output stations on, the automatic plan (the fitted midpoint, whose
+    implicit blocks both kernels take): states, station outputs (incl. specific force) and the wrenches
+    of Plant.joint_wrench agree."""
     model = load_model("configs/ella.toml")
     plants = [Plant(model, formulation=f) for f in ("aba", "screw-dae")]
+    assert plants[0].plan.method == plants[1].plan.method == "fitted_midpoint"
     outs = [p.output_stations(np.array([0, 1])) for p in plants]
     tau = np.array([4.0, -95.0, 3.0])
     for _ in range(300):

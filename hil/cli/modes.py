@@ -1,4 +1,5 @@
-"""`hil modes`: component and whole-arm frequencies, the integrator plan."""
+"""`hil modes`: component and whole-arm frequencies, the integrator plan and how faithfully it keeps each
+mode's frequency."""
 from __future__ import annotations
 
 import argparse
@@ -8,7 +9,7 @@ from typing import Any
 
 from hil.cli.registry import command
 from hil.cli.simulate import integrator_arguments, load_model_with_dt
-from hil.dynamics.plant import plan_integrator
+from hil.dynamics.integrator_plan import DAMPING_RESOLUTION, FREQUENCY_TOLERANCE, mode_accuracy, plan_integrator
 from hil.model.assembly import assemble
 from hil.model.linearize import arm_frequencies_hz, component_frequencies_hz
 
@@ -23,7 +24,14 @@ MODES_JSON_HELP = """\
   arm.free_hz          same, torque-driven joints free (rigid-body modes show as ~0)
   f_max_hz             highest whole-arm frequency
   integrator           plan used by "hil simulate": method, substeps, dt_s, substep_s,
-                       f_max_hz, f_explicit_hz
+                       f_max_hz, f_explicit_hz, bandwidth_hz (null: every retained mode is judged),
+                       accurate (every judged mode within 0.1 % in frequency and with numerical
+                       damping below its damping ratio), note (what auto could not meet), and
+                       modes: per retained (elastic) mode of the arm linearised at rest, from the
+                       discrete-time map of the plan's substep: true_hz, integrated_hz, error
+                       (integrated / true - 1), damping_ratio, numerical_damping (integrated minus
+                       true damping ratio), in_band; integrated_hz, error and numerical_damping
+                       are null above the substep's Nyquist frequency
 All frequencies in Hz; an unstable eigenvalue is reported as a negative frequency."""
 
 
@@ -33,10 +41,10 @@ def _modes_arguments(p: argparse.ArgumentParser) -> None:
     integrator_arguments(p)
 
 
-def modes_report(path: str, method: str | None = None, substeps: int | None = None,
-                 dt: float | None = None) -> dict[str, Any]:
+def modes_report(path: str, method: str | None = None, substeps: int | None = None, dt: float | None = None,
+                 bandwidth: float | None = None) -> dict[str, Any]:
     """The data of ``hil modes`` (keys as in MODES_JSON_HELP)."""
-    model = load_model_with_dt(path, dt)
+    model = load_model_with_dt(path, dt, bandwidth)
     asm = assemble(model)
     names = asm.layout.body_names
     links = []
@@ -46,6 +54,9 @@ def modes_report(path: str, method: str | None = None, substeps: int | None = No
                       "analytic_hz": asm.modes[k].analytic_frequency_hz.tolist(), "component_hz": comp.tolist()})
     arm = arm_frequencies_hz(asm)
     plan = plan_integrator(asm, method, substeps)
+    if plan.accurate is None:                 # a pinned plan: analysed here
+        report = mode_accuracy(asm, plan)
+        plan.accurate, plan.modes = report.accurate, [vars(m) for m in report.modes]
     integrator = {**asdict(plan), "substep_s": plan.dt_s / plan.substeps}
     return {"config": str(path), "model": model.name, "links": links,
             "arm": {"locked_hz": arm.locked_hz.tolist(), "free_hz": arm.free_hz.tolist()},
@@ -75,13 +86,34 @@ def format_modes(report: dict[str, Any]) -> str:
     it = report["integrator"]
     lines += ["", f"highest frequency: {report['f_max_hz']:.3f} Hz",
               f"integrator: {it['method']}, {it['substeps']} substep(s) of {it['substep_s'] * 1e6:.1f} us "
-              f"per {it['dt_s'] * 1e3:g} ms step"]
+              f"per {it['dt_s'] * 1e3:g} ms step", *format_accuracy(it)]
     return "\n".join(lines)
+
+
+def format_accuracy(it: dict[str, Any]) -> list[str]:
+    """The per-mode accuracy table of an integrator plan (MODES_JSON_HELP "modes")."""
+    band = f"below {it['bandwidth_hz']:g} Hz" if it["bandwidth_hz"] else "all retained modes"
+    lines = ["", f"retained modes under the integrator (arm at rest, joints sliding; judged: {band}) [Hz]",
+             f"  {'true':>10}  {'integrated':>10}  {'error':>9}  {'num. damping':>12}  {'damping ratio':>13}"]
+    for m in it["modes"]:
+        if m["error"] is None:
+            cells = f"{'aliased':>10}  {'':>9}  {'':>12}"
+        else:
+            cells = f"{m['integrated_hz']:10.3f}  {m['error']:+9.4%}  {m['numerical_damping']:+12.2e}"
+        ok = m["error"] is not None and abs(m["error"]) <= FREQUENCY_TOLERANCE and abs(m["numerical_damping"]) <= \
+            max(m["damping_ratio"], DAMPING_RESOLUTION)
+        mark = "" if not m["in_band"] else ("  ok" if ok else "  OFF")
+        lines.append(f"  {m['true_hz']:10.3f}  {cells}  {m['damping_ratio']:13.2e}{mark}")
+    lines.append(f"  every judged mode within {FREQUENCY_TOLERANCE:.1%} in frequency and its numerical damping below "
+                 f"its damping ratio: {'yes' if it['accurate'] else 'no'}")
+    if it["note"]:
+        lines.append(f"  {it['note']}")
+    return lines
 
 
 @command("modes", "mode frequencies of each flexible link and of the whole arm; integrator plan",
          _modes_arguments, description=MODES_JSON_HELP)
 def _cmd_modes(args: argparse.Namespace) -> int:
-    report = modes_report(args.config, args.method, args.substeps, args.dt)
+    report = modes_report(args.config, args.method, args.substeps, args.dt, args.bandwidth)
     print(json.dumps(report, indent=2) if args.json else format_modes(report))
     return 0

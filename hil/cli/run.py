@@ -166,6 +166,8 @@ def format_summary(s: dict) -> str:
     lines.append(f"overruns {p['overruns']} (max consecutive {p['max_consecutive']}, skipped periods "
                  f"{p['skipped_periods']})")
     lines += integrity_lines(s)
+    lines.append(f"integrator: {s['integrator']['plan']}" + (f"\n  {s['integrator']['note']}" if s["integrator"]["note"]
+                                                               else ""))
     lines.append(f"link {s['link']}")
     lines.append(f"commands {s['commands']}")
     lines.append(f"watchdog trips {s['watchdog']['trips']}"

@@ -5,7 +5,8 @@ import argparse
 import sys
 from dataclasses import asdict
 
-from hil.cli.registry import command, positive_float, positive_int
+from hil.cli.registry import CliError, command, positive_float, positive_int
+from hil.dynamics.offline import INPUT_HOLDS, OfflineStepper
 from hil.dynamics.plant import FORMULATIONS, Plant
 from hil.dynamics.simulate import ControllerSource, Progress, TorqueTable, load_controller, run_columns, simulate
 from hil.logs.runlog import open_writer
@@ -21,12 +22,16 @@ def integrator_arguments(p: argparse.ArgumentParser) -> None:
                    help="substeps per outer step (default: the config's, or automatic)")
     p.add_argument("--formulation", choices=FORMULATIONS, default="aba",
                    help="the plant's kernel: articulated-body algorithm (default) or seed 000's screw-theoretic DAE")
+    p.add_argument("--bandwidth", type=positive_float, metavar="HZ",
+                   help="auto keeps the modes below HZ accurate (overrides integrator.bandwidth_hz; default: all)")
 
 
-def load_model_with_dt(path: str, dt: float | None) -> Model:
+def load_model_with_dt(path: str, dt: float | None, bandwidth: float | None = None) -> Model:
     model = load_model(path)
     if dt is not None:
         model.integrator.dt_s = dt
+    if bandwidth is not None:
+        model.integrator.bandwidth_hz = bandwidth
     return model
 
 
@@ -40,6 +45,11 @@ Runs the plant offline as fast as possible from the config's initial state.
   eta_<body>_<mode>, theta_/thetad_<joint> (elastic joints), tip_x, tip_y, tip_z, energy;
   with --wrenches also w_<joint>_mx, _my, _mz, _fx, _fy, _fz: the wrench the parent exerts on
   the joint's child body, in the child frame at the joint (README "Conventions").
+--input-hold linear: the table's torque interpolated within each step (default zoh: sampled at
+  the step's start and held, as the real-time loop's DAC holds it); rk4, imex_midpoint or
+  fitted_midpoint.
+--tol TOL: RK4 with an error-controlled substep count: every substep's embedded error
+  estimate (positions and rates) within TOL x (1 + |value|); rows stay on the outer step.
 --controller MODULE:FACTORY: drive torques from an in-process controller instead of a table:
   FACTORY(plant) returns tau = controller(t, measured), measured = [q_1..q_n, qd_1..qd_n]
   (ideal joint angles and rates), called at the start of each step (hil.dynamics.simulate
@@ -56,13 +66,27 @@ def _simulate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="FILE", help="run log: .csv or .msgpack")
     p.add_argument("--every", type=positive_int, default=1, metavar="N", help="write every N-th step (default 1)")
     p.add_argument("--progress", action="store_true", help="progress bar even when stderr is not a terminal")
+    p.add_argument("--input-hold", choices=INPUT_HOLDS, default="zoh",
+                   help="torque within a step: held (zoh, default) or interpolated (linear; see above)")
+    p.add_argument("--tol", type=positive_float, metavar="TOL", help="error-controlled RK4 substeps (see above)")
     integrator_arguments(p)
 
 
 @command("simulate", "offline simulation with a torque table; writes a run log", _simulate_arguments,
          description=SIMULATE_HELP)
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    plant = Plant(load_model_with_dt(args.config, args.dt), args.method, args.substeps, args.formulation)
+    if args.tol is not None and args.method not in (None, "rk4"):
+        raise CliError(f"--tol {args.tol:g} uses RK4's embedded error estimate; not with --method {args.method}")
+    if args.input_hold == "linear" and args.controller:
+        raise CliError("--input-hold linear interpolates a torque table; a controller's torque is held over the step")
+    method = "rk4" if args.tol is not None else args.method
+    plant = Plant(load_model_with_dt(args.config, args.dt, args.bandwidth), method, args.substeps, args.formulation)
+    stepper = None
+    if args.tol is not None or args.input_hold != "zoh":
+        try:
+            stepper = OfflineStepper(plant, args.input_hold, args.tol)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
     source = None
     if args.controller:
         source = ControllerSource(load_controller(args.controller, plant), plant)
@@ -73,11 +97,12 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.out:
         header = {"columns": run_columns(plant.layout, args.wrenches), "config": str(args.config),
                   "model": plant.asm.model.name, "dt_s": plant.dt, "every": args.every,
-                  "integrator": asdict(plant.plan), "formulation": plant.formulation, "controller": args.controller}
+                  "integrator": {**asdict(plant.plan), "input_hold": args.input_hold, "tol": args.tol},
+                  "formulation": plant.formulation, "controller": args.controller}
         sink = open_writer(args.out, header)
     progress = Progress() if args.progress or sys.stderr.isatty() else None
     try:
-        summary = simulate(plant, args.duration, source, args.every, sink, progress, args.wrenches)
+        summary = simulate(plant, args.duration, source, args.every, sink, progress, args.wrenches, stepper)
     finally:
         if sink is not None:
             sink.close()

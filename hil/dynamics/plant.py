@@ -9,7 +9,6 @@ method's stability bound; the plant widens each joint's Coulomb smoothing to kee
 """
 from __future__ import annotations
 
-import math
 import warnings
 from dataclasses import dataclass
 
@@ -23,11 +22,12 @@ from hil.kernels.aba import forward_dynamics, forward_kinematics, prepare
 from hil.kernels.oracle import mass_matrix
 from hil.kernels import screw_dae, screw_dae_arrays, screw_dae_step
 from hil.kernels.outputs import STATION_FIELDS, energy, power, station_state, world_poses
-from hil.model.linearize import static_forces, step_frequencies_hz, stiffness_and_mass
-from hil.kernels.layout import (JOINT_PRESCRIBED, JP_BACKLASH, JP_COUL_VS, JP_STRIBECK, METHOD_RK4, METHOD_IMEX,
-                                METHOD_EULER)
+from hil.model.linearize import rest_state
+from hil.model import midpoint_fit
+from hil.dynamics.integrator_plan import (METHODS, REAL_AXIS_STABILITY, IntegratorAccuracyWarning,  # noqa: F401
+                                          IntegratorPlan, plan_integrator)
+from hil.kernels.layout import JOINT_PRESCRIBED, JP_COUL_VS, JP_STRIBECK
 
-METHODS = {"rk4": METHOD_RK4, "imex_midpoint": METHOD_IMEX, "euler": METHOD_EULER}
 # the kernel that solves the equations of motion: the O(n) articulated-body algorithm (hil.kernels.aba)
 # or seed 000's screw-theoretic DAE with the interaction wrenches as unknowns (hil.kernels.screw_dae)
 FORMULATIONS = ("aba", "screw-dae")
@@ -37,10 +37,6 @@ WRENCH_AXES = ("mx", "my", "mz", "fx", "fy", "fz")   # the order of Plant.wrench
 def wrench_columns(joint_names: list[str]) -> list[str]:
     """Run-log columns of the joint interaction wrenches: w_<joint>_mx ... _fz per joint (Plant.wrenches)."""
     return [f"w_{j}_{a}" for j in joint_names for a in WRENCH_AXES]
-AUTO_RK4_MAX_SUBSTEPS = 8   # beyond this many RK4 substeps the IMEX scheme is cheaper
-# Real-axis stability bounds (|lambda h| for a damping lambda) of the plant's integrators:
-# classical RK4 2.785; the explicit midpoint predictor of the IMEX scheme and forward Euler 2.
-REAL_AXIS_STABILITY = {"rk4": 2.785, "imex_midpoint": 2.0, "euler": 2.0}
 
 
 class ForwardEulerWarning(UserWarning):
@@ -49,36 +45,6 @@ class ForwardEulerWarning(UserWarning):
 
 class SimulationError(RuntimeError):
     pass
-
-
-@dataclass
-class IntegratorPlan:
-    method: str
-    substeps: int
-    dt_s: float
-    f_max_hz: float          # highest whole-arm frequency at the initial state
-    f_explicit_hz: float     # highest frequency the IMEX scheme treats explicitly (joint springs)
-
-    def describe(self) -> str:
-        return (f"{self.method}, {self.substeps} substep(s) of {self.dt_s / self.substeps * 1e6:.1f} us per "
-                f"{self.dt_s * 1e3:g} ms step (highest frequency {self.f_max_hz:.1f} Hz)")
-
-
-def plan_integrator(asm: Assembled, method: str | None = None, substeps: int | None = None) -> IntegratorPlan:
-    """Choose method and substeps from the model's integrator settings and its highest frequency."""
-    cfg = asm.model.integrator
-    method = method or cfg.method
-    freqs = step_frequencies_hz(asm)
-    if method == "auto":
-        n_rk4 = freqs.substeps("rk4", cfg.dt_s, cfg.safety)
-        method = "rk4" if n_rk4 <= AUTO_RK4_MAX_SUBSTEPS else "imex_midpoint"
-    if method not in METHODS:
-        raise ValueError(f"{asm.model.source}: integrator.method = {method!r}: expected auto, rk4, imex_midpoint or euler")
-    if method == "euler":
-        warnings.warn("forward Euler amplifies every undamped mode each step; use it only to reproduce seed 000",
-                      ForwardEulerWarning, stacklevel=2)
-    n = substeps or cfg.substeps or freqs.substeps(method, cfg.dt_s, cfg.safety)
-    return IntegratorPlan(method, int(n), cfg.dt_s, freqs.max_hz, freqs.explicit_hz)
 
 
 class Plant:
@@ -98,7 +64,12 @@ class Plant:
             self.dae = screw_dae_arrays.build(self.km)
             self.dae_work = screw_dae_arrays.make_work(self.dae)
         self.plan = plan_integrator(self.asm, method, substeps)
+        if self.plan.method == "euler":
+            warnings.warn("forward Euler amplifies every undamped mode each step; use it only to reproduce seed 000",
+                          ForwardEulerWarning, stacklevel=2)
         self._method = METHODS[self.plan.method]
+        if self.plan.method == "fitted_midpoint":
+            self.km.fitted[:] = self.fitted_blocks(self.asm, self.plan.substeps)
         self.tau = np.zeros(max(self.layout.n_joints, 1))
         self.acc = np.zeros(self.layout.nq)
         self._e = np.zeros(3)
@@ -226,7 +197,8 @@ class Plant:
         self.t += self.dt
         if not ok:
             raise SimulationError(f"t = {self.t:.6f} s: non-finite state or singular inertia "
-                                  f"({self.plan.describe()}); reduce dt, add substeps or use imex_midpoint")
+                                  f"({self.plan.describe()}); reduce dt, add substeps or use a midpoint scheme "
+                                  f"(fitted_midpoint, imex_midpoint)")
 
     def _step_dae(self) -> bool:
         if self._out_index is None:
@@ -288,10 +260,18 @@ class Plant:
         return self.wrenches[self.layout.joint_names.index(joint)].copy()
 
     def kernel_arrays_changed(self) -> None:
-        """Take over a change of the kernel model's geometry or inertia arrays made in place (a payload
-        fault): the DAE kernel keeps its own copy of them."""
+        """Take over a change of the kernel model's geometry, inertia or modal arrays made in place (a payload
+        or stiffness fault): the DAE kernel keeps its own copy of them; the fitted midpoint scheme's implicit
+        blocks follow the modal stiffness and damping."""
         if self.dae is not None:
             screw_dae_arrays.pack(self.dae, self.km)
+        if self.plan.method == "fitted_midpoint":
+            midpoint_fit.implicit_blocks(self.km, self.km.fitted, self.plan.dt_s / self.plan.substeps)
+
+    def fitted_blocks(self, asm: Assembled, substeps: int) -> np.ndarray:
+        """The fitted midpoint scheme's blocks (KernelModel.fitted) for `asm` (this plant's model or a
+        variant of it) at `substeps` per step, fitted at the initial state."""
+        return midpoint_fit.fit(asm, asm.pos0, self.plan.dt_s / substeps).blocks
 
     def q(self) -> np.ndarray:
         return self.pos[: self.layout.n_joints]
@@ -303,33 +283,10 @@ class Plant:
 
     def equilibrium_eta(self) -> np.ndarray:
         """Put the arm at rest in its static equilibrium under gravity at the current joint angles and
-        return the drive torques that hold it there (also held in Plant.tau).
-
-        The modal coordinates take the static deflection (Newton iterations on h_modes = 0 with the
-        joints held; at rest the modal rows depend neither on the drive torques nor on the rotors).
-        Each joint's holding torque is then its static load h_k, gravity through the deformed arm.
-        A Spong joint carries that load in its spring: the rotor stands at the link angle plus the
-        deflection h_k / k, plus half the backlash in the loaded direction, and its drive holds the
-        rotor with the spring torque h_k."""
-        lay = self.layout
-        nj = lay.n_joints
-        modes = np.arange(nj, nj + lay.n_eta)
-        rotors = [k for k in range(nj) if lay.motor_of_joint[k] >= 0]
+        return the drive torques that hold it there (also held in Plant.tau); see
+        hil.model.linearize.rest_state."""
+        self.pos[:], hold = rest_state(self.asm, self.pos)
         self.vel[:] = 0.0
-        for k in rotors:     # springs relaxed, so that h_k below is the joint's whole load
-            self.pos[lay.motor_index(k)] = self.pos[k]
-        for _ in range(20):
-            if modes.size == 0:
-                break
-            K, _ = stiffness_and_mass(self.asm, self.pos)
-            d = -np.linalg.solve(K[np.ix_(modes, modes)], static_forces(self.asm, self.pos)[modes])
-            self.pos[modes] += d
-            if np.max(np.abs(d)) < 1e-13 + 1e-10 * np.max(np.abs(self.pos[modes])):
-                break
-        hold = static_forces(self.asm, self.pos)[:nj].copy()    # h = C + g - tau at tau = 0; rest needs tau = h
-        for k in rotors:
-            self.pos[lay.motor_index(k)] = self.pos[k] + spring_deflection(
-                hold[k], float(self.km.kspring[k]), float(self.km.jpar[k, JP_BACKLASH]))
         self.tau[:] = hold
         self.evaluate()
         return hold
@@ -361,10 +318,3 @@ def apparent_inertias(plant: Plant) -> np.ndarray:
             out[k] = 1.0 / inv_diag[k]
     return out
 
-
-def spring_deflection(torque: float, stiffness: float, backlash: float) -> float:
-    """Rotor minus link angle [rad] at which a Spong spring (with a dead band of total width
-    `backlash`) transmits `torque` [N m]; 0 for no torque (the middle of the band)."""
-    if torque == 0.0:
-        return 0.0
-    return torque / stiffness + math.copysign(0.5 * backlash, torque)

@@ -32,6 +32,7 @@ import numpy as np
 from hil.model.assembly import Layout
 from hil.kernels.outputs import energy, station_state
 from hil.model.spec import DRIVE_PRESCRIBED
+from hil.dynamics.offline import OfflineStepper
 from hil.dynamics.plant import Plant, wrench_columns
 from hil.logs.runlog import RunWriter
 
@@ -335,12 +336,14 @@ class _EtaPeak:
 
 def simulate(plant: Plant, duration: float, torque_source: TorqueSource | None = None, every: int = 1,
              sink: RunWriter | None = None, progress: Callable[[int, int], None] | None = None,
-             wrenches: bool = False) -> Summary:
+             wrenches: bool = False, stepper: OfflineStepper | None = None) -> Summary:
     """Run the plant from its current state for ``duration`` seconds as fast as possible.
 
     The drive torques are sampled from ``torque_source(t, out)`` at the start of each step and
-    held over it (as in the real-time loop); without a source they are zero. Rows (see
-    ``run_columns``) at steps 0, every, 2 every, ... go to ``sink``; ``progress(step, total)``
+    held over it (as in the real-time loop); without a source they are zero. With a ``stepper``
+    (hil.dynamics.offline) the steps are its: with its linear input hold the source is also sampled
+    at the step's end and interpolated in between; with its tolerance the substeps are error-controlled.
+    Rows (see ``run_columns``) at steps 0, every, 2 every, ... go to ``sink``; ``progress(step, total)``
     is called every step; ``wrenches`` adds the joint wrench columns. Raises SimulationError if the
     state blows up.
     """
@@ -360,10 +363,23 @@ def simulate(plant: Plant, duration: float, torque_source: TorqueSource | None =
         peak.update()
         if progress is not None:
             progress(k, n)
-        if k < n:
+        if k >= n:
+            break
+        if stepper is None:
             plant.step()
+            continue
+        if stepper.linear:
+            stepper.tau1[:] = plant.tau
+            if torque_source is not None:
+                torque_source(plant.t + plant.dt, stepper.tau1[: lay.n_joints])
+        stepper.step()
     wall = time.perf_counter() - t0
     plant.evaluate()
+    plan = plant.plan.describe()
+    if stepper is not None:
+        plan += f"; input hold {'linear' if stepper.linear else 'zoh'}"
+        if stepper.tol is not None:
+            plan += "; " + stepper.stats.describe(stepper.tol)
     return Summary(steps=n, rows=n // every + 1 if sink is not None else 0, sim_time_s=n * plant.dt, wall_s=wall,
                    tip_final_m=plant.station(TIP)["position"], max_abs_eta=peak.value,
-                   max_abs_eta_column=peak.column, plan=plant.plan.describe())
+                   max_abs_eta_column=peak.column, plan=plan)

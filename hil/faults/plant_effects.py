@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from hil.dynamics.integrator_plan import accurate_substeps
 from hil.dynamics.plant import Plant, apparent_inertias
 from hil.faults.effects import Effect, EffectHost
 from hil.faults.spec import Fault, FaultError
@@ -84,7 +85,9 @@ class PlantArrays:
     of the plant's model assembled afresh, not a copy of the live ones, which the drive bank
     rewrites at run time (friction, brakes): a variant touches only the arrays the model change
     alters, and every change rewrites just those in place, from the nominal arrays or the latest
-    payload variant, then scales the modal stiffness and damping of weakened bodies.
+    payload variant, then scales the modal stiffness and damping of weakened bodies. Under the fitted
+    midpoint scheme a variant carries its own blocks (KernelModel.fitted, refitted for its modes); the
+    implicit blocks follow a stiffness loss through Plant.kernel_arrays_changed.
 
     What depends on the substep h (each joint's Coulomb smoothing floor, the brakes' ramps) is
     recomputed whenever a change sets other substeps: with ``drives.restabilize()`` (hil.devices.drives
@@ -98,6 +101,7 @@ class PlantArrays:
         self.plant = plant
         self.live = dict(zip(plant.km._fields, plant.km))
         self.nominal = dict(zip(plant.km._fields, assemble(plant.asm.model).km))
+        self.nominal["fitted"] = plant.km.fitted.copy()      # the plan's, not the assembly's zeros
         self.nominal_substeps = plant.plan.substeps
         self.payloads: list[Payload] = []
         self.weakened: list[StiffnessLoss] = []
@@ -112,20 +116,29 @@ class PlantArrays:
     def variant(self, model: Any, fault: str) -> tuple[dict[str, np.ndarray], int]:
         """Kernel arrays of ``model`` that differ from the nominal ones, and the substeps it needs."""
         asm = assemble(model)
+        substeps = self._substeps(asm)
         changed = {}
+        if self.plant.plan.method == "fitted_midpoint":     # the variant's modes, fitted at its substep
+            changed["fitted"] = self.plant.fitted_blocks(asm, substeps)
         for name, live in self.live.items():
+            if name == "fitted":
+                continue
             new = np.asarray(getattr(asm.km, name))
             if new.shape != live.shape or new.dtype != live.dtype:
                 raise FaultError(fault, "target", name, f"a change that keeps the kernel arrays' shapes; {name} "
                                                         f"would change from {live.shape} to {new.shape}")
             if not np.array_equal(new, self.nominal[name]):
                 changed[name] = new
-        return changed, self._substeps(asm)
+        return changed, substeps
 
     def _substeps(self, asm: Any) -> int:
-        """Substeps the variant needs with the plant's method, by the rule of the plant's own plan."""
+        """Substeps the variant needs with the plant's method, by the rule of the plant's own plan: its
+        stability bound, and for a plan chosen by accuracy (auto) the fewest within the time budget that
+        keep the variant's modes accurate (else the stability bound's)."""
         plan = self.plant.plan
         needed = step_frequencies_hz(asm).substeps(plan.method, plan.dt_s, asm.model.integrator.safety)
+        if plan.accurate is not None:
+            needed = accurate_substeps(asm, plan, needed) or needed
         return max(self.nominal_substeps, needed)
 
     def refresh(self) -> None:
@@ -137,11 +150,12 @@ class PlantArrays:
         for w in self.weakened:
             self.live["Kmod"][w.body] *= w.scale
             self.live["Dmod"][w.body] *= math.sqrt(w.scale)
-        self.plant.kernel_arrays_changed()
         plan = self.plant.plan
         substeps = top.substeps if top else self.nominal_substeps
-        if substeps != plan.substeps:
-            plan.substeps = substeps
+        changed = substeps != plan.substeps
+        plan.substeps = substeps
+        self.plant.kernel_arrays_changed()      # for the substep in force
+        if changed:
             self.restabilize()          # friction smoothing floors and brake ramps for the new substep
 
 

@@ -173,14 +173,27 @@ def added_mass(k, nmv, Kmod, Dmod, cK, cD, P):
             P[k, 6 + a, 6 + b] += cK * Kmod[k, a, b] + cD * Dmod[k, a, b]
 
 
+_NO_BLOCKS = np.zeros((0, 0, 0))
+
+
 @njit(cache=True)
 def forward_dynamics(m, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, acc):
     """Generalized accelerations acc (joints, modes, rotors) of the state (pos, vel) at time t.
 
     tau: drive torque per joint (link side; for a Spong joint, the rotor-side torque
     referred to the link). Elastic modal forces use (el_pos, el_vel); pass pos, vel
-    for a fully explicit evaluation. cK, cD: implicit added-mass coefficients.
+    for a fully explicit evaluation. cK, cD: implicit added-mass coefficients
+    (cK K + cD D added to each body's modal mass).
     Returns False if an articulated inertia lost positive definiteness.
+    """
+    return forward_dynamics_blocks(m, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, _NO_BLOCKS, acc)
+
+
+@njit(cache=True)
+def forward_dynamics_blocks(m, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, blocks, acc):
+    """forward_dynamics with, in addition, blocks[k] (n_m x n_m, symmetric) added to body k's modal
+    mass: an integrator's implicit modal operator that is not a multiple of K and D (an empty
+    array: none).
     The model and work tuples are unpacked here once; helpers take arrays (passing a tuple
     of ~100 arrays across a call costs numba an atomic reference count per array).
     """
@@ -235,6 +248,10 @@ def forward_dynamics(m, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, acc):
                 P[k, i, j] = Mb[k, i, j]
         elastic_forces(k, nb, nmv, mo, m.Kmod, m.Dmod, el_pos, el_vel, p)
         added_mass(k, nmv, m.Kmod, m.Dmod, cK, cD, P)
+        if blocks.shape[0] > 0:
+            for a in range(nmv[k]):
+                for b in range(nmv[k]):
+                    P[k, 6 + a, 6 + b] += blocks[k, a, b]
     # tip-to-base: articulated inertias (modes eliminated first, then the hinge)
     for k in range(nb - 1, -1, -1):
         nm = nmv[k]

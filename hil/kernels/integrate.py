@@ -7,15 +7,17 @@
   predictor. Exact energy behaviour of the implicit midpoint rule on the linear
   elastic part, so stable for any modal frequency; second order.
 * Forward Euler: only to reproduce seed 000 (unstable for undamped oscillators).
+* Fitted midpoint (hil.kernels.fitted_midpoint): the IMEX scheme with each mode's added mass fitted so
+  that it keeps its frequency.
 
 Every method is written as stages around a single forward_dynamics call site.
 """
 import numpy as np
 from numba import njit
 
-from . import profiles
+from . import fitted_midpoint, profiles
 from .aba import forward_dynamics
-from .layout import DIM_NB, DIM_NQ, JOINT_PRESCRIBED, METHOD_RK4, METHOD_IMEX
+from .layout import DIM_NB, DIM_NQ, JOINT_PRESCRIBED, METHOD_FITTED, METHOD_IMEX, METHOD_RK4
 
 
 _STAGES = (4, 2, 1)
@@ -66,6 +68,8 @@ def _stage_state(method, stage, h, nq, pos, vel, acc_prev, k1, k2, ps, vs, pe):
 def advance(m, w, t, pos, vel, tau, dt, nsub, method):
     """Advance (pos, vel) in place from t to t + dt with nsub substeps; False on a singular inertia
     or a non-finite state."""
+    if method == METHOD_FITTED:
+        return fitted_midpoint.advance(m, w, t, pos, vel, tau, dt, nsub)
     nq = m.dims[DIM_NQ]
     h = dt / nsub
     k1, k2, k3, k4 = w.k1, w.k2, w.k3, w.k4
@@ -112,4 +116,14 @@ def advance(m, w, t, pos, vel, tau, dt, nsub, method):
     for i in range(nq):
         if not (np.isfinite(pos[i]) and np.isfinite(vel[i])):
             ok = False
+    return ok
+
+
+@njit(cache=True)
+def evaluations(m, w, t, pos, vel, tau, n):
+    """n forward-dynamics evaluations at (pos, vel): what one evaluation costs, for the integrator plan's
+    time budget (hil.dynamics.integrator_plan)."""
+    ok = True
+    for _ in range(n):
+        ok &= forward_dynamics(m, w, t, pos, vel, tau, pos, vel, 0.0, 0.0, w.acc)
     return ok

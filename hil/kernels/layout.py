@@ -30,9 +30,17 @@ N_JP = 6
 METHOD_RK4 = 0
 METHOD_IMEX = 1
 METHOD_EULER = 2
+METHOD_FITTED = 3      # the fitted implicit midpoint (hil.kernels.fitted_midpoint)
+
+# KernelModel.fitted[i, k]: the fitted midpoint scheme's n_m x n_m blocks of body k for the plan's substep h
+# (hil.model.midpoint_fit; zero until a plan uses the scheme)
+FIT_B = 0     # B: the modes' midpoint position q_e + h^2 B a
+FIT_C = 1     # C = h^2 K B + h/2 D (symmetrised): the implicit operator added to the modal mass
+N_FIT = 2
 
 # KernelModel.prof_kind: the law of a prescribed joint (hil.kernels.profiles)
 MOTION_CONSTANT = 0
 MOTION_SPINUP = 1
 MOTION_CYCLOIDAL = 2
 MOTION_TABLE = 3
+

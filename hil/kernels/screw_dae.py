@@ -34,6 +34,7 @@ linear rows also contain p x s q_dot for a joint at p away from the origin; appl
 joint's frame it is exact. And with P_i as printed the constraint row along s is zero, so
 M_sys is singular; the joint's torque balance fills that row.
 """
+import numpy as np
 from numba import njit
 
 from .aba import joint_torques_arrays, motor_accelerations_arrays, prepare_arrays
@@ -173,8 +174,8 @@ def link_kinematics(k, nb, NM, body, stat, axis, pos, vel, Rpc, ppc, Rw, pw, V, 
 
 
 @njit(cache=True)
-def link_terms(k, nb, NM, body, node, rot, gravity, Kmod, Dmod, pos, vel, el_pos, el_vel, cK, cD, Rw, V, Mk, hk,
-               Ghat, V3):
+def link_terms(k, nb, NM, body, node, rot, gravity, Kmod, Dmod, pos, vel, el_pos, el_vel, cK, cD, blocks, Rw, V, Mk,
+               hk, Ghat, V3):
     """Inertia operator M_k (6 + nm square) and the velocity, gravity and elastic terms h_k of body k
     (seed 000 eqs. 10-12 and 64-66 for lumped nodes). Node j at r_j has the acceleration
     v_dot + omega_dot x r_j + Ghat_j eta_ddot + beta_j, beta_j = omega x v + omega x (omega x r_j)
@@ -283,6 +284,8 @@ def link_terms(k, nb, NM, body, node, rot, gravity, Kmod, Dmod, pos, vel, el_pos
             s += Kmod[k, a, b] * el_pos[e0 + b] + Dmod[k, a, b] * el_vel[e0 + b]
             if b >= a:
                 Mk[k, 6 + a, 6 + b] += rot[k, oLJL + a * NM + b] + cK * Kmod[k, a, b] + cD * Dmod[k, a, b]
+                if blocks.shape[0] > 0:
+                    Mk[k, 6 + a, 6 + b] += blocks[k, a, b]
         hk[k, 6 + a] += s
     for i in range(n):
         for jj in range(i + 1, n):
@@ -468,12 +471,21 @@ def back_substitute(nb, body, axis, drive, qdd_pres, Phi, kap, W, y, z, wrench, 
         tau_joint[k] = axis[k, 0] * z[k, 0] + axis[k, 1] * z[k, 1] + axis[k, 2] * z[k, 2]
 
 
+_NO_BLOCKS = np.zeros((0, 0, 0))
+
+
 @njit(cache=True)
 def forward_dynamics(dm, dw, t, pos, vel, tau, el_pos, el_vel, cK, cD, acc):
     """Generalized accelerations acc (joints, modes, rotors) at the state (pos, vel) and time t,
     with the interaction wrenches in dw.wrench; the same contract as hil.kernels.aba.forward_dynamics
     (tau: drive torque per joint; elastic forces at (el_pos, el_vel); cK, cD: the implicit
     integrator's added modal mass). False on a singular block."""
+    return forward_dynamics_blocks(dm, dw, t, pos, vel, tau, el_pos, el_vel, cK, cD, _NO_BLOCKS, acc)
+
+
+@njit(cache=True)
+def forward_dynamics_blocks(dm, dw, t, pos, vel, tau, el_pos, el_vel, cK, cD, blocks, acc):
+    """forward_dynamics with blocks[k] added to body k's modal mass (hil.kernels.aba.forward_dynamics_blocks)."""
     nb = dm.dims[D_NB]
     NM = dm.dims[D_NM]
     nq = dm.dims[D_NQ]
@@ -486,7 +498,7 @@ def forward_dynamics(dm, dw, t, pos, vel, tau, el_pos, el_vel, cK, cD, acc):
         link_kinematics(k, nb, NM, dm.body, dm.stat, dm.axis, dw.pos, dw.vel, dw.Rpc, dw.ppc, dw.Rw, dw.pw, dw.V,
                         dw.kap, dw.Phi, dw.M33, dw.V3, dw.Ghat)
         link_terms(k, nb, NM, dm.body, dm.node, dm.rot, dm.gravity, dm.Kmod, dm.Dmod, dw.pos, dw.vel, el_pos, el_vel,
-                   cK, cD, dw.Rw, dw.V, dw.Mk, dw.hk, dw.Ghat, dw.V3)
+                   cK, cD, blocks, dw.Rw, dw.V, dw.Mk, dw.hk, dw.Ghat, dw.V3)
         stack_block(k, dm.body, dm.axis, dm.drive, dm.armature, dw.tauj, dw.qdd_pres, dw.kap, dw.Mk, dw.hk, dw.A,
                     dw.r)
     if not eliminate(nb, dm.body, dm.axis, dm.drive, dm.armature, dw.Phi, dw.A, dw.r, dw.piv, dw.W, dw.y, dw.cols,

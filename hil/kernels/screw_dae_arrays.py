@@ -37,7 +37,7 @@ DaeModel = namedtuple("DaeModel", [
     "dims", "body", "node", "rot", "stat", "stat_body", "axis", "gravity",
     # run-time joint arrays of the kernel model (shared, written by drives and faults)
     "drive", "prof_kind", "prof_par", "tab_off", "tab_n", "tab_t", "tab_c", "jpar", "viscous", "coulomb",
-    "armature", "mot", "mot_inertia", "kspring", "dspring", "Kmod", "Dmod",
+    "armature", "mot", "mot_inertia", "kspring", "dspring", "Kmod", "Dmod", "fitted",
 ])
 
 DaeWork = namedtuple("DaeWork", [
@@ -87,7 +87,7 @@ def build(km) -> DaeModel:
         drive=km.drive, prof_kind=km.prof_kind, prof_par=km.prof_par, tab_off=km.tab_off, tab_n=km.tab_n,
         tab_t=km.tab_t, tab_c=km.tab_c, jpar=km.jpar, viscous=km.viscous, coulomb=km.coulomb,
         armature=km.armature, mot=km.mot, mot_inertia=km.mot_inertia, kspring=km.kspring, dspring=km.dspring,
-        Kmod=km.Kmod, Dmod=km.Dmod)
+        Kmod=km.Kmod, Dmod=km.Dmod, fitted=km.fitted)
     pack(dm, km)
     return dm
 

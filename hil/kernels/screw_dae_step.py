@@ -5,8 +5,8 @@ from numba import njit
 
 from . import profiles
 from .integrate import _STAGES, _stage_state
-from .layout import JOINT_PRESCRIBED, METHOD_IMEX, METHOD_RK4
-from .screw_dae import forward_dynamics, station_frame
+from .layout import FIT_B, FIT_C, JOINT_PRESCRIBED, METHOD_FITTED, METHOD_IMEX, METHOD_RK4
+from .screw_dae import forward_dynamics, forward_dynamics_blocks, station_frame
 from .screw_dae_arrays import B_MO, B_NM, D_NB, D_NM, D_NQ
 
 
@@ -14,6 +14,8 @@ from .screw_dae_arrays import B_MO, B_NM, D_NB, D_NM, D_NQ
 def advance(dm, dw, t, pos, vel, tau, dt, nsub, method):
     """Advance (pos, vel) in place from t to t + dt with nsub substeps (the stages of
     hil.kernels.integrate.advance); False on a singular block or a non-finite state."""
+    if method == METHOD_FITTED:
+        return fitted_advance(dm, dw, t, pos, vel, tau, dt, nsub)
     nq = dm.dims[D_NQ]
     h = dt / nsub
     k1, k2, k3, k4 = dw.k1, dw.k2, dw.k3, dw.k4
@@ -52,6 +54,46 @@ def advance(dm, dw, t, pos, vel, tau, dt, nsub, method):
                 pos[i] += h * vel[i]
                 vel[i] += h * acc[i]
     for k in range(dm.dims[D_NB]):
+        if dm.drive[k] == JOINT_PRESCRIBED:
+            q, qd, _ = profiles.evaluate(dm.prof_kind, dm.prof_par, dm.tab_off, dm.tab_n, dm.tab_t, dm.tab_c, k, t + dt)
+            pos[k] = q
+            vel[k] = qd
+    for i in range(nq):
+        if not (np.isfinite(pos[i]) and np.isfinite(vel[i])):
+            ok = False
+    return ok
+
+
+@njit(cache=True)
+def fitted_advance(dm, dw, t, pos, vel, tau, dt, nsub):
+    """hil.kernels.fitted_midpoint.advance with this kernel's forward dynamics."""
+    nb = dm.dims[D_NB]
+    nq = dm.dims[D_NQ]
+    h = dt / nsub
+    ps, vs, pe, acc = dw.ps, dw.vs, dw.pe, dw.acc
+    B, C = dm.fitted[FIT_B], dm.fitted[FIT_C]
+    ok = True
+    for s in range(nsub):
+        tm = t + s * h + 0.5 * h
+        for i in range(nq):
+            pe[i] = pos[i] + 0.5 * h * vel[i]
+        ok &= forward_dynamics_blocks(dm, dw, tm, pe, vel, tau, pe, vel, 0.0, 0.0, C, acc)
+        for i in range(nq):
+            ps[i] = pe[i] + 0.25 * h * h * acc[i]
+            vs[i] = vel[i] + 0.5 * h * acc[i]
+        for k in range(nb):
+            base = nb + dm.body[k, B_MO]
+            n = dm.body[k, B_NM]
+            for r in range(n):
+                sb = 0.0
+                for c in range(n):
+                    sb += B[k, r, c] * acc[base + c]
+                ps[base + r] = pe[base + r] + h * h * sb
+        ok &= forward_dynamics_blocks(dm, dw, tm, ps, vs, tau, pe, vel, 0.0, 0.0, C, acc)
+        for i in range(nq):
+            pos[i] += h * vel[i] + 0.5 * h * h * acc[i]
+            vel[i] += h * acc[i]
+    for k in range(nb):
         if dm.drive[k] == JOINT_PRESCRIBED:
             q, qd, _ = profiles.evaluate(dm.prof_kind, dm.prof_par, dm.tab_off, dm.tab_n, dm.tab_t, dm.tab_c, k, t + dt)
             pos[k] = q

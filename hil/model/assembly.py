@@ -15,7 +15,8 @@ from config_schema import raise_problem
 from hil.model import spec as md
 from hil.model.modal import BeamModes, beam_modes
 from hil.kernels.layout import (JOINT_PRESCRIBED, JOINT_TORQUE_DRIVEN, JP_COUL_VS, JP_STRIBECK, JP_STRIB_VS, JP_BRAKE_VS,
-                                JP_BACKLASH, N_JP, MOTION_CONSTANT, MOTION_SPINUP, MOTION_CYCLOIDAL, MOTION_TABLE)
+                                JP_BACKLASH, N_JP, N_FIT, MOTION_CONSTANT, MOTION_SPINUP, MOTION_CYCLOIDAL,
+                                MOTION_TABLE)
 
 KernelModel = namedtuple("KernelModel", [
     "dims", "parent", "nm", "mo", "axis", "armature", "viscous", "coulomb", "jpar",
@@ -23,7 +24,7 @@ KernelModel = namedtuple("KernelModel", [
     "mot", "mot_inertia", "kspring", "dspring",
     "st_p0", "st_R0", "st_G", "st_L", "st_S",
     "node_off", "nd_m", "nd_p0", "nd_J", "nd_G", "nd_L", "nd_S", "Jsum", "JL", "LJL",
-    "Kmod", "Dmod", "gravity",
+    "Kmod", "Dmod", "gravity", "fitted",
     "os_body", "os_p0", "os_R0", "os_G", "os_L", "os_S",
 ])
 
@@ -382,7 +383,7 @@ def assemble(model: md.Model) -> Assembled:
         node_off=np.array(node_off, np.int64), nd_m=np.array(nd["m"], float), nd_p0=np.array(nd["p0"], float),
         nd_J=np.array(nd["J"], float), nd_G=np.array(nd["G"], float), nd_L=np.array(nd["L"], float),
         nd_S=np.array(nd["S"], float), Jsum=Jsum, JL=JL, LJL=LJL, Kmod=Kmod, Dmod=Dmod,
-        gravity=np.asarray(model.gravity_m_s2, float),
+        gravity=np.asarray(model.gravity_m_s2, float), fitted=np.zeros((N_FIT, max(nb, 1), NM, NM)),
         os_body=os_body, os_p0=os_p0, os_R0=os_R0, os_G=os_G, os_L=os_L, os_S=os_S,
     )
     layout = Layout(

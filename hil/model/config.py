@@ -20,8 +20,9 @@ Schema (see the presets in ``configs/`` for complete examples)::
 
     [model]        name, description, gravity_m_s2 (3-vector), foreshortening (bool),
                    sensor_seed (integer >= 0, seed of the sensor noise generator)
-    [integrator]   method (auto|rk4|imex_midpoint|euler), dt_s > 0, substeps >= 0 (0 = auto),
-                   safety in (0, 1]
+    [integrator]   method (auto|fitted_midpoint|rk4|imex_midpoint|euler), dt_s > 0, substeps >= 0
+                   (0 = auto), safety in (0, 1], bandwidth_hz >= 0 (auto keeps the modes below it
+                   accurate; 0 = all), budget_fraction in (0, 1] (share of the period a step may take)
     [[body]]       name, parent ("base" or an EARLIER body), initial_eta (one number per mode)
       [body.joint]     name, axis (normalised, non-zero), station_m, offset_m, rpy_rad, q0_rad,
                        qd0_rad_s, rotor_inertia_kg_m2, gear_ratio (> 0), viscous_N_m_s_rad,
@@ -92,11 +93,11 @@ from hil.model.spec import Body, IntegratorSettings, Model, Station
 
 __all__ = ["load_model", "load_model_from_string", "INTEGRATOR_METHODS"]
 
-INTEGRATOR_METHODS = ("auto", "rk4", "imex_midpoint", "euler")
+INTEGRATOR_METHODS = ("auto", "fitted_midpoint", "rk4", "imex_midpoint", "euler")
 
 TOP_KEYS = ("model", "integrator", "body", "station", "sensor", "provenance")
 MODEL_KEYS = ("name", "description", "gravity_m_s2", "foreshortening", "sensor_seed")
-INTEGRATOR_KEYS = ("method", "dt_s", "substeps", "safety")
+INTEGRATOR_KEYS = ("method", "dt_s", "substeps", "safety", "bandwidth_hz", "budget_fraction")
 STATION_KEYS = ("name", "body", "station_m", "offset_m")
 
 
@@ -134,6 +135,9 @@ def _read_preset(data: dict, source: str) -> Model:
                                 what="inner steps per dt_s, 0 = automatic"),
             safety=it.number("safety", integ.safety, unit="(fraction of the stability bound)",
                              positive=True, upper=1.0),
+            bandwidth_hz=it.number("bandwidth_hz", integ.bandwidth_hz, unit="Hz", nonneg=True),
+            budget_fraction=it.number("budget_fraction", integ.budget_fraction, unit="(fraction of the period)",
+                                      positive=True, upper=1.0),
         )
 
     raw_bodies = top.array_of_tables("body", required=True, what="at least one [[body]] table")

@@ -70,19 +70,32 @@ def stiffness_and_mass(asm: Assembled, pos: np.ndarray, eps: float = 1e-7) -> tu
     km = asm.km
     w = make_work(km)
     nq = asm.layout.nq
-    zero = np.zeros(nq)
-    tau = np.zeros(max(asm.layout.n_joints, 1))
     K = np.zeros((nq, nq))
     for i in range(nq):
         dp = np.zeros(nq)
         dp[i] = eps
         K[:, i] = (static_forces(asm, pos + dp, w) - static_forces(asm, pos - dp, w)) / (2 * eps)
+    return 0.5 * (K + K.T), mass_matrix_at(asm, pos, w)
+
+
+def mass_matrix_at(asm: Assembled, pos: np.ndarray, w=None) -> np.ndarray:
+    """The generalized mass matrix at pos (all coordinates: joints, modes, rotors)."""
+    km = asm.km
+    w = make_work(km) if w is None else w
+    nq = asm.layout.nq
+    zero = np.zeros(nq)
     prepare(km, w, 0.0, pos, zero)
-    joint_torques(km, w, tau)
+    joint_torques(km, w, np.zeros(max(asm.layout.n_joints, 1)))
     forward_kinematics(km, w)
     M = np.zeros((nq, nq))
     mass_matrix(km, w, 0.0, 0.0, M)
-    return 0.5 * (K + K.T), M
+    return M
+
+
+def free_coordinates(asm: Assembled) -> np.ndarray:
+    """Indices of the coordinates that move under forces: torque-driven joints, modes, rotors."""
+    lay, km = asm.layout, asm.km
+    return np.array([i for i in range(lay.nq) if i >= lay.n_joints or km.drive[i] != JOINT_PRESCRIBED], np.int64)
 
 
 def _add_spring_rows(asm: Assembled, w, h: np.ndarray) -> None:
@@ -156,9 +169,9 @@ def step_frequencies_hz(asm: Assembled) -> StepFrequencies:
 
 
 def substeps_for(method: str, f_max_hz: float, f_explicit_hz: float, dt: float, safety: float) -> int:
-    """Substeps per outer step: RK4 keeps omega_max h within safety x its stability bound; the IMEX
-    scheme only needs the explicitly treated (joint-spring) dynamics resolved; Euler as RK4."""
-    if method == "imex_midpoint":
+    """Substeps per outer step: RK4 keeps omega_max h within safety x its stability bound; the midpoint
+    schemes (IMEX, fitted) only need the explicitly treated (joint-spring) dynamics resolved; Euler as RK4."""
+    if method in ("imex_midpoint", "fitted_midpoint"):
         om = 2 * math.pi * f_explicit_hz
         bound = MIDPOINT_STABILITY
     else:
@@ -192,3 +205,43 @@ def servo_modes_hz(asm: Assembled, pos: np.ndarray, kp: np.ndarray, kd: np.ndarr
     order = np.argsort(lam.imag)
     lam = lam[order]
     return lam.imag / (2.0 * np.pi), -lam.real / np.abs(lam)
+
+
+def rest_state(asm: Assembled, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The arm at rest in its static equilibrium under gravity at the joint angles of pos, and the drive
+    torques that hold it there.
+
+    The modal coordinates take the static deflection (Newton iterations on h_modes = 0 with the
+    joints held; at rest the modal rows depend neither on the drive torques nor on the rotors).
+    Each joint's holding torque is then its static load h_k, gravity through the deformed arm.
+    A Spong joint carries that load in its spring: the rotor stands at the link angle plus the
+    deflection h_k / k, plus half the backlash in the loaded direction, and its drive holds the
+    rotor with the spring torque h_k."""
+    lay, km = asm.layout, asm.km
+    nj = lay.n_joints
+    pos = np.array(pos, float)
+    modes = np.arange(nj, nj + lay.n_eta)
+    rotors = [k for k in range(nj) if lay.motor_of_joint[k] >= 0]
+    for k in rotors:     # springs relaxed, so that h_k below is the joint's whole load
+        pos[lay.motor_index(k)] = pos[k]
+    for _ in range(20):
+        if modes.size == 0:
+            break
+        K, _ = stiffness_and_mass(asm, pos)
+        d = -np.linalg.solve(K[np.ix_(modes, modes)], static_forces(asm, pos)[modes])
+        pos[modes] += d
+        if np.max(np.abs(d)) < 1e-13 + 1e-10 * np.max(np.abs(pos[modes])):
+            break
+    hold = static_forces(asm, pos)[:nj].copy()    # h = C + g - tau at tau = 0; rest needs tau = h
+    for k in rotors:
+        pos[lay.motor_index(k)] = pos[k] + spring_deflection(hold[k], float(km.kspring[k]),
+                                                             float(km.jpar[k, JP_BACKLASH]))
+    return pos, hold
+
+
+def spring_deflection(torque: float, stiffness: float, backlash: float) -> float:
+    """Rotor minus link angle [rad] at which a Spong spring (with a dead band of total width
+    `backlash`) transmits `torque` [N m]; 0 for no torque (the middle of the band)."""
+    if torque == 0.0:
+        return 0.0
+    return torque / stiffness + math.copysign(0.5 * backlash, torque)

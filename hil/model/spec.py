@@ -187,10 +187,12 @@ class Body:
 
 @dataclass
 class IntegratorSettings:
-    method: str = "auto"       # auto | rk4 | imex_midpoint | euler
+    method: str = "auto"       # auto | fitted_midpoint | rk4 | imex_midpoint | euler
     dt_s: float = 1e-3         # outer step (the real-time period)
-    substeps: int = 0          # 0: automatic from the highest frequency
+    substeps: int = 0          # 0: automatic (auto: by accuracy; a named method: its stability bound)
     safety: float = 0.5        # fraction of the method's stability bound used
+    bandwidth_hz: float = 0.0  # auto keeps the modes below this accurate; 0: every retained mode
+    budget_fraction: float = 0.5   # share of the period a plant step may take (auto's time budget)
 
 
 @dataclass

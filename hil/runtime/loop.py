@@ -498,6 +498,7 @@ class Emulator:
             "drives": {"torque_limited_cycles": self._limited_cycles},
             "q": self.plant.q().tolist(), "tip": self.sensors.tip.tolist(),
             "read_to_send_us": self._latency_summary(),
+            "integrator": self.plant.plan.summary(),
         }
         if self.protocol is not None:
             out["canopen"] = self.protocol.counters()

@@ -1,0 +1,344 @@
+"""The integrator plan: method and substeps, and how faithfully they keep each mode's frequency.
+
+Mode accuracy (``mode_accuracy``) comes from the discrete-time map of the linearised plant: the
+production substep (hil.kernels.integrate.advance over h = dt / substeps) is central-differenced
+around the initial state, as is the forward dynamics; each oscillatory pole mu of the continuous
+linearisation is paired with the substep's eigenvalue lambda nearest to exp(mu h), and
+s = log(lambda) / h (its branch the one nearest mu) gives the integrated frequency |s| and damping
+ratio -Re s / |s|. Reported per mode: the true frequency |mu| / 2 pi, the integrated one, their
+relative error and the numerical damping (integrated minus true damping ratio). The retained
+(elastic) modes are the poles with at least half their energy in the elastic springs (modal
+stiffness and Spong springs) and at most twice their kinetic energy there (an elastic oscillation has
+about as much of either); the rigid-body poles (a gravity pendulum, a joint's drift) are not judged.
+
+The state: the initial joint angles with the links in their static deflection, held by the drives'
+holding torques (hil.model.linearize.rest_state: a fixed point of both the flow and the step, so that
+the two are compared at the same point), or the initial state itself when the arm starts moving. The
+linearisation leaves out the joints' Coulomb, Stribeck and brake friction: their smoothed slope at rest
+is the damper the friction smoothing floor makes just stable (Plant.stabilize_friction), a numerical
+device rather than the arm's dynamics, and it vanishes once the joint slides; with them left out the
+joints are free (viscous friction stays), the case with the highest frequencies. A mode above the
+substep's Nyquist frequency (omega h >= pi) has no integrated frequency (its samples alias) and does
+not count as accurate.
+
+``auto`` chooses by accuracy: the cheapest plan (forward-dynamics evaluations per step) with every
+retained mode below the bandwidth (integrator.bandwidth_hz; 0: all) within FREQUENCY_TOLERANCE in
+frequency and with numerical damping within its damping ratio (at least DAMPING_RESOLUTION, the
+analysis' resolution), within the time budget (integrator.budget_fraction of the period, at the
+measured cost of one articulated-body evaluation). Where none does, it takes the most accurate plan
+within the budget and says so (IntegratorPlan.note, an IntegratorAccuracyWarning at start-up). The plan
+does not depend on the formulation: the screw-theoretic DAE integrates with the same schemes and blocks.
+"""
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hil.model.assembly import Assembled, make_work
+from hil.model.linearize import free_coordinates, mass_matrix_at, rest_state, step_frequencies_hz
+from hil.model.midpoint_fit import fit as fit_midpoint
+from hil.kernels import integrate
+from hil.kernels.aba import forward_dynamics
+from hil.kernels.layout import JP_BRAKE, JP_STRIBECK, METHOD_EULER, METHOD_FITTED, METHOD_IMEX, METHOD_RK4
+
+METHODS = {"rk4": METHOD_RK4, "imex_midpoint": METHOD_IMEX, "euler": METHOD_EULER, "fitted_midpoint": METHOD_FITTED}
+EVALUATIONS = {"rk4": 4, "imex_midpoint": 2, "euler": 1, "fitted_midpoint": 2}   # forward dynamics per substep
+# Real-axis stability bounds (|lambda h| for a damping lambda) of the explicit parts: classical RK4 2.785;
+# the explicit midpoint predictor of the IMEX and fitted midpoint schemes and forward Euler 2.
+REAL_AXIS_STABILITY = {"rk4": 2.785, "imex_midpoint": 2.0, "euler": 2.0, "fitted_midpoint": 2.0}
+AUTO_METHODS = ("fitted_midpoint", "rk4", "imex_midpoint")   # in order of preference at equal cost
+FREQUENCY_TOLERANCE = 1e-3      # |integrated / true frequency - 1| of every mode in band
+DAMPING_RESOLUTION = 1e-6       # numerical damping below this counts as none (central-difference noise)
+STABILITY_TOLERANCE = 1e-6      # spectral radius above the continuous one's that counts as unstable
+MAX_SUBSTEPS = 64
+
+
+class IntegratorAccuracyWarning(UserWarning):
+    """The automatic plan cannot keep every mode in band accurate within the time budget."""
+
+
+@dataclass
+class IntegratorPlan:
+    method: str
+    substeps: int
+    dt_s: float
+    f_max_hz: float          # highest whole-arm frequency at the initial state
+    f_explicit_hz: float     # highest frequency the midpoint schemes treat explicitly (joint springs)
+    bandwidth_hz: float | None = None    # modes judged: below this (None: all retained modes)
+    accurate: bool | None = None         # every judged mode within the targets (None: not analysed)
+    note: str = ""                       # what auto could not meet, and why
+    modes: list[dict] = field(default_factory=list)   # ModeAccuracy rows of the plan (mode_accuracy)
+    max_substeps: int | None = None      # auto: the most substeps of the method within the time budget
+
+    def describe(self) -> str:
+        text = (f"{self.method}, {self.substeps} substep(s) of {self.dt_s / self.substeps * 1e6:.1f} us per "
+                f"{self.dt_s * 1e3:g} ms step (highest frequency {self.f_max_hz:.1f} Hz)")
+        if self.accurate is None:
+            return text
+        band = f"below {self.bandwidth_hz:g} Hz" if self.bandwidth_hz else "retained"
+        verdict = "within" if self.accurate else "NOT all within"
+        return f"{text}; every {band} mode {verdict} {FREQUENCY_TOLERANCE:.1%} in frequency"
+
+    def summary(self) -> dict:
+        """The plan for a run summary: describe(), accurate, note."""
+        return {"plan": self.describe(), "method": self.method, "substeps": self.substeps,
+                "accurate": self.accurate, "note": self.note}
+
+
+@dataclass
+class ModeAccuracy:
+    true_hz: float
+    integrated_hz: float | None        # None: above the substep's Nyquist frequency
+    error: float | None                # integrated / true - 1
+    damping_ratio: float               # of the continuous pole
+    numerical_damping: float | None    # integrated damping ratio minus the true one
+    in_band: bool
+
+    @property
+    def ok(self) -> bool:
+        return (self.error is not None and abs(self.error) <= FREQUENCY_TOLERANCE
+                and abs(self.numerical_damping) <= max(self.damping_ratio, DAMPING_RESOLUTION))
+
+    def describe(self) -> str:
+        if self.error is None:
+            return f"{self.true_hz:.1f} Hz: above the substep's Nyquist frequency"
+        return (f"{self.true_hz:.1f} Hz: {self.error:+.3%} in frequency, numerical damping "
+                f"{self.numerical_damping:+.1e} (damping ratio {self.damping_ratio:.1e})")
+
+
+@dataclass
+class AccuracyReport:
+    modes: list[ModeAccuracy]
+    stable: bool
+
+    @property
+    def accurate(self) -> bool:
+        return self.stable and all(m.ok for m in self.modes if m.in_band)
+
+    def worst(self) -> float:
+        """Largest relative frequency error over the modes in band (inf when unstable)."""
+        if not self.stable:
+            return math.inf
+        return max((math.inf if m.error is None else abs(m.error) for m in self.modes if m.in_band), default=0.0)
+
+
+def plan_integrator(asm: Assembled, method: str | None = None, substeps: int | None = None,
+                    evaluation_s: float | None = None) -> IntegratorPlan:
+    """Method and substeps from the model's integrator settings; ``auto`` by accuracy (module docstring).
+    evaluation_s: the cost of one forward-dynamics evaluation (default: measured)."""
+    cfg = asm.model.integrator
+    method = method or cfg.method
+    freqs = step_frequencies_hz(asm)
+    bandwidth = cfg.bandwidth_hz or None
+    n = substeps or cfg.substeps or None
+    if method == "auto":
+        if evaluation_s is None:
+            evaluation_s = evaluation_time_s(asm)
+        return _choose(asm, freqs, bandwidth, n, evaluation_s)
+    if method not in METHODS:
+        raise ValueError(f"{asm.model.source}: integrator.method = {method!r}: expected auto, "
+                         + ", ".join(METHODS))
+    n = n or freqs.substeps(method, cfg.dt_s, cfg.safety)
+    return IntegratorPlan(method, int(n), cfg.dt_s, freqs.max_hz, freqs.explicit_hz, bandwidth)
+
+
+def _choose(asm: Assembled, freqs, bandwidth: float | None, substeps: int | None,
+            evaluation_s: float) -> IntegratorPlan:
+    cfg = asm.model.integrator
+    budget = int(cfg.budget_fraction * cfg.dt_s / evaluation_s) if evaluation_s > 0 else 10 ** 6
+    methods = list(AUTO_METHODS)
+    candidates = []
+    for m in methods:
+        lowest = freqs.substeps(m, cfg.dt_s, cfg.safety)
+        for n in ([substeps] if substeps else range(lowest, MAX_SUBSTEPS + 1)):
+            candidates.append((EVALUATIONS[m] * n, methods.index(m), m, n))
+    candidates.sort()
+    analysis = LinearisedPlant(asm)
+    affordable = [c for c in candidates if c[0] <= budget]
+    for _, _, m, n in affordable:
+        report = analysis.accuracy(m, n, cfg.dt_s, bandwidth)
+        if report.accurate:
+            return _plan(asm, freqs, m, n, bandwidth, report, "", budget)
+    # nothing accurate within the budget: the most accurate of the dearest affordable plan of each method
+    pool = affordable or candidates[:1]
+    best = {}
+    for cost, _, m, n in pool:
+        best[m] = (m, n)
+    reports = {mn: analysis.accuracy(mn[0], mn[1], cfg.dt_s, bandwidth) for mn in best.values()}
+    (m, n), report = min(reports.items(), key=lambda kv: kv[1].worst())
+    band = f"below {bandwidth:g} Hz" if bandwidth else "retained"
+    limit = (f"the time budget ({budget} evaluations per step: {cfg.budget_fraction:g} of the "
+             f"{cfg.dt_s * 1e3:g} ms period at {evaluation_s * 1e6:.1f} us each)")
+    off = "; ".join(md.describe() for md in report.modes if md.in_band and not md.ok)
+    if not report.stable:
+        off = "unstable at the initial state" + (f"; {off}" if off else "")
+    note = (f"auto: no plan within {limit} keeps every {band} mode within {FREQUENCY_TOLERANCE:.1%} in "
+            f"frequency with numerical damping below its damping ratio; chosen {m} x{n}; off: {off}")
+    warnings.warn(note, IntegratorAccuracyWarning, stacklevel=4)
+    return _plan(asm, freqs, m, n, bandwidth, report, note, budget)
+
+
+def _plan(asm, freqs, method, n, bandwidth, report: AccuracyReport, note: str, budget: int) -> IntegratorPlan:
+    return IntegratorPlan(method, n, asm.model.integrator.dt_s, freqs.max_hz, freqs.explicit_hz, bandwidth,
+                          report.accurate, note, [vars(m) for m in report.modes],
+                          max(n, min(MAX_SUBSTEPS, budget // EVALUATIONS[method])))
+
+
+def accurate_substeps(asm: Assembled, plan: IntegratorPlan, lowest: int) -> int | None:
+    """The fewest substeps from `lowest` up to plan.max_substeps with which the plan's method keeps every
+    mode of `asm` (a variant of the plan's model) accurate; None if none does."""
+    analysis = LinearisedPlant(asm)
+    for n in range(lowest, (plan.max_substeps or lowest) + 1):
+        if analysis.accuracy(plan.method, n, plan.dt_s, plan.bandwidth_hz).accurate:
+            return n
+    return None
+
+
+def mode_accuracy(asm: Assembled, plan: IntegratorPlan) -> AccuracyReport:
+    """Each retained mode's frequency and damping under the plan's substep (module docstring)."""
+    return LinearisedPlant(asm).accuracy(plan.method, plan.substeps, plan.dt_s, plan.bandwidth_hz)
+
+
+def evaluation_time_s(asm: Assembled, repeats: int = 5, n: int = 20) -> float:
+    """Wall time of one forward-dynamics evaluation inside numba (the fastest of a few short runs)."""
+    km = asm.km
+    w = make_work(km)
+    pos, vel = asm.pos0.copy(), asm.vel0.copy()
+    tau = np.zeros(max(asm.layout.n_joints, 1))
+    integrate.evaluations(km, w, 0.0, pos, vel, tau, 1)
+    best = math.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        integrate.evaluations(km, w, 0.0, pos, vel, tau, n)
+        best = min(best, (time.perf_counter() - t0) / n)
+    return best
+
+
+class LinearisedPlant:
+    """The plant linearised at its initial state, sliding friction (module docstring): its continuous
+    poles once, the discrete map of each plan on demand."""
+
+    def __init__(self, asm: Assembled):
+        self.asm = asm
+        km = asm.km
+        jpar = km.jpar.copy()
+        jpar[:, JP_STRIBECK] = 0.0
+        jpar[:, JP_BRAKE] = 0.0
+        self.km = km._replace(jpar=jpar, coulomb=np.zeros_like(km.coulomb))
+        self.work = make_work(km)
+        self.free = free_coordinates(asm)
+        nq = asm.layout.nq
+        self.tau = np.zeros(max(asm.layout.n_joints, 1))
+        pos = asm.pos0
+        if not np.any(asm.vel0):       # at rest: the static equilibrium, held by the drives (a fixed point)
+            pos, self.tau[: asm.layout.n_joints] = rest_state(asm, asm.pos0)
+        self.x0 = np.concatenate([pos, asm.vel0])
+        free = self.free
+        self.M = mass_matrix_at(asm, pos)[np.ix_(free, free)]
+        mu, vec = np.linalg.eig(self.rates_jacobian())
+        self.all_poles = mu
+        X = vec[: free.size]
+        share = _energy_ratio(X, _elastic_stiffness(asm)[np.ix_(free, free)], self.M, mu)
+        resolved = np.abs(mu) > 1e-6 * np.max(np.abs(mu), initial=0.0)    # not a rigid pole's difference noise
+        keep = np.nonzero((mu.imag > 0) & resolved & (share > 0.5) & (share < 2.0))[0]
+        keep = keep[np.argsort(np.abs(mu[keep]))]
+        self.poles, self.shapes = mu[keep], X[:, keep]
+
+    def rates_jacobian(self) -> np.ndarray:
+        """The continuous linearisation d(q_dot, v_dot)/d(q, v) over the free coordinates (self.free:
+        their positions, then their velocities) at the state self.x0, drive torques self.tau."""
+        return self._jacobian(self._rates, self.km)
+
+    def substep_map(self, method: str, h: float) -> np.ndarray:
+        """The production substep of `method` over h, central-differenced like rates_jacobian."""
+        km = self.km
+        if method == "fitted_midpoint":
+            km = km._replace(fitted=fit_midpoint(self.asm, self.asm.pos0, h).blocks)
+        code = METHODS[method]
+        return self._jacobian(lambda k, x: self._substep(k, x, h, code), km)
+
+    def accuracy(self, method: str, substeps: int, dt: float, bandwidth: float | None) -> AccuracyReport:
+        h = dt / substeps
+        lam, vec = np.linalg.eig(self.substep_map(method, h))
+        radius = max(1.0, float(np.max(np.exp(self.all_poles.real * h)))) if self.all_poles.size else 1.0
+        stable = bool(np.max(np.abs(lam), initial=0.0) <= radius + STABILITY_TOLERANCE)
+        upper = np.nonzero(lam.imag >= 0)[0]
+        modes = []
+        for mu, j in zip(self.poles, _pairs(self.shapes, vec[: self.free.size, upper], self.M)):
+            s = np.log(complex(lam[upper[j]])) / h
+            w, w_hat = abs(mu), abs(s)
+            zeta, zeta_hat = -mu.real / w, -s.real / w_hat
+            f = float(w / (2 * math.pi))
+            in_band = bool(bandwidth is None or f < bandwidth)
+            if w * h >= math.pi:
+                modes.append(ModeAccuracy(f, None, None, float(zeta), None, in_band))
+                continue
+            modes.append(ModeAccuracy(f, float(w_hat / (2 * math.pi)), float(w_hat / w - 1.0), float(zeta),
+                                      float(zeta_hat - zeta), in_band))
+        return AccuracyReport(modes, stable)
+
+    def _rates(self, km, x: np.ndarray) -> np.ndarray:
+        nq = self.asm.layout.nq
+        acc = np.zeros(nq)
+        forward_dynamics(km, self.work, 0.0, x[:nq], x[nq:], self.tau, x[:nq], x[nq:], 0.0, 0.0, acc)
+        return np.concatenate([x[nq:], acc])
+
+    def _substep(self, km, x: np.ndarray, h: float, code: int) -> np.ndarray:
+        nq = self.asm.layout.nq
+        pos, vel = x[:nq].copy(), x[nq:].copy()
+        integrate.advance(km, self.work, 0.0, pos, vel, self.tau, h, 1, code)
+        return np.concatenate([pos, vel])
+
+    def _jacobian(self, fn, km, eps: float = 1e-7) -> np.ndarray:
+        """Central differences of fn over the free positions and velocities."""
+        nq = self.asm.layout.nq
+        cols = np.concatenate([self.free, nq + self.free])
+        J = np.zeros((cols.size, cols.size))
+        for c, i in enumerate(cols):
+            xp, xm = self.x0.copy(), self.x0.copy()
+            xp[i] += eps
+            xm[i] -= eps
+            J[:, c] = ((fn(km, xp) - fn(km, xm)) / (2 * eps))[cols]
+        return J
+
+
+def _pairs(shapes: np.ndarray, candidates: np.ndarray, M: np.ndarray) -> list[int]:
+    """For each continuous mode shape (positions), the index of the discrete eigenvector in `candidates`
+    (the upper half-plane's) most alike in the mass metric: the most alike pairs first, each once. Shapes
+    rather than eigenvalues: a step that warps stiff modes far moves their eigenvalues past each other."""
+    def normed(X):
+        return X / np.sqrt(np.abs(np.einsum("ik,ij,jk->k", X.conj(), M, X)))[None, :]
+    sim = np.abs(normed(shapes).conj().T @ M @ normed(candidates))
+    out = [-1] * shapes.shape[1]
+    for _ in range(min(shapes.shape[1], candidates.shape[1])):
+        i, j = np.unravel_index(int(np.argmax(sim)), sim.shape)
+        out[i] = int(j)
+        sim[i, :] = -1.0
+        sim[:, j] = -1.0
+    return out
+
+
+def _energy_ratio(X: np.ndarray, K: np.ndarray, M: np.ndarray, mu: np.ndarray) -> np.ndarray:
+    """Per eigenvector (positions X, pole mu): elastic spring energy over kinetic energy (1 for a purely
+    elastic mode at equipartition, ~0 for a rigid-body one)."""
+    kinetic = np.abs(np.einsum("ik,ij,jk->k", X.conj(), M, X)) * np.abs(mu) ** 2
+    elastic = np.abs(np.einsum("ik,ij,jk->k", X.conj(), K, X))
+    return np.where(kinetic > 0, elastic / np.where(kinetic > 0, kinetic, 1.0), 0.0)
+
+
+def _elastic_stiffness(asm: Assembled) -> np.ndarray:
+    """Stiffness of the elastic springs over all coordinates: each body's modal K and the Spong springs."""
+    km, lay = asm.km, asm.layout
+    K = np.zeros((lay.nq, lay.nq))
+    for k in range(lay.n_joints):
+        n = int(km.nm[k])
+        a = lay.n_joints + lay.mode_offsets[k]
+        K[a:a + n, a:a + n] = km.Kmod[k, :n, :n]
+        if km.mot[k] >= 0:
+            r = lay.motor_index(k)
+            K[np.ix_([k, r], [k, r])] += km.kspring[k] * np.array([[1.0, -1.0], [-1.0, 1.0]])
+    return K
