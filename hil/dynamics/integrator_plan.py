@@ -231,7 +231,6 @@ class LinearisedPlant:
         self.km = km._replace(jpar=jpar, coulomb=np.zeros_like(km.coulomb))
         self.work = make_work(km)
         self.free = free_coordinates(asm)
-        nq = asm.layout.nq
         self.tau = np.zeros(max(asm.layout.n_joints, 1))
         pos = asm.pos0
         if not np.any(asm.vel0):       # at rest: the static equilibrium, held by the drives (a fixed point)

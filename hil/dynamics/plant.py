@@ -10,7 +10,6 @@ method's stability bound; the plant widens each joint's Coulomb smoothing to kee
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
 
 import numpy as np
 

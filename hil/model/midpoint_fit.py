@@ -48,7 +48,7 @@ class MidpointFit:
 
 def fit(asm: Assembled, pos: np.ndarray, h: float, theta_fit: float = THETA_FIT) -> MidpointFit:
     """The scheme's blocks for substep h, the apparent masses taken at pos."""
-    km, lay = asm.km, asm.layout
+    km = asm.km
     bases, omegas, Mhat_modes = apparent_bases(asm, pos)
     thetas = [om * h for om in omegas]
     fitted = [th < theta_fit for th in thetas]
