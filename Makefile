@@ -2,7 +2,6 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 HIL := $(VENV)/bin/hil
-export NUMBA_CACHE_DIR ?= $(CURDIR)/.numba_cache
 
 .PHONY: setup run test bench clean
 

@@ -28,6 +28,7 @@ the key, the value and what was expected, with the unit)::
                         random triggers: re-armed after each clearance)
       [fault.duration]  omitted: permanent; else exactly one of once = true, for_s = T,
                         permanent = true, mttr_s = T (mean time to repair)
+    [verdict]           optional: the firmware's targets for the run (hil.logs.targets)
 
 See :mod:`hil.faults.engine` for what each kind does.
 """
@@ -40,10 +41,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from config_schema import Document
+from hil.logs.targets import Targets, read_verdict
 from hil.model.config import ConfigError, parse_toml
 from hil.faults.engine import KINDS, MISSING, Duration, Fault, FaultEngine, FaultError, Trigger, check_fault, signal_unit
 
-_TOP_KEYS = ("scenario", "fault")
+_TOP_KEYS = ("scenario", "fault", "verdict")
 _SCENARIO_KEYS = ("description", "seed")
 _FAULT_KEYS = ("name", "kind", "target", "trigger", "duration")
 _TRIGGER_CHOICES = ("at_s", "signal", "probability_per_cycle", "mttf_s")
@@ -67,6 +70,7 @@ class Scenario:
     description: str
     seed: int | None
     faults: tuple[ScenarioFault, ...]
+    targets: Targets | None = None      # the [verdict] table, if any
 
     def inject_into(self, engine: FaultEngine) -> list[int]:
         """Inject every fault (in file order); a fault the engine cannot bind (unknown channel,
@@ -139,7 +143,8 @@ class _Parser:
                 raise self.error(f"{sf.key}.name", sf.fault.name, "expected a name not used by another fault")
             seen.add(sf.fault.name)
             faults.append(sf)
-        return Scenario(self.source, description, seed, tuple(faults))
+        targets = read_verdict(Document(self.source), data["verdict"]) if "verdict" in data else None
+        return Scenario(self.source, description, seed, tuple(faults), targets)
 
     def fault(self, i: int, row: dict) -> ScenarioFault:
         name = row.get("name")

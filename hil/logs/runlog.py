@@ -6,8 +6,12 @@ A msgpack run log is a stream of msgpack objects: first a header map ::
      "every": ..., "integrator": {...}, ...}
 
 then one record per output row, an array of float64 with one entry per column, and, between
-rows, event maps ``{"event": kind, "cycle": ..., "t": ..., ...}`` (the emulator's fault
-injections and clearances, watchdog trips); the reader returns them in ``header["events"]``. The
+rows, event maps (the emulator's fault injections and clearances, watchdog trips)::
+
+    {"event": "inject" | "clear" | "watchdog_tripped" | "watchdog_cleared" | ...,
+     "cycle": int, "t": float [s], "fault": str (faults only), "detail": str (faults only)}
+
+the reader returns them in ``header["events"]``. ``RunLog.read(path)`` gives columns by name. The
 stream is flushed at least every ``FLUSH_INTERVAL_S`` seconds, and a reader stops at
 the last complete record, so the log of a killed writer is readable.
 
@@ -18,13 +22,14 @@ from __future__ import annotations
 
 import csv
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import msgpack
 import numpy as np
 
-__all__ = ["FORMAT", "VERSION", "RunLogError", "RunWriter", "CsvRunWriter", "MsgpackRunWriter",
+__all__ = ["FORMAT", "VERSION", "RunLog", "RunLogError", "RunWriter", "CsvRunWriter", "MsgpackRunWriter",
            "open_writer", "read_run"]
 
 FORMAT = "hil-run"
@@ -206,3 +211,50 @@ def _read_csv(path: str | Path) -> tuple[dict[str, Any], np.ndarray]:
     if any(len(r) != len(columns) for r in rows):
         raise RunLogError(f"{path}: rows must have {len(columns)} values (one per column)")
     return {"format": "csv", "columns": columns}, np.array(rows, dtype=float).reshape(len(rows), len(columns))
+
+
+@dataclass
+class RunLog:
+    """A run log's rows by column name, and its events (maps with "event", "cycle", "t" and, for
+    faults, "fault" and "detail"; see the module doc)."""
+
+    header: dict
+    rows: np.ndarray
+
+    @classmethod
+    def read(cls, path: str | Path) -> RunLog:
+        return cls(*read_run(path))
+
+    @property
+    def columns(self) -> list[str]:
+        return self.header["columns"]
+
+    @property
+    def events(self) -> list[dict]:
+        return self.header.get("events", [])
+
+    @property
+    def t(self) -> np.ndarray:
+        return self.column("t")
+
+    def has(self, name: str) -> bool:
+        return name in self.columns
+
+    def column(self, name: str) -> np.ndarray:
+        try:
+            return self.rows[:, self.columns.index(name)]
+        except ValueError:
+            raise KeyError(f"no column {name!r}; columns: {', '.join(self.columns)}") from None
+
+    def event_time(self, event: str, fault: str | None = None) -> float:
+        """Time [s] of the first event of this kind (and fault name); KeyError if none."""
+        for e in self.events:
+            if e["event"] == event and (fault is None or e.get("fault") == fault):
+                return float(e["t"])
+        raise KeyError(f"no {event!r} event" + (f" of fault {fault!r}" if fault else "") + f" in {self.events}")
+
+    def window(self, t0: float, t1: float = np.inf) -> RunLog:
+        """The rows with t0 <= t < t1."""
+        t = self.t
+        return RunLog(self.header, self.rows[(t >= t0) & (t < t1)])
+

@@ -10,6 +10,18 @@ sensor frames; send them (bus faults and output delay act there); log. Modes: `r
 (fixed period), `afap` (as fast as possible) and `lockstep` (one step per received command
 frame, deterministic).
 
+Start: the first sensor frames go out at once and again (same frames, same counters) every
+`resend_s`, doubling to 1 s, until the first valid command: a firmware that opens its port late,
+or flushes it on opening as pyserial does, still gets them. Lockstep always starts so; realtime
+and afap start their clock at the first valid command unless `start = "immediately"`. No valid
+command within `start_timeout_s` fails the run (`failure`). In lockstep a sensor frame left
+unanswered for `lockstep_timeout_s` marks the firmware silent: the plant steps on without
+commands (the watchdog acts as in real time), waiting at most `lockstep_silent_poll_s` per cycle
+for an answer, until answers return; a cycle whose sensor frames were all withheld (a bus fault)
+expects no answer. A run stays deterministic as long as the firmware answers every sensor frame
+or stays silent. `abort(reason)` (e.g. the firmware process exited) stops the loop and fails the
+run.
+
 CANopen maps (firmware_bridge.canopen.DriveNodes as `protocol`): the nodes take NMT and SYNC
 frames and drop RPDOs while not operational; lockstep steps once per SYNC (in any NMT state: the
 SYNC is the bus's clock), realtime/afap step on their own period and a SYNC only marks which
@@ -19,10 +31,11 @@ drives, or drives that left operational, are in the safe state until NMT start.
 """
 from __future__ import annotations
 
+import math
 import signal
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -36,20 +49,23 @@ from hil.devices.drives import DriveBank
 from hil.faults.engine import FaultEngine, bus_encoding, encoder_counter_bits
 from hil.model.spec import INTERFACE_VOLTAGE
 from hil.dynamics.plant import Plant
+from hil.runtime.command_age import CommandAge
 from hil.runtime.realtime import CycleStats, OverrunHalt, Pacer, RealtimeSetup
+from hil.runtime.start import await_first_command
 from hil.logs.runlog import MsgpackRunWriter
 from hil.faults.scenario import Scenario
 from hil.model.sensor_specs import SensorSpec
 from hil.devices.sensors import SensorSuite
 
 MODES = ("realtime", "afap", "lockstep")
+STARTS = ("first_command", "immediately")
 SAFE_STATES = ("zero_torque", "hold", "brake")
 
 
 @dataclass
 class RuntimeOptions:
     mode: str = "realtime"
-    period_s: float = 1e-3
+    period_s: float | None = None       # the cycle period; None: the plant's step (they must agree)
     duration_s: float | None = None
     overrun_policy: str = "skip"
     halt_after: int = 0
@@ -59,7 +75,11 @@ class RuntimeOptions:
     hold_gains: tuple[float, float] = (2000.0, 100.0)   # kp [N m/rad], kd [N m s/rad] of the hold state
     brake_damping_N_m_s_rad: float = 100.0   # -c qd held over a step diverges once c dt > 2 J, J a joint's
                                              # apparent inertia 1/(M^-1)_jj: ELLA elbow 0.133 kg m^2, c < 265
-    lockstep_timeout_s: float = 1.0     # lockstep: give up waiting for a command after this long
+    lockstep_timeout_s: float = 1.0     # lockstep: a sensor frame unanswered this long: the firmware is silent
+    lockstep_silent_poll_s: float = 2e-3    # lockstep, firmware silent: the wait for an answer per cycle
+    start: str = "first_command"        # realtime/afap: the clock starts at the first valid command, or immediately
+    start_timeout_s: float = 30.0       # no valid command within this long after the start fails the run
+    resend_s: float = 0.1               # until the first command: the first sensor frames again after this
     realtime: bool = True               # try SCHED_FIFO, mlockall, gc freeze
     priority: int = 80
     cpu: int | None = None
@@ -76,8 +96,10 @@ class RuntimeOptions:
             raise ValueError(f"mode {self.mode!r}: expected one of {', '.join(MODES)}")
         if self.safe_state not in SAFE_STATES:
             raise ValueError(f"safe_state {self.safe_state!r}: expected one of {', '.join(SAFE_STATES)}")
-        if not self.period_s > 0:
+        if self.period_s is not None and not self.period_s > 0:
             raise ValueError(f"period_s = {self.period_s}: expected a positive period in s")
+        if self.start not in STARTS:
+            raise ValueError(f"start {self.start!r}: expected one of {', '.join(STARTS)}")
 
 
 @dataclass
@@ -156,8 +178,9 @@ class Emulator:
         model's motors (hil.devices.drives.DriveBank; ideal torque drives where a joint has none).
         `sensors`: the sensor specs, default the model's (hil.devices.sensors.SensorSuite)."""
         options.validate()
-        self.plant = plant
         bus = commands.reader.bus
+        options = check_period(options, plant, bus)
+        self.plant = plant
         self.link = FaultyLink(link, bus)
         self.commands = commands
         self.sensors_out = sensors_out
@@ -181,9 +204,18 @@ class Emulator:
         # read-to-send latency: a command frame taken off the link -> the first sensor frame computed with it
         self.latency_ns = np.zeros(options.stats_capacity, np.int64)
         self.latency_count = 0
+        self.age = CommandAge(options.stats_capacity)
         self.cycle = 0
         self.stop_requested = False
-        self._held_fresh = False            # lockstep: a command taken in while waiting
+        self.failure: str | None = None     # why the run failed (start timeout, the firmware exited, ...)
+        self.running = False                # the loop runs (firmware_exited fails the run only then)
+        self.n_cycles: int | None = None
+        self.start_report: dict = {}       # how the run started: waited_s, resent
+        self._early: list[Frame] = []       # frames read just before the sensor frames went out
+        self._answer_expected = True        # lockstep: the last cycle's sensor frames went out
+        self._silent = False                # lockstep: the firmware left a sensor frame unanswered
+        self.silent_cycles = 0
+        self.held_fresh = False             # a command taken in while waiting (lockstep, start)
         self._rejected_now = False          # a command frame was rejected this cycle
         self._received: list[Frame] = []    # this cycle's frames (reused)
         self.recorder: BusRecorder | None = None
@@ -202,7 +234,7 @@ class Emulator:
                         + [f"q_{j}" for j in plant.layout.joint_names] + [f"qd_{j}" for j in plant.layout.joint_names]
                         + [f"brake_{j}" for j in plant.layout.joint_names]     # 0 open, 1 closed, 2 holding
                         + [c for name in self.sensors.channel_names for c in (name, f"{name}_true")]
-                        + ["tip_x", "tip_y", "tip_z", "lateness_us", "compute_us", "io_us"])
+                        + ["tip_x", "tip_y", "tip_z", "lateness_us", "compute_us", "io_us", "cmd_age_us"])
         self.logger: RunLogger | None = None
 
     def _settle_drives(self, steps: int = 200) -> None:
@@ -213,21 +245,40 @@ class Emulator:
         for _ in range(steps):
             self.drives.update(self.commands.tau)
 
+    def firmware_exited(self, status: int) -> None:
+        """The firmware process ended: that fails the run unless the loop has finished its cycles."""
+        if self.running and (self.n_cycles is None or self.cycle < self.n_cycles):
+            how = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
+            self.abort(f"the firmware {how} at t = {self.plant.t:.3f} s (cycle {self.cycle}), before the run's end")
+
+    def abort(self, reason: str) -> None:
+        """Fail the run and stop the loop (any thread; the first reason stays)."""
+        if self.failure is None:
+            self.failure = reason
+        self.stop_requested = True
+
     # ------------------------------------------------------------------ one cycle
     def _receive(self) -> list[Frame]:
-        """Every frame waiting on the link (through its fault layer), recorded when recording."""
+        """Every frame waiting on the link (through its fault layer), recorded when recording;
+        the frames read just before the last sensor frames went out come first."""
         frames = self._received
         frames.clear()
+        if self._early:
+            frames.extend(self._early)
+            self._early.clear()
+        self._read_into(frames)
+        return frames
+
+    def _read_into(self, frames: list[Frame]) -> None:
         while (frame := self.link.recv()) is not None:
             frames.append(frame)
             if self.recorder:
                 self.recorder.put(frame, received=True)
-        return frames
 
     def _decode(self, frames: list[Frame]) -> bool:
         """Take the received frames in; True if a valid command arrived (refreshes the watchdog)."""
-        fresh = self._held_fresh
-        self._held_fresh = False
+        fresh = self.held_fresh
+        self.held_fresh = False
         rejected = self.commands.reader.rejected_total
         for frame in frames:
             fresh |= self._take(frame)
@@ -238,7 +289,14 @@ class Emulator:
         """Feed a received frame; True if it was a valid command (refreshes the watchdog)."""
         if self.protocol is not None and self.protocol.receive(frame):
             return False                    # NMT, SYNC, or an RPDO its node does not take now
-        return self.commands.feed(frame)
+        return self.take_command(frame)
+
+    def take_command(self, frame: Frame) -> bool:
+        """Feed a frame to the command reader; True if it was a valid command (its age tracked)."""
+        if not self.commands.feed(frame):
+            return False
+        self.age.taken(int(frame.timestamp * 1e9) if frame.timestamp > 0 else time.monotonic_ns())
+        return True
 
     def _applied_torque(self) -> np.ndarray:
         """The drives' commands: as received, or in the safe state the safe torques, converted to
@@ -305,13 +363,21 @@ class Emulator:
         # CANopen: boot-up, heartbeats due, TPDOs answering a SYNC
         return self.protocol.transmit(lambda k: self.sensors_out.frames(k, measured, status))
 
-    def _send(self, frames: list[Frame]) -> None:
+    def send_frames(self, frames: list[Frame]) -> bool:
+        """Send frames; True if any went out on the wire (a bus fault may withhold them)."""
+        before = self.link.counters.tx_frames
         for frame in frames:
             self.link.send(frame)
             if self.recorder:
                 self.recorder.put(frame, received=False)
+        return self.link.counters.tx_frames > before
 
-    def _log(self, tau: np.ndarray, status: int, lateness: int, compute: int, io: int) -> None:
+    def send_sensors(self, frames: list[Frame]) -> None:
+        """The cycle's sensor frames, their send time kept for the command age."""
+        self._answer_expected = self.send_frames(frames)
+        self.age.sent(time.monotonic_ns())
+
+    def _log(self, tau: np.ndarray, status: int, lateness: int, compute: int, io: int, cmd_age_us: float) -> None:
         if self.logger is None:
             return
         lay = self.plant.layout
@@ -329,7 +395,7 @@ class Emulator:
         r[i + 1:i + 2 * n:2] = self.sensors.truth
         i += 2 * n
         r[i:i + 3] = self.sensors.tip
-        r[i + 3:i + 6] = lateness * 1e-3, compute * 1e-3, io * 1e-3
+        r[i + 3:i + 7] = lateness * 1e-3, compute * 1e-3, io * 1e-3, cmd_age_us
         self.logger.put(r)
         if len(self.faults.events) > self._events_logged:
             for e in self.faults.events_since(self._events_logged):
@@ -343,6 +409,7 @@ class Emulator:
         t0 = time.monotonic_ns()
         self.faults.begin_cycle(self.cycle, self.plant.t)
         fresh = self._decode(self._receive())
+        cmd_age_us = self.age.cycle_start(t0)
         self._supervise(fresh)
         t1 = time.monotonic_ns()
         tau = self.drives.update(self._applied_torque())
@@ -353,12 +420,15 @@ class Emulator:
         self.cycle += 1
         t2 = time.monotonic_ns()
         status = self._status()
-        self._send(self._encode(status & self._announced))
+        frames = self._encode(status & self._announced)
+        if self.opt.mode != "lockstep":     # commands that arrived while the plant stepped answer older frames
+            self._read_into(self._early)
+        self.send_sensors(frames)
         t3 = time.monotonic_ns()
         if fresh and self.commands.arrival_s > 0:
             self.latency_ns[self.latency_count % len(self.latency_ns)] = t3 - int(self.commands.arrival_s * 1e9)
             self.latency_count += 1
-        self._log(tau, status, lateness_ns, t2 - t1, (t1 - t0) + (t3 - t2))
+        self._log(tau, status, lateness_ns, t2 - t1, (t1 - t0) + (t3 - t2), cmd_age_us)
         self.stats.record(lateness_ns, t2 - t1, (t1 - t0) + (t3 - t2), t3 - t0)
 
     def _supervise(self, fresh: bool) -> None:
@@ -380,10 +450,17 @@ class Emulator:
 
     # ------------------------------------------------------------------ the loop
     def _wait_for_command(self) -> bool:
-        """Lockstep: poll the link until a valid command frame has been taken in, or the timeout."""
+        """Lockstep: poll the link until a valid command frame has been taken in; False only when
+        stopped (CANopen: or no SYNC within the timeout). Without an answer in time the firmware
+        is silent and the plant steps on; without sensor frames sent there is nothing to answer."""
         if self.protocol is not None:
             return self._wait_for_sync()
-        deadline = time.monotonic() + self.opt.lockstep_timeout_s
+        if self.held_fresh:                # the first command, taken in while starting
+            return True
+        if not self._answer_expected:
+            return True
+        deadline = time.monotonic() + (self.opt.lockstep_silent_poll_s if self._silent
+                                       else self.opt.lockstep_timeout_s)
         while not self.stop_requested and time.monotonic() < deadline:
             frame = self.link.recv()
             if frame is None:
@@ -391,24 +468,29 @@ class Emulator:
                 continue
             if self.recorder:
                 self.recorder.put(frame, received=True)
-            if self.commands.feed(frame):
-                self._held_fresh = True
+            if self.take_command(frame):
+                self.held_fresh = True
+                self._silent = False
                 return True
-        return False
+        if self.stop_requested:
+            return False
+        self._silent = True
+        self.silent_cycles += 1
+        return True
 
     def _wait_for_sync(self) -> bool:
         """Lockstep on a CANopen map: take frames (NMT, RPDOs) until a SYNC, or the timeout; the
         nodes' heartbeats keep going out meanwhile."""
         deadline = time.monotonic() + self.opt.lockstep_timeout_s
         while not self.stop_requested and time.monotonic() < deadline:
-            self._send(self.protocol.heartbeats())
+            self.send_frames(self.protocol.heartbeats())
             if self.protocol.step_due:
                 return True
             frame = self.link.recv()
             if frame is None:
                 time.sleep(20e-6)
                 continue
-            self._held_fresh |= self._take(frame)
+            self.held_fresh |= self._take(frame)
             if self.recorder:
                 self.recorder.put(frame, received=True)
         return self.protocol.step_due
@@ -426,19 +508,25 @@ class Emulator:
         pacer = Pacer(self.opt.period_s, "afap" if self.opt.mode != "realtime" else "realtime",
                       overrun_policy=self.opt.overrun_policy, halt_after=self.opt.halt_after,
                       ignore_first_s=self.opt.ignore_first_s)
-        n_cycles = None if self.opt.duration_s is None else int(round(self.opt.duration_s / self.plant.dt))
-        self._send(self._encode(0))            # first sensor frame (CANopen: boot-up): the firmware's cue
+        n_cycles = self.n_cycles = None if self.opt.duration_s is None else int(round(self.opt.duration_s / self.plant.dt))
+        self.running = True
+        initial = self._encode(0)               # first sensor frame (CANopen: boot-up): the firmware's cue
+        self.send_sensors(initial)
         halted = None
         try:
+            if self.opt.mode == "lockstep" or self.opt.start == "first_command":
+                await_first_command(self, initial)
             while not self.stop_requested and (n_cycles is None or self.cycle < n_cycles):
                 if self.opt.mode == "lockstep" and not self._wait_for_command():
-                    halted = f"lockstep: no {'SYNC' if self.protocol else 'command'} within the timeout"
+                    if not self.stop_requested:
+                        halted = "lockstep: no SYNC within the timeout"
                     break
                 lateness = pacer.wait()
                 self.step_once(lateness)
         except OverrunHalt as exc:
             halted = f"overrun halt: {exc}"
         finally:
+            self.running = False
             if rt:
                 rt.restore()
             if self.logger:
@@ -468,9 +556,13 @@ class Emulator:
             "log_dropped": 0 if self.logger is None else self.logger.dropped,
             "faults": self.faults.summary(),
             "drives": {"torque_limited_cycles": self._limited_cycles},
-            "q": self.plant.q().tolist(), "tip": self.sensors.tip.tolist(),
+            "joints": list(self.plant.layout.joint_names), "q": self.plant.q().tolist(),
+            "tip": self.sensors.tip.tolist(),
             "read_to_send_us": self._latency_summary(),
+            "firmware_timing": self.age.summary(), "start": self.start_report, "failed": self.failure,
         }
+        if self.opt.mode == "lockstep":
+            out["lockstep"] = {"silent_cycles": self.silent_cycles}
         if self.protocol is not None:
             out["canopen"] = self.protocol.counters()
         return out
@@ -482,3 +574,18 @@ class Emulator:
         v = self.latency_ns[:n] * 1e-3
         return {"count": self.latency_count, "min": float(v.min()), "p50": float(np.percentile(v, 50)),
                 "p99": float(np.percentile(v, 99)), "p99.9": float(np.percentile(v, 99.9)), "max": float(v.max())}
+
+
+def check_period(options: RuntimeOptions, plant: Plant, bus) -> RuntimeOptions:
+    """The options with the cycle period set: the plant step, which the bus map's cycle_s and a
+    given period_s must equal (the emulator steps the plant once per cycle); ValueError if not."""
+    dt, source = plant.dt, plant.asm.model.source
+    if not math.isclose(bus.cycle_s, dt, rel_tol=1e-9):
+        raise ValueError(f"{bus.source}: bus.cycle_s = {bus.cycle_s:g} s differs from the plant step "
+                         f"integrator.dt_s = {dt:g} s of {source}: one cycle is one plant step; make them equal")
+    if options.period_s is not None and not math.isclose(options.period_s, dt, rel_tol=1e-9):
+        raise ValueError(f"period {options.period_s:g} s differs from the plant step integrator.dt_s = {dt:g} s of "
+                         f"{source}: one cycle is one plant step; leave the period out (it is the plant step) "
+                         "or change the preset's dt_s")
+    return replace(options, period_s=dt)
+
