@@ -8,16 +8,13 @@ first frame) arrives. No such frame within `start_timeout_s` fails the run (Emul
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import Any
 
 from firmware_bridge.link import Frame
 
-if TYPE_CHECKING:
-    from hil.runtime.loop import Emulator
 
-
-def await_first_command(emu: Emulator, initial: list[Frame]) -> bool:
-    """True once the first valid command was taken in (held for the first cycle); False when
+def await_first_command(emu: Any, initial: list[Frame]) -> bool:
+    """`emu`: a hil.runtime.loop.Emulator. True once the first valid command was taken in (held for the first cycle); False when
     stopped or after the start timeout (the run then fails)."""
     t_start = time.monotonic()
     deadline = t_start + emu.opt.start_timeout_s
