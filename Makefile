@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 HIL := $(VENV)/bin/hil
 
-.PHONY: setup run test bench clean
+.PHONY: setup run test test-realtime bench clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -27,6 +27,9 @@ run: setup
 
 test: setup
 	$(PY) -m pytest -q
+
+test-realtime: setup    # the wall-clock tests (pacer, loop under a flood): on an otherwise idle machine
+	$(PY) -m pytest -q -m realtime
 
 bench: setup
 	$(HIL) bench kernel

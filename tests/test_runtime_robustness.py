@@ -574,6 +574,7 @@ class PtyFlooder:
         self.inner.close()
 
 
+@pytest.mark.realtime
 @pytest.mark.parametrize("transport", ["can", "serial"])
 def test_realtime_loop_keeps_its_period_under_a_flood_of_malformed_frames(model, transport, tmp_path):
     period, duration = 1e-3, 1.0
