@@ -13,7 +13,8 @@ import os
 from pathlib import Path
 
 KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
-COMPILED_DIRS = (KERNEL_DIR, Path(__file__).resolve().parent / "devices")   # sources with cached kernels
+LOOP_KERNELS = ((KERNEL_DIR, "cycle.step_and_sample-*.nbi"),        # what the loop's first cycle compiles
+                (Path(__file__).resolve().parent / "devices", "drives.*.nbi"))
 
 
 def kernel_sources_hash() -> str:
@@ -25,12 +26,12 @@ def kernel_sources_hash() -> str:
 
 
 def needs_compiling(path: Path) -> bool:
-    """Whether the cache at `path` (configure()) misses kernels of this checkout: a first run
-    compiles them (numba keeps each source folder's entries in <folder>_<sha1 of its path>)."""
-    for folder in COMPILED_DIRS:
-        wanted = sum(p.read_text(encoding="utf-8").count("cache=True") for p in folder.glob("*.py"))
+    """Whether the cache at `path` (configure()) lacks the loop's kernels for this checkout, so
+    that a first run compiles them (numba keeps each source folder's entries in
+    <folder>_<sha1 of its path>)."""
+    for folder, pattern in LOOP_KERNELS:
         entries = path / f"{folder.name}_{hashlib.sha1(str(folder).encode()).hexdigest()}"
-        if len(list(entries.glob("*.nbi"))) < wanted:
+        if not any(entries.glob(pattern)):
             return True
     return False
 

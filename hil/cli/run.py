@@ -126,11 +126,14 @@ def run(args: argparse.Namespace) -> dict:
     from hil.runtime.loop import RuntimeOptions
     from numba.core import config
 
+    from firmware_bridge.connect import check_link_fits
     if args.heartbeat_ms is not None and not is_canopen(BusMap.load(resolve("bus", args.bus))):
         raise CliError(f"--heartbeat-ms needs a CANopen bus map; {args.bus} has no NMT and SYNC messages")
     if args.start_timeout <= 0:
         raise CliError(f"--start-timeout {args.start_timeout}: expected a positive number of seconds")
     targets = load_targets(resolve("targets", args.targets)) if args.targets else None
+    bus_map = BusMap.load(resolve("bus", args.bus))
+    check_link_fits(bus_map, args.link)           # refused before anything is compiled or opened
     if needs_compiling(Path(config.CACHE_DIR)):
         print(f"hil: compiling kernels (first run only, about a minute; cached in {config.CACHE_DIR})",
               file=sys.stderr, flush=True)

@@ -22,7 +22,7 @@ def _timing(s: dict) -> list[str]:
         lines.append("real-time setup: " + ", ".join(_feature(name, f) for name, f in s["realtime"]["features"].items()))
     tm = s["timing"]
     for key in ("lateness", "compute", "io", "total"):
-        if key in tm:
+        if key in tm and tm[key]["p50"] is not None:      # none without cycles
             v = tm[key]
             lines.append(f"  {key:9s} us  min {v['min']:8.1f}  p50 {v['p50']:8.1f}  p99 {v['p99']:8.1f}  "
                          f"p99.9 {v['p99.9']:8.1f}  max {v['max']:8.1f}")
