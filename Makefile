@@ -15,14 +15,14 @@ setup: $(VENV)/.installed
 
 run: setup
 	@echo "== ELLA closed loop, joint PID (reference firmware in a second process, serial pty pair)"
-	$(HIL) run configs/ella.toml --bus configs/bus/serial_frame.toml --link pty --spawn-firmware \
+	$(HIL) run ella --bus serial_frame --link pty --spawn-firmware --targets seed000_setpoints \
 		--duration 5 --move-time 1.0 --log out/ella_pid.msgpack
 	@echo "== the same manoeuvre with the IMU vibration suppression"
-	$(HIL) run configs/ella.toml --bus configs/bus/serial_frame.toml --link pty --spawn-firmware \
+	$(HIL) run ella --bus serial_frame --link pty --spawn-firmware --targets seed000_setpoints \
 		--duration 5 --move-time 1.0 --vibration-suppression --log out/ella_vs.msgpack
 	@echo "== an elbow encoder signal loss mid-manoeuvre: the firmware stops, the drives' watchdog brakes"
-	$(HIL) run configs/ella.toml --bus configs/bus/serial_frame.toml --link pty --spawn-firmware \
-		--duration 3 --move-time 1.0 --scenario configs/scenarios/encoder_signal_loss.toml \
+	$(HIL) run ella --bus serial_frame --link pty --spawn-firmware \
+		--duration 3 --move-time 1.0 --scenario encoder_signal_loss \
 		--safe-state brake --watchdog 0.02 --log out/ella_fault.msgpack
 
 test: setup

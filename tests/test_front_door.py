@@ -314,3 +314,9 @@ def test_the_c_example_closes_the_loop_to_the_set_points_in_lockstep(tmp_path):
     assert s["cycles"] == 4000 and s["commands"]["accepted"] == 4000
     assert [v["name"] for v in s["verdicts"] if not v["passed"]] == []
     assert {v["name"] for v in s["verdicts"]} >= {"setpoint_base_yaw", "setpoint_shoulder_pitch", "setpoint_elbow"}
+
+
+def test_a_misspelt_option_shows_the_usage_of_its_command():
+    proc = hil("run", "ella", "--bus", "serial_frame", "--durration", "1")
+    assert proc.returncode == 2 and proc.stderr.startswith("usage: hil run ")
+    assert "unrecognized arguments: --durration 1" in proc.stderr

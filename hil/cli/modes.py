@@ -82,6 +82,7 @@ def format_modes(report: dict[str, Any]) -> str:
 @command("modes", "mode frequencies of each flexible link and of the whole arm; integrator plan",
          _modes_arguments, description=MODES_JSON_HELP)
 def _cmd_modes(args: argparse.Namespace) -> int:
-    report = modes_report(args.config, args.method, args.substeps, args.dt)
+    from hil.model.presets import resolve
+    report = modes_report(resolve("preset", args.config), args.method, args.substeps, args.dt)
     print(json.dumps(report, indent=2) if args.json else format_modes(report))
     return 0

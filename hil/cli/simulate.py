@@ -10,6 +10,7 @@ from hil.dynamics.plant import Plant
 from hil.dynamics.simulate import Progress, TorqueTable, run_columns, simulate
 from hil.logs.runlog import open_writer
 from hil.model.config import INTEGRATOR_METHODS, load_model
+from hil.model.presets import resolve
 from hil.model.spec import DRIVE_PRESCRIBED, Model
 
 
@@ -39,7 +40,7 @@ Runs the plant offline as fast as possible from the config's initial state.
 
 
 def _simulate_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", help="arm preset (TOML)")
+    p.add_argument("config", help="arm preset: a TOML file or a shipped name (ella, ...)")
     p.add_argument("--duration", type=positive_float, required=True, metavar="T", help="simulated time in s")
     p.add_argument("--input", metavar="CSV", help="drive torques over time (see above)")
     p.add_argument("--out", metavar="FILE", help="run log: .csv or .msgpack")
@@ -51,6 +52,7 @@ def _simulate_arguments(p: argparse.ArgumentParser) -> None:
 @command("simulate", "offline simulation with a torque table; writes a run log", _simulate_arguments,
          description=SIMULATE_HELP)
 def _cmd_simulate(args: argparse.Namespace) -> int:
+    args.config = resolve("preset", args.config)
     plant = Plant(load_model_with_dt(args.config, args.dt), args.method, args.substeps)
     source = None
     if args.input:
