@@ -235,7 +235,7 @@ def test_targets_files_are_checked_by_the_schema_reader(tmp_path):
 def test_a_scenario_file_carries_its_verdict_table(tmp_path):
     from hil.faults.scenario import load_scenario
     path = tmp_path / "s.toml"
-    path.write_text((ROOT / "configs/scenarios/encoder_signal_loss.toml").read_text()
+    path.write_text((ROOT / "configs/scenarios/imu_degradation.toml").read_text()
                     + "\n[verdict]\nsafe_state_within_s = 0.05\n")
     assert load_scenario(path).targets.safe_state_within_s == 0.05
 

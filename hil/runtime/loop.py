@@ -15,7 +15,8 @@ Start: the first sensor frames go out at once and again (same frames, same count
 or flushes it on opening as pyserial does, still gets them. Lockstep always starts so; realtime
 and afap start their clock at the first valid command unless `start = "immediately"`. No valid
 command within `start_timeout_s` fails the run (`failure`). In lockstep a sensor frame left
-unanswered for `lockstep_timeout_s` marks the firmware silent: the plant steps on without
+unanswered for `lockstep_timeout_s` (10 s; sent again every second meanwhile, with the same
+counter, in case it was lost) marks the firmware silent: the plant steps on without
 commands (the watchdog acts as in real time), waiting at most `lockstep_silent_poll_s` per cycle
 for an answer, until answers return; a cycle whose sensor frames were all withheld (a bus fault)
 expects no answer. A run stays deterministic as long as the firmware answers every sensor frame
@@ -31,11 +32,11 @@ drives, or drives that left operational, are in the safe state until NMT start.
 """
 from __future__ import annotations
 
-import math
+import select
 import signal
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +52,7 @@ from hil.model.spec import INTERFACE_VOLTAGE
 from hil.dynamics.plant import Plant
 from hil.runtime.command_age import CommandAge
 from hil.runtime.realtime import CycleStats, OverrunHalt, Pacer, RealtimeSetup
-from hil.runtime.start import await_first_command
+from hil.runtime.start import await_first_command, check_period, link_poller
 from hil.logs.runlog import MsgpackRunWriter
 from hil.faults.scenario import Scenario
 from hil.model.sensor_specs import SensorSpec
@@ -59,6 +60,7 @@ from hil.devices.sensors import SensorSuite
 
 MODES = ("realtime", "afap", "lockstep")
 STARTS = ("first_command", "immediately")
+KEEPALIVE_S = 1.0       # lockstep: an unanswered sensor frame goes out again after this long (same counter)
 SAFE_STATES = ("zero_torque", "hold", "brake")
 
 
@@ -75,7 +77,8 @@ class RuntimeOptions:
     hold_gains: tuple[float, float] = (2000.0, 100.0)   # kp [N m/rad], kd [N m s/rad] of the hold state
     brake_damping_N_m_s_rad: float = 100.0   # -c qd held over a step diverges once c dt > 2 J, J a joint's
                                              # apparent inertia 1/(M^-1)_jj: ELLA elbow 0.133 kg m^2, c < 265
-    lockstep_timeout_s: float = 1.0     # lockstep: a sensor frame unanswered this long: the firmware is silent
+    lockstep_timeout_s: float = 10.0    # lockstep: a sensor frame unanswered this long: the firmware is silent
+                                        # (long: a firmware starved by a busy machine is not silent)
     lockstep_silent_poll_s: float = 2e-3    # lockstep, firmware silent: the wait for an answer per cycle
     start: str = "first_command"        # realtime/afap: the clock starts at the first valid command, or immediately
     start_timeout_s: float = 30.0       # no valid command within this long after the start fails the run
@@ -182,6 +185,7 @@ class Emulator:
         options = check_period(options, plant, bus)
         self.plant = plant
         self.link = FaultyLink(link, bus)
+        self._poll = link_poller(link)
         self.commands = commands
         self.sensors_out = sensors_out
         self.opt = options
@@ -215,6 +219,8 @@ class Emulator:
         self._answer_expected = True        # lockstep: the last cycle's sensor frames went out
         self._silent = False                # lockstep: the firmware left a sensor frame unanswered
         self.silent_cycles = 0
+        self._last_sensor_frames: list[Frame] = []
+        self.resent_frames = 0              # lockstep: unanswered sensor frames sent again
         self.held_fresh = False             # a command taken in while waiting (lockstep, start)
         self._rejected_now = False          # a command frame was rejected this cycle
         self._received: list[Frame] = []    # this cycle's frames (reused)
@@ -250,6 +256,17 @@ class Emulator:
         if self.running and (self.n_cycles is None or self.cycle < self.n_cycles):
             how = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
             self.abort(f"the firmware {how} at t = {self.plant.t:.3f} s (cycle {self.cycle}), before the run's end")
+
+    def idle(self, remaining_s: float) -> None:
+        """Wait for input without spinning (lockstep, start): on the link's descriptor where it has
+        one (at most 5 ms: a fault layer may hold frames of its own), else 20 us; a pty whose other
+        end nobody has opened yet only hangs up, so then 1 ms."""
+        if self._poll is None:
+            time.sleep(20e-6)
+        elif remaining_s > 0:
+            events = self._poll.poll(min(remaining_s, 5e-3) * 1e3)
+            if events and not events[0][1] & select.POLLIN:
+                time.sleep(1e-3)
 
     def abort(self, reason: str) -> None:
         """Fail the run and stop the loop (any thread; the first reason stays)."""
@@ -375,6 +392,7 @@ class Emulator:
     def send_sensors(self, frames: list[Frame]) -> None:
         """The cycle's sensor frames, their send time kept for the command age."""
         self._answer_expected = self.send_frames(frames)
+        self._last_sensor_frames = frames
         self.age.sent(time.monotonic_ns())
 
     def _log(self, tau: np.ndarray, status: int, lateness: int, compute: int, io: int, cmd_age_us: float) -> None:
@@ -459,12 +477,17 @@ class Emulator:
             return True
         if not self._answer_expected:
             return True
-        deadline = time.monotonic() + (self.opt.lockstep_silent_poll_s if self._silent
-                                       else self.opt.lockstep_timeout_s)
+        now = time.monotonic()
+        deadline = now + (self.opt.lockstep_silent_poll_s if self._silent else self.opt.lockstep_timeout_s)
+        resend_at = now + KEEPALIVE_S
         while not self.stop_requested and time.monotonic() < deadline:
             frame = self.link.recv()
             if frame is None:
-                time.sleep(20e-6)
+                if not self._silent and time.monotonic() >= resend_at:    # lost, or a firmware that is alive
+                    self.send_frames(self._last_sensor_frames)            # only while it hears from the plant
+                    self.resent_frames += len(self._last_sensor_frames)
+                    resend_at += KEEPALIVE_S
+                self.idle(min(deadline, resend_at) - time.monotonic())
                 continue
             if self.recorder:
                 self.recorder.put(frame, received=True)
@@ -488,7 +511,7 @@ class Emulator:
                 return True
             frame = self.link.recv()
             if frame is None:
-                time.sleep(20e-6)
+                self.idle(deadline - time.monotonic())
                 continue
             self.held_fresh |= self._take(frame)
             if self.recorder:
@@ -562,7 +585,7 @@ class Emulator:
             "firmware_timing": self.age.summary(), "start": self.start_report, "failed": self.failure,
         }
         if self.opt.mode == "lockstep":
-            out["lockstep"] = {"silent_cycles": self.silent_cycles}
+            out["lockstep"] = {"silent_cycles": self.silent_cycles, "resent_frames": self.resent_frames}
         if self.protocol is not None:
             out["canopen"] = self.protocol.counters()
         return out
@@ -574,18 +597,3 @@ class Emulator:
         v = self.latency_ns[:n] * 1e-3
         return {"count": self.latency_count, "min": float(v.min()), "p50": float(np.percentile(v, 50)),
                 "p99": float(np.percentile(v, 99)), "p99.9": float(np.percentile(v, 99.9)), "max": float(v.max())}
-
-
-def check_period(options: RuntimeOptions, plant: Plant, bus) -> RuntimeOptions:
-    """The options with the cycle period set: the plant step, which the bus map's cycle_s and a
-    given period_s must equal (the emulator steps the plant once per cycle); ValueError if not."""
-    dt, source = plant.dt, plant.asm.model.source
-    if not math.isclose(bus.cycle_s, dt, rel_tol=1e-9):
-        raise ValueError(f"{bus.source}: bus.cycle_s = {bus.cycle_s:g} s differs from the plant step "
-                         f"integrator.dt_s = {dt:g} s of {source}: one cycle is one plant step; make them equal")
-    if options.period_s is not None and not math.isclose(options.period_s, dt, rel_tol=1e-9):
-        raise ValueError(f"period {options.period_s:g} s differs from the plant step integrator.dt_s = {dt:g} s of "
-                         f"{source}: one cycle is one plant step; leave the period out (it is the plant step) "
-                         "or change the preset's dt_s")
-    return replace(options, period_s=dt)
-

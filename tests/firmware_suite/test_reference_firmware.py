@@ -88,7 +88,7 @@ def test_the_reference_firmware_reports_the_encoder_fault(dropout, request):
 
 
 def test_the_arm_recovers_from_a_100_ms_sensor_bus_off(hil_start, targets):
-    run = hil_start(duration_s=4.0, safe_state="brake", targets=targets)
+    run = hil_start(duration_s=3.0, safe_state="brake", targets=targets)
     run.inject("silent", "to_firmware", name="bus_off", trigger=Trigger.at(1.6), duration=Duration.lasting(0.1))
     result = run.finish()
     assert result.summary["watchdog"]["trips"] == 1                  # no commands without sensor frames
