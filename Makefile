@@ -35,4 +35,4 @@ bench: setup
 	$(HIL) bench kernel
 
 clean:
-	rm -rf $(VENV) .numba_cache out .pytest_cache
+	rm -rf $(VENV) out .pytest_cache

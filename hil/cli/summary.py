@@ -93,7 +93,7 @@ def _outcome(s: dict) -> list[str]:
             lines.append(f"reference firmware command->sensor us  p50 {lat['p50']:8.1f}  p99 {lat['p99']:8.1f}  "
                          f"p99.9 {lat['p99.9']:8.1f}  max {lat['max']:8.1f}")
     if "verdicts" in s:
-        lines.append(f"verdicts ({s['targets']['source']}):")
+        lines.append(f"verdicts ({s['targets_file']}):")
         for v in s["verdicts"]:
             value = "-" if v["value"] is None else f"{v['value']:.6g}"
             limit = "" if v["limit"] is None else f" (limit {v['limit']:.6g} {v['unit']})".replace(" )", ")")

@@ -45,9 +45,7 @@ class Targets:
 
     def as_dict(self) -> dict:
         """The targets as the run summary keeps them (``"targets"``): the keys that were given."""
-        out = {k: v for k, v in asdict(self).items() if v not in (None, {}, "")}
-        out.pop("source", None)
-        return {"source": self.source, **out}
+        return {k: v for k, v in asdict(self).items() if v not in (None, {}, "") and k != "source"}
 
 
 def read_verdict(doc: Document, data: object, where: str = "verdict") -> Targets:

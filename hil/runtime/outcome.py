@@ -27,11 +27,13 @@ def failures(summary: dict) -> list[str]:
 
 
 def judge(summary: dict, log_path: str | Path, joints: list[str], targets: Targets | None) -> None:
-    """Add the tip metrics (`"tip_metrics"`) and, with targets, `"targets"` and `"verdicts"` to the summary."""
+    """Add the tip metrics (`"tip_metrics"`) and, with targets, `"targets"`, `"targets_file"` and
+    `"verdicts"` to the summary."""
     log = RunLog.read(log_path)
     summary["tip_metrics"] = tip_metrics(log)
     if targets is not None:
         summary["targets"] = targets.as_dict()
+        summary["targets_file"] = targets.source
         summary["verdicts"] = evaluate(targets, log, joints)
 
 
