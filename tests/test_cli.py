@@ -242,7 +242,7 @@ def test_run_closes_the_link_and_reaps_the_firmware_when_the_start_fails(monkeyp
         raise RuntimeError("the firmware did not open the slcan channel")
     monkeypatch.setattr(launch, "await_host", no_host)
     with pytest.raises(RuntimeError, match="slcan channel"):
-        main(["run", "configs/ella.toml", "--bus", "configs/bus/compact_fd.toml", "--spawn-firmware"])
+        main(["run", "configs/ella.toml", "--bus", "configs/bus/serial_frame.toml", "--spawn-firmware"])
     proc, = started
     assert closed == [True]
     assert proc.returncode is not None and proc.stdout.closed
@@ -251,7 +251,7 @@ def test_run_closes_the_link_and_reaps_the_firmware_when_the_start_fails(monkeyp
         raise RuntimeError("firmware did not print 'ready'")
     monkeypatch.setattr(launch, "spawn_firmware", not_ready)
     with pytest.raises(RuntimeError, match="did not print"):
-        main(["run", "configs/ella.toml", "--bus", "configs/bus/compact_fd.toml", "--spawn-firmware"])
+        main(["run", "configs/ella.toml", "--bus", "configs/bus/serial_frame.toml", "--spawn-firmware"])
     assert closed == [True, True]
 
 

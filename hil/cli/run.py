@@ -175,6 +175,7 @@ def _run_with_firmware(args: argparse.Namespace, built) -> dict:
 
     emulator = built.emulator
     firmware = None
+    ran = False
     print("ready " + json.dumps(built.ready_line()), flush=True)
     try:
         if args.spawn_firmware or args.firmware:
@@ -189,9 +190,11 @@ def _run_with_firmware(args: argparse.Namespace, built) -> dict:
             firmware.watch(emulator.firmware_exited)
             await_host(emulator.link)
         summary = emulator.run()
+        ran = True
     finally:
-        try:
-            status = None if firmware is None else firmware.stop(30.0 if args.spawn_firmware else 1.0)
+        try:        # after a run the reference firmware ends by itself; another is terminated
+            grace = (30.0 if args.spawn_firmware else 1.0) if ran else 0.0
+            status = None if firmware is None else firmware.stop(grace)
         finally:
             emulator.link.close()
     if firmware is not None:
