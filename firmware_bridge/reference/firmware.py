@@ -120,7 +120,11 @@ class Firmware:
         self.ctl.g = replace(self.ctl.g, torque_limit_N_m=np.minimum(self.ctl.g.torque_limit_N_m, self.commands.limit))
 
 
-def serve(fw: Firmware, link: Link, duration_s: float, idle_timeout_s: float = 2.0) -> FirmwareResult:
+IDLE_TIMEOUT_S = 10.0     # no frame for this long: the emulator is gone (a busy machine can hold a pty's
+                          # data for seconds; a lockstep emulator sends an unanswered frame again every second)
+
+
+def serve(fw: Firmware, link: Link, duration_s: float, idle_timeout_s: float = IDLE_TIMEOUT_S) -> FirmwareResult:
     """Answer every encoder frame with a command until the emulator's time passes duration_s.
 
     CANopen: heartbeats go to the master (which starts the network); once it has started, only

@@ -64,7 +64,8 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--announce-faults", action="store_true",
                    help="set FAULT_ACTIVE in the status sent to the firmware while a fault is active (always logged)")
     p.add_argument("--record-bus", metavar="FILE", help="record every frame with python-can's writers (.asc, .blf)")
-    p.add_argument("--no-realtime", action="store_true", help="skip SCHED_FIFO, mlockall and gc freezing")
+    p.add_argument("--no-realtime", action="store_true",
+                   help="realtime mode: skip SCHED_FIFO, mlockall and gc freezing (afap and lockstep never use them)")
     p.add_argument("--cpu", type=int, default=None, help="pin the loop (and a spawned firmware) to this CPU")
     p.add_argument("--firmware-cpu", type=int, default=None, help="pin a spawned firmware here instead of --cpu")
     p.add_argument("--firmware-priority", type=int, default=None,

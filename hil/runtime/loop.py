@@ -83,7 +83,7 @@ class RuntimeOptions:
     start: str = "first_command"        # realtime/afap: the clock starts at the first valid command, or immediately
     start_timeout_s: float = 30.0       # no valid command within this long after the start fails the run
     resend_s: float = 0.1               # until the first command: the first sensor frames again after this
-    realtime: bool = True               # try SCHED_FIFO, mlockall, gc freeze
+    realtime: bool = True               # realtime mode: try SCHED_FIFO, mlockall, gc freeze
     priority: int = 80
     cpu: int | None = None
     announce_faults: bool = False       # FAULT_ACTIVE in the frames to the firmware (always in the log): off,
@@ -526,7 +526,9 @@ class Emulator:
             self.logger = RunLogger(self.opt.log_path, self.header, self.columns)
         if self.opt.bus_record_path:
             self.recorder = BusRecorder(self.opt.bus_record_path)
-        rt = RealtimeSetup(self.opt.priority, self.opt.cpu) if self.opt.realtime else None
+        # real-time scheduling only where time matters: a SCHED_FIFO thread that steps as fast as it
+        # can (afap, lockstep) would take the CPU from the firmware and the kernel's tty workers
+        rt = RealtimeSetup(self.opt.priority, self.opt.cpu) if self.opt.realtime and self.opt.mode == "realtime" else None
         report = rt.apply() if rt else None
         pacer = Pacer(self.opt.period_s, "afap" if self.opt.mode != "realtime" else "realtime",
                       overrun_policy=self.opt.overrun_policy, halt_after=self.opt.halt_after,
