@@ -320,3 +320,12 @@ def test_a_misspelt_option_shows_the_usage_of_its_command():
     proc = hil("run", "ella", "--bus", "serial_frame", "--durration", "1")
     assert proc.returncode == 2 and proc.stderr.startswith("usage: hil run ")
     assert "unrecognized arguments: --durration 1" in proc.stderr
+
+
+def test_frames_a_silent_firmware_leaves_unread_are_no_link_error():
+    from hil.runtime.outcome import failures
+    base = {"cycles": 10, "failed": None, "link": {"tx_dropped": 5}}
+    assert failures({**base, "lockstep": {"dropped_while_silent": 5}}) == []
+    assert failures({**base, "lockstep": {"dropped_while_silent": 3}}) == [
+        "link: 2 frames could not be sent (tx_dropped): the firmware's end of the link is not open, or it does not read"]
+    assert failures({**base, "cycles": 0, "link": {"tx_dropped": 0}}) == ["the run made no cycle"]

@@ -10,18 +10,12 @@ sensor frames; send them (bus faults and output delay act there); log. Modes: `r
 (fixed period), `afap` (as fast as possible) and `lockstep` (one step per received command
 frame, deterministic).
 
-Start: the first sensor frames go out at once and again (same frames, same counters) every
-`resend_s`, doubling to 1 s, until the first valid command: a firmware that opens its port late,
-or flushes it on opening as pyserial does, still gets them. Lockstep always starts so; realtime
-and afap start their clock at the first valid command unless `start = "immediately"`. No valid
-command within `start_timeout_s` fails the run (`failure`). In lockstep a sensor frame left
-unanswered for `lockstep_timeout_s` (10 s; sent again every second meanwhile, with the same
-counter, in case it was lost) marks the firmware silent: the plant steps on without
-commands (the watchdog acts as in real time), waiting at most `lockstep_silent_poll_s` per cycle
-for an answer, until answers return; a cycle whose sensor frames were all withheld (a bus fault)
-expects no answer. A run stays deterministic as long as the firmware answers every sensor frame
-or stays silent. `abort(reason)` (e.g. the firmware process exited) stops the loop and fails the
-run.
+Start and silence (hil.runtime.start): until the first valid command the first sensor frames go
+out again now and then; realtime and afap start their clock then (unless `start = "immediately"`),
+no command within `start_timeout_s` fails the run. In lockstep an unanswered sensor frame goes out
+again every second and after `lockstep_timeout_s` marks the firmware silent: the plant steps on
+without commands (the watchdog acts), waiting `lockstep_silent_poll_s` per cycle for answers; a
+cycle whose sensor frames a bus fault withheld expects none. `abort(reason)` fails the run.
 
 CANopen maps (firmware_bridge.canopen.DriveNodes as `protocol`): the nodes take NMT and SYNC
 frames and drop RPDOs while not operational; lockstep steps once per SYNC (in any NMT state: the
@@ -212,7 +206,7 @@ class Emulator:
         self.cycle = 0
         self.stop_requested = False
         self.failure: str | None = None     # why the run failed (start timeout, the firmware exited, ...)
-        self.running = False                # the loop runs (firmware_exited fails the run only then)
+        self.finished = False               # the loop has ended (a firmware exit then fails nothing)
         self.n_cycles: int | None = None
         self.start_report: dict = {}       # how the run started: waited_s, resent
         self._early: list[Frame] = []       # frames read just before the sensor frames went out
@@ -221,6 +215,7 @@ class Emulator:
         self.silent_cycles = 0
         self._last_sensor_frames: list[Frame] = []
         self.resent_frames = 0              # lockstep: unanswered sensor frames sent again
+        self.dropped_while_silent = 0
         self.held_fresh = False             # a command taken in while waiting (lockstep, start)
         self._rejected_now = False          # a command frame was rejected this cycle
         self._received: list[Frame] = []    # this cycle's frames (reused)
@@ -252,8 +247,9 @@ class Emulator:
             self.drives.update(self.commands.tau)
 
     def firmware_exited(self, status: int) -> None:
-        """The firmware process ended: that fails the run unless the loop has finished its cycles."""
-        if self.running and (self.n_cycles is None or self.cycle < self.n_cycles):
+        """The firmware process ended: that fails the run (also one not yet started) unless the
+        loop has finished its cycles."""
+        if not self.finished and (self.n_cycles is None or self.cycle < self.n_cycles):
             how = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
             self.abort(f"the firmware {how} at t = {self.plant.t:.3f} s (cycle {self.cycle}), before the run's end")
 
@@ -390,8 +386,12 @@ class Emulator:
         return self.link.counters.tx_frames > before
 
     def send_sensors(self, frames: list[Frame]) -> None:
-        """The cycle's sensor frames, their send time kept for the command age."""
+        """The cycle's sensor frames, their send time kept for the command age; frames a silent
+        firmware leaves unread are counted apart (no link error: it does not listen)."""
+        dropped = self.link.counters.tx_dropped
         self._answer_expected = self.send_frames(frames)
+        if self._silent:
+            self.dropped_while_silent += self.link.counters.tx_dropped - dropped
         self._last_sensor_frames = frames
         self.age.sent(time.monotonic_ns())
 
@@ -526,15 +526,13 @@ class Emulator:
             self.logger = RunLogger(self.opt.log_path, self.header, self.columns)
         if self.opt.bus_record_path:
             self.recorder = BusRecorder(self.opt.bus_record_path)
-        # real-time scheduling only where time matters: a SCHED_FIFO thread that steps as fast as it
-        # can (afap, lockstep) would take the CPU from the firmware and the kernel's tty workers
+        # only where time matters: SCHED_FIFO stepping afap/lockstep starves the firmware and tty workers
         rt = RealtimeSetup(self.opt.priority, self.opt.cpu) if self.opt.realtime and self.opt.mode == "realtime" else None
         report = rt.apply() if rt else None
         pacer = Pacer(self.opt.period_s, "afap" if self.opt.mode != "realtime" else "realtime",
                       overrun_policy=self.opt.overrun_policy, halt_after=self.opt.halt_after,
                       ignore_first_s=self.opt.ignore_first_s)
         n_cycles = self.n_cycles = None if self.opt.duration_s is None else int(round(self.opt.duration_s / self.plant.dt))
-        self.running = True
         initial = self._encode(0)               # first sensor frame (CANopen: boot-up): the firmware's cue
         self.send_sensors(initial)
         halted = None
@@ -551,7 +549,7 @@ class Emulator:
         except OverrunHalt as exc:
             halted = f"overrun halt: {exc}"
         finally:
-            self.running = False
+            self.finished = True
             if rt:
                 rt.restore()
             if self.logger:
@@ -587,7 +585,8 @@ class Emulator:
             "firmware_timing": self.age.summary(), "start": self.start_report, "failed": self.failure,
         }
         if self.opt.mode == "lockstep":
-            out["lockstep"] = {"silent_cycles": self.silent_cycles, "resent_frames": self.resent_frames}
+            out["lockstep"] = {"silent_cycles": self.silent_cycles, "resent_frames": self.resent_frames,
+                               "dropped_while_silent": self.dropped_while_silent}
         if self.protocol is not None:
             out["canopen"] = self.protocol.counters()
         return out

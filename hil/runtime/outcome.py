@@ -2,7 +2,8 @@
 
 A run fails (it proves nothing about the firmware) when the firmware process exited before the
 end, no valid command came within the start timeout, no cycle ran, or the link could not carry
-the frames (frames the emulator could not send). `hil run` exits non-zero and the test harness
+the frames (frames the emulator could not send, except those a firmware left unread after it fell
+silent in lockstep). `hil run` exits non-zero and the test harness
 raises on any of these; the verdicts are judged only on a run that did not fail.
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ def failures(summary: dict) -> list[str]:
     out = [summary["failed"]] if summary.get("failed") else []
     if summary["cycles"] == 0 and not out:
         out.append("the run made no cycle")
-    dropped = summary["link"].get("tx_dropped", 0)
+    dropped = summary["link"].get("tx_dropped", 0) - summary.get("lockstep", {}).get("dropped_while_silent", 0)
     if dropped:
         out.append(f"link: {dropped} frames could not be sent (tx_dropped): the firmware's end of the link "
                    "is not open, or it does not read")
