@@ -2,9 +2,8 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 HIL := $(VENV)/bin/hil
-export NUMBA_CACHE_DIR ?= $(CURDIR)/.numba_cache
 
-.PHONY: setup run test bench clean
+.PHONY: setup run test test-realtime bench clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -16,14 +15,14 @@ setup: $(VENV)/.installed
 
 run: setup
 	@echo "== ELLA closed loop, joint PID (reference firmware in a second process, serial pty pair)"
-	$(HIL) run configs/ella.toml --bus configs/bus/serial_frame.toml --link pty --spawn-firmware \
+	$(HIL) run ella --bus serial_frame --link pty --spawn-firmware --targets seed000_setpoints \
 		--duration 5 --move-time 1.0 --log out/ella_pid.msgpack
 	@echo "== the same manoeuvre with the IMU vibration suppression"
-	$(HIL) run configs/ella.toml --bus configs/bus/serial_frame.toml --link pty --spawn-firmware \
+	$(HIL) run ella --bus serial_frame --link pty --spawn-firmware --targets seed000_setpoints \
 		--duration 5 --move-time 1.0 --vibration-suppression --log out/ella_vs.msgpack
 	@echo "== an elbow encoder signal loss mid-manoeuvre: the firmware stops, the drives' watchdog brakes"
-	$(HIL) run configs/ella.toml --bus configs/bus/serial_frame.toml --link pty --spawn-firmware \
-		--duration 3 --move-time 1.0 --scenario configs/scenarios/encoder_signal_loss.toml \
+	$(HIL) run ella --bus serial_frame --link pty --spawn-firmware \
+		--duration 3 --move-time 1.0 --scenario encoder_signal_loss \
 		--safe-state brake --watchdog 0.02 --log out/ella_fault.msgpack
 	@echo "== reports (open them in a browser)"
 	@for run in pid vs fault; do $(HIL) report out/ella_$$run.msgpack | sed 's/^/  /'; done
@@ -31,8 +30,11 @@ run: setup
 test: setup
 	$(PY) -m pytest -q
 
+test-realtime: setup    # the wall-clock tests (pacer, loop under a flood): on an otherwise idle machine
+	$(PY) -m pytest -q -m realtime
+
 bench: setup
 	$(HIL) bench kernel
 
 clean:
-	rm -rf $(VENV) .numba_cache out .pytest_cache
+	rm -rf $(VENV) out .pytest_cache

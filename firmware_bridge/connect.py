@@ -10,6 +10,9 @@ A can/canfd spec may end in ``,KEY=VALUE`` options passed to ``can.Bus`` (ints, 
 true/false, else text), e.g. ``can:udp_loopback:bench,nodes=2`` or
 ``can:slcan:/dev/pts/7,bitrate=1000000,sleep_after_open=0,timeout=0``.
 
+``check_link_fits(bus, spec)`` refuses a link that cannot carry the bus map's frames (a serial map
+needs a serial link, a CAN map a CAN link, a CAN FD map a CAN FD one), before anything is opened.
+
 ``open_pty_pair_link(kind)`` makes a new pty pair for a spawned firmware: ``pty`` (serial framing
 on both ends) or ``slcan-pty`` (this side an emulated slcan adapter, the firmware python-can slcan).
 """
@@ -36,6 +39,24 @@ def open_link(spec: str) -> Link:
         from .can_link import SlcanAdapterLink
         return SlcanAdapterLink(int(rest) if rest.isdigit() else rest)
     raise ValueError(f"link {spec!r}: expected serial:PATH, serial-fd:N, can:IF:CH, canfd:IF:CH or slcan-adapter:PATH")
+
+
+SERIAL_LINKS = ("pty", "serial", "serial-fd")
+CAN_LINKS = ("can", "canfd", "slcan-pty", "slcan-adapter")     # the slcan adapter carries CAN FD frames too
+FD_LINKS = ("canfd", "slcan-pty", "slcan-adapter")
+
+
+def check_link_fits(bus, spec: str) -> None:
+    """ValueError (one line) if link `spec` cannot carry the frames of bus map `bus`."""
+    kind = spec.partition(":")[0]
+    fits = {"serial": SERIAL_LINKS, "can": CAN_LINKS, "canfd": FD_LINKS}[bus.kind]
+    if kind in fits:
+        return
+    need = {"serial": "a serial link (pty, serial:PATH)",
+            "can": "a CAN link (can:IF:CH, canfd:IF:CH, slcan-pty, slcan-adapter:PATH)",
+            "canfd": "a CAN FD link (canfd:IF:CH, slcan-pty, slcan-adapter:PATH)"}[bus.kind]
+    raise ValueError(f"link {spec!r} cannot carry the frames of {bus.source} (kind = {bus.kind!r}): "
+                     f"it needs {need}")
 
 
 def _can_link(spec: str, interface: str, channel: str, fd: bool, options: dict[str, object]) -> Link:

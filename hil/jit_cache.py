@@ -3,7 +3,8 @@
 numba keys a cache entry on the source file of the function itself, so a kernel that
 calls a function from another, edited file would load stale machine code. The cache
 directory is therefore keyed on a hash of every kernel source: any edit starts a fresh
-directory. The base directory is $NUMBA_CACHE_DIR if set, else the user cache folder.
+directory. The base directory is $NUMBA_CACHE_DIR if set, else the user cache folder
+(~/.cache/ella-hil/numba): one cache whatever the entry point (`hil`, `make`, pytest).
 """
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import os
 from pathlib import Path
 
 KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
+LOOP_KERNELS = ((KERNEL_DIR, "cycle.step_and_sample-*.nbi"),        # what the loop's first cycle compiles
+                (Path(__file__).resolve().parent / "devices", "drives.*.nbi"))
 
 
 def kernel_sources_hash() -> str:
@@ -20,6 +23,17 @@ def kernel_sources_hash() -> str:
         h.update(path.name.encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
+
+
+def needs_compiling(path: Path) -> bool:
+    """Whether the cache at `path` (configure()) lacks the loop's kernels for this checkout, so
+    that a first run compiles them (numba keeps each source folder's entries in
+    <folder>_<sha1 of its path>)."""
+    for folder, pattern in LOOP_KERNELS:
+        entries = path / f"{folder.name}_{hashlib.sha1(str(folder).encode()).hexdigest()}"
+        if not any(entries.glob(pattern)):
+            return True
+    return False
 
 
 def configure() -> Path:

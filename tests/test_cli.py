@@ -209,31 +209,35 @@ FIRMWARE_SLEEPS = "import sys, time; print(sys.argv[1], flush=True); time.sleep(
 
 
 def _recording_popen(monkeypatch) -> list[subprocess.Popen]:
-    import hil.runtime.launch as launch
+    import hil.runtime.firmware_process as fp
     started: list[subprocess.Popen] = []
-    real = launch.subprocess.Popen
+    real = fp.subprocess.Popen
 
     def popen(*args, **kwargs):
         started.append(real(*args, **kwargs))
         return started[-1]
-    monkeypatch.setattr(launch.subprocess, "Popen", popen)
+    monkeypatch.setattr(fp.subprocess, "Popen", popen)
     return started
+
+
+def _endpoint():
+    from hil.runtime.firmware_process import endpoint_of
+    return endpoint_of("serial:/dev/pts/x", "configs/bus/serial_frame.toml")
 
 
 def test_spawn_firmware_that_is_not_ready_is_killed_and_reaped(monkeypatch):
     from hil.runtime.launch import LINK_PLACEHOLDER, spawn_firmware
     started = _recording_popen(monkeypatch)
     with pytest.raises(RuntimeError, match="did not print 'ready'"):
-        spawn_firmware([sys.executable, "-c", FIRMWARE_SLEEPS, "starting"], "pty-x")
+        spawn_firmware([sys.executable, "-c", FIRMWARE_SLEEPS, "starting"], _endpoint(), ready_timeout_s=30)
     proc, = started
     assert proc.returncode is not None and proc.stdout.closed
-    proc = spawn_firmware([sys.executable, "-c", FIRMWARE_SLEEPS, "ready", LINK_PLACEHOLDER], "pty-x")
+    firmware = spawn_firmware([sys.executable, "-c", FIRMWARE_SLEEPS, "ready", LINK_PLACEHOLDER], _endpoint())
     try:
-        assert proc.poll() is None
+        assert firmware.returncode is None
     finally:
-        proc.kill()
-        proc.wait()
-        proc.stdout.close()
+        firmware.stop(0.0)
+    assert started[-1].returncode is not None
 
 
 def test_run_closes_the_link_and_reaps_the_firmware_when_the_start_fails(monkeypatch):
@@ -241,15 +245,18 @@ def test_run_closes_the_link_and_reaps_the_firmware_when_the_start_fails(monkeyp
     started = _recording_popen(monkeypatch)
     closed = []
     link = types.SimpleNamespace(close=lambda: closed.append(True))
-    emulator = types.SimpleNamespace(link=link, run=lambda: pytest.fail("the run must not start"))
-    monkeypatch.setattr(launch, "build_emulator", lambda *a, **k: launch.Built(emulator, "pty-x"))
+    emulator = types.SimpleNamespace(link=link, run=lambda: pytest.fail("the run must not start"),
+                                     firmware_exited=lambda status: None)
+    built = types.SimpleNamespace(emulator=emulator, endpoint=_endpoint(), arm="configs/ella.toml",
+                                  scenario_targets=None, ready_line=lambda: {"link": "serial"})
+    monkeypatch.setattr(launch, "build_emulator", lambda *a, **k: built)
     monkeypatch.setattr(launch, "reference_firmware", lambda *a, **k: [sys.executable, "-c", FIRMWARE_SLEEPS, "ready"])
 
     def no_host(link, timeout_s=5.0):
         raise RuntimeError("the firmware did not open the slcan channel")
     monkeypatch.setattr(launch, "await_host", no_host)
     with pytest.raises(RuntimeError, match="slcan channel"):
-        main(["run", "configs/ella.toml", "--bus", "configs/bus/compact_fd.toml", "--spawn-firmware"])
+        main(["run", "configs/ella.toml", "--bus", "configs/bus/serial_frame.toml", "--spawn-firmware"])
     proc, = started
     assert closed == [True]
     assert proc.returncode is not None and proc.stdout.closed
@@ -258,7 +265,7 @@ def test_run_closes_the_link_and_reaps_the_firmware_when_the_start_fails(monkeyp
         raise RuntimeError("firmware did not print 'ready'")
     monkeypatch.setattr(launch, "spawn_firmware", not_ready)
     with pytest.raises(RuntimeError, match="did not print"):
-        main(["run", "configs/ella.toml", "--bus", "configs/bus/compact_fd.toml", "--spawn-firmware"])
+        main(["run", "configs/ella.toml", "--bus", "configs/bus/serial_frame.toml", "--spawn-firmware"])
     assert closed == [True, True]
 
 

@@ -46,7 +46,7 @@ CPR = 16384                               # counts per motor revolution of ELLA'
 FAULT_ACTIVE = int(StatusFlag.FAULT_ACTIVE)
 REJECTED = int(StatusFlag.COMMAND_REJECTED)
 TIMEOUT = int(StatusFlag.COMMAND_TIMEOUT)
-TIMING_COLUMNS = ("lateness_us", "compute_us", "io_us")   # wall-clock columns of the run log
+TIMING_COLUMNS = ("lateness_us", "compute_us", "io_us", "cmd_age_us")   # wall-clock columns of the run log
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +66,7 @@ def make_emulator(model, bus: BusMap, link, scenario=None, **options) -> Emulato
     plant = Plant(model)
     plant.equilibrium_eta()
     names = plant.layout.joint_names
-    opts = RuntimeOptions(**{"mode": "afap", "realtime": False, "announce_faults": True, **options})
+    opts = RuntimeOptions(**{"mode": "afap", "realtime": False, "announce_faults": True, "start": "immediately", **options})
     return Emulator(plant, link, CommandInput(bus, names), SensorOutput(bus, names), opts,
                     {"config": str(ARM), "bus": bus.source}, scenario=scenario)
 

@@ -21,9 +21,10 @@ CHANNEL = "integrity-lifetime"
 
 EMULATOR = f"""
 import sys, time
+from hil.runtime.firmware_process import endpoint_of
 from hil.runtime.launch import REFERENCE_PARAMS, reference_firmware, spawn_firmware
-cmd = reference_firmware(REFERENCE_PARAMS, {str(ROOT / "configs" / "bus" / "compact_fd.toml")!r})
-fw = spawn_firmware(cmd, "canfd:udp_loopback:{CHANNEL},nodes=3")
+bus = {str(ROOT / "configs" / "bus" / "compact_fd.toml")!r}
+fw = spawn_firmware(reference_firmware(REFERENCE_PARAMS, bus), endpoint_of("canfd:udp_loopback:{CHANNEL},nodes=3", bus))
 print(fw.pid, flush=True)
 time.sleep(120)
 """

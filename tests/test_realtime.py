@@ -136,6 +136,7 @@ def test_gc_disable_mode_does_not_freeze():
 
 # --------------------------------------------------------------------------- pacer, real clock
 
+@pytest.mark.realtime
 @pytest.mark.parametrize("use_fifo", [False, True], ids=["default-sched", "fifo-setup"])
 def test_pacer_1khz_real_clock(use_fifo):
     setup = RealtimeSetup(priority=80 if use_fifo else None, lock_memory=use_fifo,

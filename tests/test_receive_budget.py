@@ -68,7 +68,7 @@ def flood_run(flood: int, **options) -> tuple[dict, FloodingLink]:
     plant = Plant(load_model(ROOT / "configs" / "ella.toml"))
     hold = np.round(plant.equilibrium_eta() / 0.02) * 0.02
     link = FloodingLink(bus, flood, hold)
-    opts = RuntimeOptions(mode="afap", realtime=False, duration_s=0.1, **options)
+    opts = RuntimeOptions(mode="afap", realtime=False, duration_s=0.1, start="immediately", **options)
     emu = Emulator(plant, link, CommandInput(bus, NAMES), SensorOutput(bus, NAMES), opts,
                    drives=DriveBank(plant, [None] * 3))
     return emu.run(), link

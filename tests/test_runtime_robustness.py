@@ -166,7 +166,7 @@ def make_emulator(model, bus: BusMap, link, **options) -> tuple[Emulator, np.nda
     plant = Plant(model)
     hold = plant.equilibrium_eta()
     names = plant.layout.joint_names
-    opts = RuntimeOptions(**{"mode": "afap", "realtime": False, **options})
+    opts = RuntimeOptions(**{"mode": "afap", "realtime": False, "start": "immediately", **options})
     header = {"config": str(ARM), "bus": bus.source, "link": link.name, "mode": opts.mode,
               "versions": versions()}
     emu = Emulator(plant, link, CommandInput(bus, names), SensorOutput(bus, names), opts, header,
@@ -573,6 +573,7 @@ class PtyFlooder:
         self.inner.close()
 
 
+@pytest.mark.realtime
 @pytest.mark.parametrize("transport", ["can", "serial"])
 def test_realtime_loop_keeps_its_period_under_a_flood_of_malformed_frames(model, transport, tmp_path):
     period, duration = 1e-3, 1.0
@@ -762,7 +763,7 @@ def expected_columns(joints) -> list[str]:
     return (["cycle", "t", "status"] + [f"tau_cmd_{j}" for j in joints] + [f"tau_{j}" for j in joints]
             + [f"q_{j}" for j in joints] + [f"qd_{j}" for j in joints] + modes + [f"brake_{j}" for j in joints]
             + [c for ch in channels for c in (ch, f"{ch}_true")]
-            + ["tip_x", "tip_y", "tip_z", "lateness_us", "compute_us", "io_us"])
+            + ["tip_x", "tip_y", "tip_z", "lateness_us", "compute_us", "io_us", "cmd_age_us"])
 
 
 def test_run_log_header_and_one_row_per_cycle(model, tmp_path):

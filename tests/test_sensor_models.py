@@ -441,7 +441,7 @@ def test_the_run_log_keeps_the_truth_beside_every_measured_value(tmp_path):
     link, _ = memory_pair()
     log = tmp_path / "run.msgpack"
     emu = Emulator(plant, link, CommandInput(bus, names), SensorOutput(bus, names),
-                   RuntimeOptions(mode="afap", realtime=False, duration_s=0.05, log_path=str(log)))
+                   RuntimeOptions(mode="afap", realtime=False, duration_s=0.05, log_path=str(log), start="immediately"))
     emu.run()
     header, rows = read_run(log)
     cols = header["columns"]

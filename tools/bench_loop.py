@@ -21,7 +21,7 @@ cycle (also the fault engine's cycle start and the bus fault layer).
 
     python -m tools.bench_loop [--duration 60] [--links pty,udp,slcan] [--cpu 0] [--models] [--inprocess]
                                [--cycles 20000] [--json]
-    hil bench loop ...   |   hil latency ...
+    hil bench loop ...
 """
 from __future__ import annotations
 

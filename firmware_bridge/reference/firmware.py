@@ -107,7 +107,11 @@ class Firmware:
         self.ctl.g = replace(self.ctl.g, torque_limit_N_m=np.minimum(self.ctl.g.torque_limit_N_m, self.commands.limit))
 
 
-def serve(fw: Firmware, link: Link, duration_s: float, idle_timeout_s: float = 2.0,
+IDLE_TIMEOUT_S = 10.0     # no frame for this long: the emulator is gone (a busy machine can hold a pty's
+                          # data for seconds; a lockstep emulator sends an unanswered frame again every second)
+
+
+def serve(fw: Firmware, link: Link, duration_s: float, idle_timeout_s: float = IDLE_TIMEOUT_S,
           parent_pid: int | None = None) -> FirmwareResult:
     """Answer every encoder frame with a command until the emulator's time passes duration_s.
 

@@ -1,4 +1,4 @@
-"""`hil bench` and `hil latency`: the benchmarks of tools/ (arguments passed on)."""
+"""`hil bench`: the benchmarks of tools/ (arguments passed on)."""
 from __future__ import annotations
 
 import importlib
@@ -32,9 +32,3 @@ def _cmd_bench(argv: list[str]) -> int:
     name = argv[0] if argv and argv[0] in BENCHES else "kernel"
     rest = argv[1:] if argv and argv[0] in BENCHES else argv
     return int(_bench_module(name).main(rest) or 0)
-
-
-@command("latency", "command-to-sensor latency per link type (runs tools/bench_loop.py; arguments passed on)",
-         passthrough=True)
-def _cmd_latency(argv: list[str]) -> int:
-    return int(_bench_module("loop").main(argv) or 0)

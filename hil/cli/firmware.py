@@ -11,8 +11,9 @@ from hil.cli.registry import command, cpu_index, int_in, positive_float
 
 def _firmware_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--params", required=True, help="the firmware's nominal arm parameter file (joint names, gears, "
-                                                   "encoders, rigid links), e.g. configs/firmware/ella_nominal.toml")
-    p.add_argument("--bus", required=True, help="bus map (configs/bus/*.toml)")
+                                                   "encoders, rigid links) or a shipped name, e.g. ella_nominal "
+                                                   "(configs/firmware/ella_nominal.toml)")
+    p.add_argument("--bus", required=True, help="bus map: a TOML file or a shipped name (serial_frame, ...)")
     p.add_argument("--link", required=True, help="link spec (see hil run --help)")
     p.add_argument("--duration", type=positive_float, default=1e9, help="stop after this much emulator time in s")
     p.add_argument("--move-time", type=positive_float, default=2.0, help="duration of the set-point manoeuvre in s")
@@ -34,11 +35,13 @@ def _cmd_firmware(args: argparse.Namespace) -> int:
     from firmware_bridge.connect import open_link
     from firmware_bridge.reference.firmware import Firmware, serve
     from firmware_bridge.messages import BusMap
+    from hil.model.presets import resolve
     from hil.runtime.realtime import RealtimeSetup
 
-    bus = BusMap.load(args.bus)
+    bus = BusMap.load(resolve("bus", args.bus))
     parent = os.getppid() if args.exit_with_parent else None
-    firmware = Firmware(bus, args.params, args.move_time, args.vibration_suppression)   # set up before the link opens
+    firmware = Firmware(bus, resolve("firmware", args.params), args.move_time,     # set up before the link opens
+                        args.vibration_suppression)
     link = open_link(args.link)
     setup = RealtimeSetup(args.priority, args.cpu, move_kworkers=False) if args.realtime else None
     report = setup.apply() if setup else None

@@ -10,15 +10,26 @@ from hil.cli.registry import COMMANDS, EXIT_INTERRUPTED, EXIT_USAGE, USER_ERRORS
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The top-level parser with one subparser per registered command."""
+    """The top-level parser with one subparser per registered command (in `parser.commands`)."""
     parser = argparse.ArgumentParser(prog="hil", description="Hardware-in-the-loop emulator of flexible robot arms.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parser.commands = {}
     for cmd in COMMANDS.values():
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.description or cmd.help,
                            formatter_class=argparse.RawDescriptionHelpFormatter, add_help=not cmd.passthrough)
         if cmd.add_arguments is not None:
             cmd.add_arguments(p)
+        parser.commands[cmd.name] = p
     return parser
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """Parse argv; an unknown option is reported with the usage of its command, not the top level's."""
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        parser.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if name in COMMANDS and COMMANDS[name].passthrough:
             return COMMANDS[name].run(argv[1:])
-        args = build_parser().parse_args(argv)
+        args = parse(argv)
         return COMMANDS[args.command].run(args)
     except USER_ERRORS as exc:
         print(f"hil {name}: error: {exc}", file=sys.stderr)

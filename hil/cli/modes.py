@@ -12,6 +12,7 @@ from hil.cli.simulate import integrator_arguments, load_model_with_dt
 from hil.dynamics.integrator_plan import DAMPING_RESOLUTION, FREQUENCY_TOLERANCE, mode_accuracy, plan_integrator
 from hil.model.assembly import assemble
 from hil.model.linearize import arm_frequencies_hz, component_frequencies_hz
+from hil.model.presets import resolve
 
 MODES_JSON_HELP = """\
 --json prints one object:
@@ -36,7 +37,7 @@ All frequencies in Hz; an unstable eigenvalue is reported as a negative frequenc
 
 
 def _modes_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", help="arm preset (TOML)")
+    p.add_argument("config", help="arm preset: a TOML file or a shipped name (ella, ...)")
     p.add_argument("--json", action="store_true", help="print one JSON object (keys below)")
     integrator_arguments(p)
 
@@ -114,6 +115,6 @@ def format_accuracy(it: dict[str, Any]) -> list[str]:
 @command("modes", "mode frequencies of each flexible link and of the whole arm; integrator plan",
          _modes_arguments, description=MODES_JSON_HELP)
 def _cmd_modes(args: argparse.Namespace) -> int:
-    report = modes_report(args.config, args.method, args.substeps, args.dt, args.bandwidth)
+    report = modes_report(resolve("preset", args.config), args.method, args.substeps, args.dt, args.bandwidth)
     print(json.dumps(report, indent=2) if args.json else format_modes(report))
     return 0

@@ -1,44 +1,69 @@
-"""`hil run`: the emulator behind a CAN or serial link, optionally with a firmware process; its summary."""
+"""`hil run` and `hil latency`: the emulator behind a CAN or serial link, optionally with a firmware
+process (the reference firmware, or any program: `--firmware "CMD {port}"`); its summary.
+
+Exit status: 0, 1 when a verdict failed (with `--check`), 2 for a usage or configuration error,
+3 when the run failed as a run (hil.runtime.outcome: the firmware exited early, no command
+within the start timeout, no cycle, frames that could not be sent).
+"""
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
+import tempfile
+from pathlib import Path
 
-import numpy as np
-
-from hil.cli.integrity_summary import integrity_lines
 from hil.cli.registry import (CliError, command, cpu_index, file_with_suffix, int_in, nonnegative_float,
                               nonnegative_int, positive_float)
+from hil.cli.summary import format_summary
+
+EXIT_VERDICT_FAILED = 1
+EXIT_RUN_FAILED = 3
 
 
 def _run_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", help="arm preset (TOML)")
-    p.add_argument("--bus", required=True, help="bus map (configs/bus/*.toml)")
+    p.add_argument("config", help="arm preset: a TOML file or a shipped name (ella, seed001_arm, ...)")
+    p.add_argument("--bus", required=True, help="bus map: a TOML file or a shipped name (serial_frame, compact_fd, ...)")
     p.add_argument("--link", default="pty", help="serial:PATH | can:IF:CH[,KEY=VALUE...] | canfd:IF:CH[,...] | "
-                                                 "slcan-adapter:PATH | pty (a new pty pair; use with --spawn-firmware) "
-                                                 "| slcan-pty (a new pty pair, this side an slcan adapter, the "
-                                                 "firmware python-can slcan)")
-    p.add_argument("--spawn-firmware", action="store_true", help="start the reference firmware in a second process")
-    p.add_argument("--firmware-link", help="link spec the spawned firmware opens (default: the pty's other end)")
-    p.add_argument("--firmware-params", help="spawned firmware: its nominal arm parameter file "
-                                             "(default: configs/firmware/ella_nominal.toml)")
+                                                 "slcan-adapter:PATH | pty (a new pty pair; the firmware opens the "
+                                                 "other end) | slcan-pty (a new pty pair, this side an slcan adapter, "
+                                                 "the firmware python-can slcan)")
+    who = p.add_mutually_exclusive_group()
+    who.add_argument("--spawn-firmware", action="store_true", help="start the reference firmware in a second process")
+    who.add_argument("--firmware", metavar="CMD",
+                     help="start this firmware command line in a second process; placeholders: {port} (device path "
+                          "or CAN channel), {link} (link spec), {interface}, {channel}, {bus} (bus map file)")
+    p.add_argument("--firmware-link", help="link spec the firmware opens (default: the pty's other end, or --link)")
+    p.add_argument("--firmware-params", help="spawned reference firmware: its nominal arm parameter file, or a shipped "
+                                             "name (default: ella_nominal, configs/firmware/ella_nominal.toml)")
     p.add_argument("--move-time", type=positive_float, default=2.0, help="spawned firmware: duration of the manoeuvre in s")
     p.add_argument("--vibration-suppression", action="store_true", help="spawned firmware: IMU vibration suppression")
     p.add_argument("--mode", choices=("realtime", "afap", "lockstep"), default="realtime",
                    help="realtime: fixed period; afap: as fast as possible; lockstep: one step per command "
                         "frame (CANopen map: per SYNC), deterministic")
+    p.add_argument("--start", choices=("first-command", "immediately"), default="first-command",
+                   help="realtime/afap: start the clock at the firmware's first valid command (default; the first "
+                        "sensor frames are sent again until then) or at once")
+    p.add_argument("--start-timeout", type=positive_float, default=30.0,
+                   help="no valid command within this many s after the start fails the run (default 30)")
     p.add_argument("--duration", type=positive_float, default=None, help="simulated time in s (default: until SIGINT)")
-    p.add_argument("--period", type=positive_float, default=1e-3, help="cycle period in s (realtime mode)")
+    p.add_argument("--period", type=positive_float, default=None,
+                   help="cycle period in s: must equal the preset's integrator.dt_s (the default) and the bus map's "
+                        "cycle_s")
     p.add_argument("--log", type=file_with_suffix(".msgpack"), help="run log (.msgpack), readable up to its last flush if the process is killed")
     p.add_argument("--log-wrenches", action="store_true",
                    help="add the joint interaction wrenches w_<joint>_mx .. _fz to the run log (README \"Conventions\")")
     p.add_argument("--formulation", choices=("aba", "screw-dae"), default="aba",
                    help="the plant's kernel: articulated-body algorithm (default) or seed 000's screw-theoretic DAE")
+    p.add_argument("--targets", help="the firmware's targets: a TOML file with a [verdict] table (or a shipped name, "
+                                     "e.g. seed000_setpoints); default: the scenario's [verdict], if any")
+    p.add_argument("--check", action="store_true", help="exit with status 1 if a verdict fails")
     p.add_argument("--seed", type=nonnegative_int, default=None,
                    help="seed of the sensor noise generator and of the faults' random streams, replacing the "
                         "scenario's seed (default: noise from the preset's model.sensor_seed, faults from the "
                         "scenario's seed, else model.sensor_seed)")
-    p.add_argument("--scenario", help="fault scenario (configs/scenarios/*.toml): faults injected during the run")
+    p.add_argument("--scenario", help="fault scenario (a file or a shipped name): faults injected during the run")
     p.add_argument("--ideal-sensors", action="store_true",
                    help="ideal encoders and tip IMU instead of the preset's sensor models (benchmark reference)")
     p.add_argument("--ideal-drives", action="store_true",
@@ -46,7 +71,8 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--announce-faults", action="store_true",
                    help="set FAULT_ACTIVE in the status sent to the firmware while a fault is active (always logged)")
     p.add_argument("--record-bus", metavar="FILE", help="record every frame with python-can's writers (.asc, .blf)")
-    p.add_argument("--no-realtime", action="store_true", help="skip SCHED_FIFO, mlockall and gc freezing")
+    p.add_argument("--no-realtime", action="store_true",
+                   help="realtime mode: skip SCHED_FIFO, mlockall and gc freezing (afap and lockstep never use them)")
     p.add_argument("--cpu", type=cpu_index, default=None, help="pin the loop (and a spawned firmware) to this CPU")
     p.add_argument("--firmware-cpu", type=cpu_index, default=None, help="pin a spawned firmware here instead of --cpu")
     p.add_argument("--firmware-priority", type=int_in(1, 99), default=None,
@@ -68,69 +94,159 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
+def _latency_arguments(p: argparse.ArgumentParser) -> None:
+    _run_arguments(p)
+    p.set_defaults(duration=10.0)
+
+
 @command("run", "the emulator: real-time loop behind a CAN or serial link", _run_arguments)
 def _cmd_run(args: argparse.Namespace) -> int:
+    summary = run(args)
+    if args.json:
+        print(json.dumps(summary, default=float))
+    else:
+        print(format_summary(summary))
+    return _exit_status(summary, args.check)
+
+
+@command("latency", "the firmware's timing: how old the command is that the plant uses, per cycle (any firmware; "
+                    "the same arguments as `hil run`, default 10 s, the reference firmware unless --firmware)",
+         _latency_arguments)
+def _cmd_latency(args: argparse.Namespace) -> int:
+    if not args.firmware and args.link in ("pty", "slcan-pty"):
+        args.spawn_firmware = True
+    summary = run(args)
+    print(json.dumps(summary, default=float) if args.json else format_summary(summary, timing_only=True))
+    return _exit_status(summary, args.check)
+
+
+def _exit_status(summary: dict, check: bool) -> int:
+    from hil.runtime.outcome import all_passed
+    if summary["run_failures"]:
+        return EXIT_RUN_FAILED
+    return EXIT_VERDICT_FAILED if check and not all_passed(summary) else 0
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Build, start (with the firmware), run, judge: the summary."""
     from firmware_bridge.canopen import is_canopen
     from firmware_bridge.messages import BusMap
-    from hil.runtime.launch import (REFERENCE_PARAMS, await_host, build_emulator, reference_firmware, spawn_firmware,
-                                    stop_process)
-    from hil.logs.streaming import tip_residual_mm, tip_settling_s
+    from hil.jit_cache import needs_compiling
+    from hil.logs.targets import load_targets
+    from hil.model.presets import resolve
+    from hil.runtime.launch import build_emulator
     from hil.runtime.loop import RuntimeOptions
+    from numba.core import config
 
-    if args.heartbeat_ms is not None and not is_canopen(BusMap.load(args.bus)):
+    from firmware_bridge.connect import check_link_fits
+    if args.heartbeat_ms is not None and not is_canopen(BusMap.load(resolve("bus", args.bus))):
         raise CliError(f"--heartbeat-ms needs a CANopen bus map; {args.bus} has no NMT and SYNC messages")
+    targets = load_targets(resolve("targets", args.targets)) if args.targets else None
+    bus_map = BusMap.load(resolve("bus", args.bus))
+    check_link_fits(bus_map, args.link)           # refused before anything is compiled or opened
+    if needs_compiling(Path(config.CACHE_DIR)):
+        print(f"hil: compiling kernels (first run only, about a minute; cached in {config.CACHE_DIR})",
+              file=sys.stderr, flush=True)
+    log_dir = None if args.log else tempfile.mkdtemp(prefix="hil-run-")
+    log_path = args.log or os.path.join(log_dir, "run.msgpack")
     opts = RuntimeOptions(mode=args.mode, period_s=args.period, duration_s=args.duration,
                           watchdog_s=args.watchdog, safe_state=args.safe_state, realtime=not args.no_realtime,
-                          cpu=args.cpu, log_path=args.log, overrun_policy=args.overrun_policy,
+                          cpu=args.cpu, log_path=log_path, overrun_policy=args.overrun_policy,
                           halt_after=args.halt_after, ignore_first_s=args.ignore_first,
-                          bus_record_path=args.record_bus, seed=args.seed,
-                          announce_faults=args.announce_faults, log_wrenches=args.log_wrenches)
+                          bus_record_path=args.record_bus, seed=args.seed, announce_faults=args.announce_faults,
+                          log_wrenches=args.log_wrenches, start=args.start.replace("-", "_"),
+                          start_timeout_s=args.start_timeout)
     built = build_emulator(args.config, args.bus, args.link, opts, args.scenario,
                            None if args.heartbeat_ms is None else args.heartbeat_ms * 1e-3, args.firmware_link,
                            ideal_sensors=args.ideal_sensors, ideal_drives=args.ideal_drives,
                            formulation=args.formulation)
+    try:
+        summary = _run_with_firmware(args, built)
+        if targets is None and built.scenario_targets is not None:
+            targets = built.scenario_targets
+        _judge(summary, built, log_path, targets)
+    finally:
+        if log_dir is not None:
+            Path(log_path).unlink(missing_ok=True)
+            os.rmdir(log_dir)
+    if args.log:
+        with open(args.log + ".summary.json", "w", encoding="utf-8") as f:   # stored beside the log
+            json.dump(summary, f, default=float, indent=1)
+    return summary
+
+
+def _judge(summary: dict, built, log_path: str, targets) -> None:
+    from hil.runtime.outcome import failures, judge
+    summary["run_failures"] = failures(summary)
+    judge(summary, log_path, built.emulator.plant.layout.joint_names, None if summary["run_failures"] else targets)
+
+
+def _run_with_firmware(args: argparse.Namespace, built) -> dict:
+    """Print the ready line, start the firmware, run the loop; the firmware's exit fails the run."""
+    from hil.runtime.launch import await_host, spawn_firmware
+
     emulator = built.emulator
     firmware = live = None
-    out = ""
+    ran = False
+    print("ready " + json.dumps(built.ready_line()), flush=True)
     try:
         if args.live is not None:
             live = emulator.live = _live_view(emulator, args.live, args.live_rate)
-        if args.spawn_firmware:
-            command = reference_firmware(args.firmware_params or REFERENCE_PARAMS, args.bus, args.duration,
-                                         args.move_time, args.vibration_suppression, realtime=not args.no_realtime,
-                                         priority=args.firmware_priority)
-            firmware = spawn_firmware(command, built.firmware_link,
+        if args.spawn_firmware or args.firmware:
+            command = _reference_firmware(args, built) if args.spawn_firmware else _split(args.firmware)
+            echo = None if args.spawn_firmware else (lambda line: print(f"[firmware] {line}", file=sys.stderr))
+            firmware = spawn_firmware(command, built.endpoint,
                                       args.cpu if args.firmware_cpu is None else args.firmware_cpu,
-                                      args.firmware_priority)
+                                      args.firmware_priority, ready_line="ready" if args.spawn_firmware else None,
+                                      echo=echo)
+            firmware.watch(emulator.firmware_exited)
             await_host(emulator.link)
         summary = emulator.run()
-        if firmware is not None:     # keep this end open until the firmware has closed its own
-            out, _ = firmware.communicate(timeout=30)
+        ran = True
     finally:
-        try:
+        try:        # after a run the reference firmware ends by itself; another is terminated
+            grace = (30.0 if args.spawn_firmware else 1.0) if ran else 0.0
+            status = None if firmware is None else firmware.stop(grace)
+        finally:
             emulator.link.close()
             if live is not None:
                 live.close()
-        finally:
-            if firmware is not None:     # a failed start or run: kill and reap it (a no-op once it exited)
-                stop_process(firmware)
     if live is not None:
         summary["live"] = {"port": live.port, "frames": live.frames, "dropped": live.dropped, "error": live.error}
     if firmware is not None:
-        summary["firmware"] = json.loads(out.strip().splitlines()[-1]) if out.strip() else None
-    names = emulator.plant.layout.joint_names
-    summary["final_joint_error_rad"] = _joint_errors(names, emulator.plant.q())
-    if args.log:      # streamed over the log in constant memory (hil.logs.streaming)
-        summary["tip_residual_mm"] = tip_residual_mm(args.log)
-        summary["tip_settling_s"] = tip_settling_s(args.log, 0.2 + args.move_time)
-        with open(args.log + ".summary.json", "w", encoding="utf-8") as f:   # stored beside the log
-            json.dump(summary, f, default=float, indent=1)
-    print(json.dumps(summary, default=float) if args.json else format_summary(summary))
-    return 0
+        summary["firmware_process"] = {"command": firmware.argv, "exit_status": status,
+                                       "stderr_tail": list(firmware.stderr), "stdout_tail": list(firmware.stdout)}
+        if args.spawn_firmware:
+            summary["firmware"] = _last_json(firmware.output())
+    return summary
+
+
+def _reference_firmware(args: argparse.Namespace, built) -> list[str]:
+    """The reference firmware's command line: its own nominal parameter file, the run's bus map; the
+    emulator's real-time treatment in realtime mode."""
+    from hil.model.presets import resolve
+    from hil.runtime.launch import REFERENCE_PARAMS, reference_firmware
+
+    params = resolve("firmware", args.firmware_params) if args.firmware_params else REFERENCE_PARAMS
+    return reference_firmware(params, built.endpoint.bus, args.duration, args.move_time, args.vibration_suppression,
+                              realtime=args.mode == "realtime" and not args.no_realtime,
+                              priority=args.firmware_priority)
+
+
+def _split(command_line: str) -> list[str]:
+    import shlex
+    try:
+        return shlex.split(command_line)
+    except ValueError as exc:
+        raise CliError(f"--firmware {command_line!r}: {exc}") from None
+
+
+def _last_json(text: str) -> dict | None:
+    lines = [line for line in text.strip().splitlines() if line.startswith("{")]
+    return json.loads(lines[-1]) if lines else None
 
 
 def _live_view(emulator, port: int, rate_hz: float):
-    import sys
     try:
         from hil.viz.live import LiveView
         live = LiveView(emulator.header["config_text"], emulator.columns, port=port, rate_hz=rate_hz,
@@ -139,63 +255,3 @@ def _live_view(emulator, port: int, rate_hz: float):
         raise CliError(f"--live needs {exc.name}: pip install 'ella-hil[viz]'") from None
     print(f"live view: ws://127.0.0.1:{live.port} (Foxglove WebSocket)", file=sys.stderr)
     return live
-
-
-def _joint_errors(names: list[str], q: np.ndarray) -> dict:
-    from firmware_bridge.reference.controller import ELLA_SETPOINTS
-    return {n: float(ELLA_SETPOINTS[n] - qi) for n, qi in zip(names, q) if n in ELLA_SETPOINTS}
-
-
-def format_summary(s: dict) -> str:
-    tm = s["timing"]
-    lines = [f"cycles {s['cycles']} ({s['t_s']:.3f} s simulated, mode {s['mode']})"
-             + (f", stopped: {s['halted']}" if s["halted"] else "")]
-    if s["realtime"]:
-        feats = ", ".join(f"{name} {'on' if f['active'] else 'off'}" for name, f in s["realtime"]["features"].items())
-        lines.append(f"real-time setup: {feats}")
-    for key in ("lateness", "compute", "io", "total"):
-        if key in tm:
-            v = tm[key]
-            lines.append(f"  {key:9s} us  min {v['min']:8.1f}  p50 {v['p50']:8.1f}  p99 {v['p99']:8.1f}  "
-                         f"p99.9 {v['p99.9']:8.1f}  max {v['max']:8.1f}")
-    lat = s.get("read_to_send_us", {})
-    if lat.get("count"):
-        lines.append(f"  read->send us  p50 {lat['p50']:8.1f}  p99 {lat['p99']:8.1f}  p99.9 {lat['p99.9']:8.1f}  "
-                     f"max {lat['max']:8.1f}  ({lat['count']} commands)")
-    p = s["pacer"]
-    lines.append(f"overruns {p['overruns']} (max consecutive {p['max_consecutive']}, skipped periods "
-                 f"{p['skipped_periods']})")
-    lines += integrity_lines(s)
-    lines.append(f"integrator: {s['integrator']['plan']}" + (f"\n  {s['integrator']['note']}" if s["integrator"]["note"]
-                                                               else ""))
-    lines.append(f"link {s['link']}")
-    lines.append(f"commands {s['commands']}")
-    lines.append(f"watchdog trips {s['watchdog']['trips']}"
-                 + "".join(f", {what} at {t:.3f} s" for what, t in s["watchdog"]["events"]))
-    fa = s["faults"]
-    if fa["injections"] or fa["errors"]:
-        lines.append(f"faults: {fa['injections']} injected, {fa['clearances']} cleared, still active "
-                     f"{fa['active'] or 'none'}, {fa['errors']} failed effects")
-    if s["drives"]["torque_limited_cycles"]:
-        lines.append(f"drives: torque or current limited in {s['drives']['torque_limited_cycles']} cycles")
-    if s.get("canopen"):
-        co = s["canopen"]
-        lines.append("canopen nodes " + ", ".join(f"{n} {st}" for n, st in co["nodes"].items())
-                     + "; " + ", ".join(f"{k} {v}" for k, v in co.items() if k not in ("nodes", "heartbeat_ms")))
-    lines.append("final joint errors [rad]: " + ", ".join(f"{k} {v:+.5f}" for k, v in s["final_joint_error_rad"].items()))
-    if s.get("tip_residual_mm") is not None:
-        lines.append(f"tip residual vibration over the last 1 s: {s['tip_residual_mm']:.3f} mm peak to peak")
-    if s.get("tip_settling_s") is not None:
-        lines.append(f"tip settling time (oscillation within 0.2 mm) after the manoeuvre: {s['tip_settling_s']:.3f} s")
-    if s.get("firmware"):
-        fw = s["firmware"]
-        lines.append(f"firmware: {fw['cycles']} cycles, link {fw['link']}, sensor frames {fw['sensors']}")
-        if fw.get("fault"):
-            lines.append(f"firmware fault: {fw['fault']}")
-        if fw.get("canopen"):
-            lines.append(f"firmware CANopen master: {fw['canopen']}")
-        lat = fw.get("command_to_sensor_us", {})
-        if lat.get("count"):
-            lines.append(f"firmware command->sensor us  p50 {lat['p50']:8.1f}  p99 {lat['p99']:8.1f}  "
-                         f"p99.9 {lat['p99.9']:8.1f}  max {lat['max']:8.1f}")
-    return "\n".join(lines)

@@ -11,6 +11,7 @@ from hil.dynamics.plant import FORMULATIONS, Plant
 from hil.dynamics.simulate import ControllerSource, Progress, TorqueTable, load_controller, run_columns, simulate
 from hil.logs.runlog import open_writer
 from hil.model.config import INTEGRATOR_METHODS, load_model
+from hil.model.presets import resolve
 from hil.model.spec import DRIVE_PRESCRIBED, Model
 
 
@@ -57,7 +58,7 @@ Runs the plant offline as fast as possible from the config's initial state.
 
 
 def _simulate_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", help="arm preset (TOML)")
+    p.add_argument("config", help="arm preset: a TOML file or a shipped name (ella, ...)")
     p.add_argument("--duration", type=positive_float, required=True, metavar="T", help="simulated time in s")
     source = p.add_mutually_exclusive_group()
     source.add_argument("--input", metavar="CSV", help="drive torques over time (see above)")
@@ -75,6 +76,7 @@ def _simulate_arguments(p: argparse.ArgumentParser) -> None:
 @command("simulate", "offline simulation with a torque table; writes a run log", _simulate_arguments,
          description=SIMULATE_HELP)
 def _cmd_simulate(args: argparse.Namespace) -> int:
+    args.config = resolve("preset", args.config)
     if args.tol is not None and args.method not in (None, "rk4"):
         raise CliError(f"--tol {args.tol:g} uses RK4's embedded error estimate; not with --method {args.method}")
     if args.input_hold == "linear" and args.controller:

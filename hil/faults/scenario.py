@@ -28,6 +28,7 @@ the key, the value and what was expected, with the unit)::
                         random triggers: re-armed after each clearance)
       [fault.duration]  omitted: permanent; else exactly one of once = true, for_s = T,
                         permanent = true, mttr_s = T (mean time to repair)
+    [verdict]           optional: the firmware's targets for the run (hil.logs.targets)
 
 What each kind does: :mod:`hil.faults.signal_effects`, :mod:`hil.faults.plant_effects` and
 :mod:`hil.faults.effects` (bus and timing faults); the parameters and their units: :mod:`hil.faults.params`.
@@ -42,8 +43,9 @@ from config_schema import MISSING, NAME_RE, ConfigError, Document, Table, bare_k
 from hil.faults.engine import FaultEngine
 from hil.faults.params import check_fault
 from hil.faults.spec import DIRECTIONS, KINDS, Duration, Fault, FaultError, Trigger, signal_unit
+from hil.logs.targets import Targets, read_verdict
 
-TOP_KEYS = ("scenario", "fault")
+TOP_KEYS = ("scenario", "fault", "verdict")
 SCENARIO_KEYS = ("description", "seed")
 FAULT_KEYS = ("name", "kind", "target", "trigger", "duration")
 TRIGGER_CHOICES = ("at_s", "signal", "probability_per_cycle", "mttf_s")
@@ -67,6 +69,7 @@ class Scenario:
     description: str
     seed: int | None
     faults: tuple[ScenarioFault, ...]
+    targets: Targets | None = None      # the [verdict] table, if any
 
     def inject_into(self, engine: FaultEngine) -> list[int]:
         """Inject every fault (in file order); a fault the engine cannot bind (unknown channel,
@@ -104,7 +107,8 @@ def _read_scenario(data: dict, source: str) -> Scenario:
             raise doc.error(f"{sf.key}.name", sf.fault.name, "expected a name not used by another fault")
         seen.add(sf.fault.name)
         faults.append(sf)
-    return Scenario(source, description, seed, tuple(faults))
+    targets = read_verdict(doc, data["verdict"]) if "verdict" in data else None
+    return Scenario(source, description, seed, tuple(faults), targets)
 
 
 def _fault(doc: Document, i: int, row: dict) -> ScenarioFault:

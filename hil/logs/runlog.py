@@ -22,7 +22,8 @@ record is reported and skipped, never returned as data. The stream is flushed at
 ``FLUSH_INTERVAL_S`` seconds; a reader stops at the last complete record, so the log of a killed
 writer is readable (``header["trailing_bytes"]``: the size of the cut record). Version 1 logs
 (rows without CRC, plain event maps) are read too. Reading streams the file in blocks
-(``RunLogReader.blocks``: constant memory); ``read_run`` collects them into one array.
+(``RunLogReader.blocks``: constant memory); ``read_run`` collects them into one array, and
+``RunLog.read(path)`` gives that array's columns by name, with the events.
 
 A CSV run log has one header line of column names and one line per row (floats in
 shortest round-trip form, so CSV and msgpack logs of one run hold the same values).
@@ -35,14 +36,15 @@ import struct
 import time
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import msgpack
 import numpy as np
 
-__all__ = ["FORMAT", "VERSION", "RunLogError", "RunWriter", "CsvRunWriter", "MsgpackRunWriter", "RunLogReader",
-           "open_writer", "read_run", "integrity_text"]
+__all__ = ["FORMAT", "VERSION", "RunLog", "RunLogError", "RunWriter", "CsvRunWriter", "MsgpackRunWriter",
+           "RunLogReader", "open_writer", "read_run", "integrity_text"]
 
 FORMAT = "hil-run"
 VERSION = 2
@@ -486,3 +488,56 @@ def _read_csv(path: str | Path) -> tuple[dict[str, Any], np.ndarray]:
     if any(len(r) != len(columns) for r in rows):
         raise RunLogError(f"{path}: rows must have {len(columns)} values (one per column)")
     return {"format": "csv", "columns": columns}, np.array(rows, dtype=float).reshape(len(rows), len(columns))
+
+
+@dataclass
+class RunLog:
+    """A run log's rows by column name, and its events (maps with "event", "cycle", "t" and, for
+    faults, "fault" and "detail"; see the module doc), read whole through ``read_run`` (checksums
+    checked, gaps and damage in the header). ``blocks`` serves the streaming measures
+    (hil.logs.streaming) as a RunLogReader does."""
+
+    header: dict
+    rows: np.ndarray
+
+    @classmethod
+    def read(cls, path: str | Path) -> RunLog:
+        return cls(*read_run(path))
+
+    @property
+    def columns(self) -> list[str]:
+        return self.header["columns"]
+
+    @property
+    def events(self) -> list[dict]:
+        return self.header.get("events", [])
+
+    @property
+    def t(self) -> np.ndarray:
+        return self.column("t")
+
+    def has(self, name: str) -> bool:
+        return name in self.columns
+
+    def blocks(self, columns: list[str] | None = None) -> Iterator[np.ndarray]:
+        """The rows (only the asked columns) as one block."""
+        if len(self.rows):
+            yield self.rows if columns is None else self.rows[:, [self.columns.index(c) for c in columns]]
+
+    def column(self, name: str) -> np.ndarray:
+        try:
+            return self.rows[:, self.columns.index(name)]
+        except ValueError:
+            raise KeyError(f"no column {name!r}; columns: {', '.join(self.columns)}") from None
+
+    def event_time(self, event: str, fault: str | None = None) -> float:
+        """Time [s] of the first event of this kind (and fault name); KeyError if none."""
+        for e in self.events:
+            if e["event"] == event and (fault is None or e.get("fault") == fault):
+                return float(e["t"])
+        raise KeyError(f"no {event!r} event" + (f" of fault {fault!r}" if fault else "") + f" in {self.events}")
+
+    def window(self, t0: float, t1: float = np.inf) -> RunLog:
+        """The rows with t0 <= t < t1."""
+        t = self.t
+        return RunLog(self.header, self.rows[(t >= t0) & (t < t1)])

@@ -1,25 +1,36 @@
 """End-of-run measures of a run log in constant memory: passes over the log's blocks
-(hil.logs.runlog.RunLogReader) that keep a bounded window of rows, never the whole run.
+(hil.logs.runlog.RunLogReader; a RunLog already in memory serves as one block) that keep a
+bounded window of rows, never the whole run.
 
 A 10-minute log at 1 kHz holds 6e5 rows of ~70 columns (380 MB); these passes keep the last
 window (a second: 1000 rows) and one block (at most 4096 rows) of the few columns they read.
+``tail`` gives the last stretch of the run (final values, residual vibration); ``scan`` feeds one
+pass over the run to trackers such as ``Settling`` (since when a signal stays within a band of
+its final value, and how far it strayed) and ``Peak`` (the largest magnitude of a column).
 """
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from hil.logs.runlog import RunLogReader
+from hil.logs.runlog import RunLog, RunLogReader
 
 TIP = ("tip_x", "tip_y", "tip_z")
+Log = str | Path | RunLog
 
 
-def tail(path: str | Path, columns: list[str], window_s: float) -> np.ndarray:
+def open_log(log: Log) -> RunLogReader | RunLog:
+    """A new reader of a log file (one per pass: its events fill as it reads), or the RunLog itself."""
+    return log if isinstance(log, RunLog) else RunLogReader(log)
+
+
+def tail(log: Log, columns: Sequence[str], window_s: float) -> np.ndarray:
     """The rows (t first, then `columns`) of the last `window_s` seconds of the run."""
     kept: deque[np.ndarray] = deque()
-    for block in RunLogReader(path).blocks(["t", *columns]):
+    for block in open_log(log).blocks(["t", *columns]):
         kept.append(block)
         while len(kept) > 1 and kept[0][-1, 0] < block[-1, 0] - window_s and kept[1][0, 0] <= block[-1, 0] - window_s:
             kept.popleft()
@@ -29,50 +40,72 @@ def tail(path: str | Path, columns: list[str], window_s: float) -> np.ndarray:
     return rows[rows[:, 0] >= rows[-1, 0] - window_s]
 
 
-def tip_residual_mm(path: str | Path, window_s: float = 1.0) -> float | None:
-    """Peak-to-peak tip excursion [mm] over the last window of the run (residual vibration)."""
-    last = tail(path, list(TIP), window_s)
-    if len(last) < 2:
-        return None
-    tip = last[:, 1:]
-    return float(np.linalg.norm(tip.max(axis=0) - tip.min(axis=0)) * 1e3)
+def scan(log: Log, feeds: Sequence[tuple[Sequence[str], Callable[[np.ndarray], None]]]) -> tuple[int, list[dict]]:
+    """One pass over the run: each block's rows (t, then the feed's columns) go to every feed of
+    ``(columns, feed)``; returns the number of rows and the log's events."""
+    reader = open_log(log)
+    names = list(dict.fromkeys(c for columns, _ in feeds for c in columns))
+    picks = [[0, *(1 + names.index(c) for c in columns)] for columns, _ in feeds]
+    rows = 0
+    for block in reader.blocks(["t", *names]):
+        rows += len(block)
+        for pick, (_, feed) in zip(picks, feeds):
+            feed(block[:, pick])
+    return rows, reader.events
 
 
-def tip_settling_s(path: str | Path, move_end_s: float, band_m: float = 2e-4, window_s: float = 0.1) -> float | None:
-    """Seconds after the end of the manoeuvre until the tip's oscillation (its deviation from the
-    centred `window_s` moving average, rows at least one window from either end) stays within
-    `band_m`; None for a run shorter than three windows."""
-    reader = RunLogReader(path)
-    n = None
-    carry = np.zeros((0, 4))
-    start = 0                       # index of carry[0] in the run
-    outside: deque[tuple[int, float]] = deque()   # the latest rows outside the band (index, t)
-    for block in reader.blocks(["t", *TIP]):
-        if n is None:
-            rows = np.concatenate([carry, block])
-            if len(rows) < 2:
-                carry = rows
-                continue
-            n = max(1, int(round(window_s / (rows[1, 0] - rows[0, 0]))))
-            block, carry = rows, np.zeros((0, 4))
-        rows = np.concatenate([carry, block])
-        lo, hi = n // 2, (n - 1) // 2               # the moving average of row i spans i - lo .. i + hi
-        if len(rows) > lo + hi:
-            csum = np.concatenate([np.zeros((1, 3)), np.cumsum(rows[:, 1:], axis=0)])
-            centre = np.arange(lo, len(rows) - hi)
-            trend = (csum[centre + hi + 1] - csum[centre - lo]) / n
-            osc = np.linalg.norm(rows[centre, 1:] - trend, axis=1)
-            index = start + centre
-            bad = (rows[centre, 0] > move_end_s) & (index >= n) & (osc > band_m)
-            for i, t in zip(index[bad][-(n + 1):], rows[centre, 0][bad][-(n + 1):]):
-                outside.append((int(i), float(t)))
-            while len(outside) > n + 1:
-                outside.popleft()
-        keep = min(len(rows), lo + hi)
-        start += len(rows) - keep
-        carry = rows[len(rows) - keep:]
-    total = start + len(carry)
-    if n is None or total < 3 * n:
-        return None
-    valid = [t for i, t in outside if i < total - n]
-    return float(valid[-1] - move_end_s) if valid else 0.0
+class Settling:
+    """Since when a signal stays within `band` of `reference` from `from_s` on, and how far it
+    strays from it there: fed rows (t, then the signal's columns) block by block, in order."""
+
+    def __init__(self, reference: np.ndarray, band: float, from_s: float = -np.inf):
+        self.reference = np.asarray(reference, float)
+        self.band, self.from_s = band, from_s
+        self.first_s: float | None = None           # the first row at or after from_s
+        self.last_outside_s: float | None = None    # the last row outside the band
+        self.back_s: float | None = None            # the row after it (None while it is the last row read)
+        self.peak: float | None = None              # the largest distance from the reference
+        self.end_s: float | None = None             # the last row
+
+    def feed(self, rows: np.ndarray) -> None:
+        if not len(rows):
+            return
+        self.end_s = float(rows[-1, 0])
+        rows = rows[rows[:, 0] >= self.from_s]
+        if not len(rows):
+            return
+        t = rows[:, 0]
+        if self.first_s is None:
+            self.first_s = float(t[0])
+        if self.last_outside_s is not None and self.back_s is None:
+            self.back_s = float(t[0])
+        distance = np.linalg.norm(rows[:, 1:] - self.reference, axis=1)
+        self.peak = max(float(distance.max()), self.peak or 0.0)
+        outside = np.flatnonzero(distance > self.band)
+        if outside.size:
+            k = outside[-1]
+            self.last_outside_s = float(t[k])
+            self.back_s = float(t[k + 1]) if k + 1 < len(t) else None
+
+    def settled_at(self, window_s: float) -> float | None:
+        """The first time >= from_s after which the signal stays within the band to the end; None
+        if it never does, or does only within the last `window_s` (the final value's own window)."""
+        if self.first_s is None:
+            return None
+        if self.last_outside_s is None:
+            return self.first_s
+        if self.back_s is None:
+            return None
+        return self.back_s if self.end_s - self.back_s > window_s else None
+
+
+class Peak:
+    """The largest magnitude of one column: fed rows (t, then the column)."""
+
+    def __init__(self) -> None:
+        self.value: float | None = None
+
+    def feed(self, rows: np.ndarray) -> None:
+        if len(rows):
+            peak = float(np.abs(rows[:, 1]).max())
+            self.value = peak if self.value is None else max(self.value, peak)

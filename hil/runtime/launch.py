@@ -2,33 +2,50 @@
 plugin (hil.testing.pytest_plugin) share.
 
 ``build_emulator`` reads the arm preset, the bus map and a fault scenario, opens the link and
-returns the emulator with the link spec its firmware opens. ``spawn_firmware`` starts a firmware
-(the reference firmware, or any command line of the user's) in its own process on that spec.
+returns the emulator with the far end of the link its firmware opens. ``spawn_firmware`` starts a
+firmware (the reference firmware, or any command line of the user's, with placeholders for that
+end: hil.runtime.firmware_process) in its own process. A bus map refuses a link that cannot carry
+its frames, and the plant step, the cycle period and the bus map's cycle must agree.
 """
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from hil.logs.targets import Targets
+from hil.model.presets import CONFIG_ROOT, resolve
+from hil.runtime.firmware_process import Endpoint, FirmwareProcess, endpoint_of, expand
 from hil.runtime.loop import Emulator, RuntimeOptions
 from hil.runtime.sysguard import exit_with_parent
 
 LINK_PLACEHOLDER = "{link}"     # in a firmware command line: replaced by the spec its end opens
 # the reference firmware's own description of ELLA (firmware_bridge.reference.nominal)
-REFERENCE_PARAMS = Path(__file__).resolve().parents[2] / "configs" / "firmware" / "ella_nominal.toml"
+REFERENCE_PARAMS = CONFIG_ROOT / "firmware" / "ella_nominal.toml"
 
 
 @dataclass
 class Built:
     emulator: Emulator
-    firmware_link: str          # the link spec the firmware opens (the other end of a pty pair)
+    endpoint: Endpoint          # the firmware's end of the link (the other end of a pty pair)
+    arm: str                    # the preset file
+    scenario_targets: Targets | None = None     # the scenario's [verdict] table
+
+    @property
+    def firmware_link(self) -> str:
+        return self.endpoint.link
+
+    def ready_line(self) -> dict:
+        """What a firmware needs to connect, once the emulator takes commands (`hil run` prints it)."""
+        opt = self.emulator.opt
+        return {"link": self.endpoint.kind, "endpoint": self.endpoint.port, "firmware_link": self.endpoint.link,
+                "interface": self.endpoint.interface, "bus": self.endpoint.bus, "period_s": opt.period_s,
+                "mode": opt.mode, "start": "first_command" if opt.mode == "lockstep" else opt.start}
 
 
 def build_emulator(arm: str | Path, bus: str | Path, link: str = "pty", options: RuntimeOptions | None = None,
@@ -42,7 +59,7 @@ def build_emulator(arm: str | Path, bus: str | Path, link: str = "pty", options:
     models; `ideal_drives`: ideal torque drives instead of its motors (the loop benchmark's
     reference, `hil bench loop --models`); `formulation`: the plant's kernel (hil.dynamics.plant.FORMULATIONS)."""
     from firmware_bridge.canopen import DriveNodes, is_canopen
-    from firmware_bridge.connect import open_link, open_pty_pair_link
+    from firmware_bridge.connect import check_link_fits, open_link, open_pty_pair_link
     from firmware_bridge.messages import BusMap
     from firmware_bridge.signals import CommandInput, SensorOutput
     from hil.model.config import load_model
@@ -52,7 +69,12 @@ def build_emulator(arm: str | Path, bus: str | Path, link: str = "pty", options:
     from hil.model.plausibility import warn_static_deflection
     from hil.model.sensor_specs import default_sensors
 
+    arm, bus = resolve("preset", arm), resolve("bus", bus)
+    scenario = None if scenario is None else resolve("scenario", scenario)
     bus_map = BusMap.load(bus)
+    check_link_fits(bus_map, link)
+    if firmware_link is not None:
+        check_link_fits(bus_map, firmware_link)
     plant = Plant(load_model(arm), formulation=formulation)
     plant.equilibrium_eta()
     warn_static_deflection(plant)
@@ -78,7 +100,8 @@ def build_emulator(arm: str | Path, bus: str | Path, link: str = "pty", options:
     except Exception:
         raw.close()
         raise
-    return Built(emulator, firmware_link or other_end)
+    return Built(emulator, endpoint_of(firmware_link or other_end, str(bus)), str(arm),
+                 None if faults is None else faults.targets)
 
 
 def reference_firmware(params: str | Path, bus: str | Path, duration_s: float | None = None,
@@ -96,13 +119,13 @@ def reference_firmware(params: str | Path, bus: str | Path, duration_s: float | 
     return cmd + (["--vibration-suppression"] if vibration_suppression else [])
 
 
-def spawn_firmware(command: Sequence[str], link_spec: str, cpu: int | None = None, priority: int | None = None,
-                   ready_line: str | None = "ready", cwd: str | Path | None = None) -> subprocess.Popen:
-    """Start a firmware process: `command` with LINK_PLACEHOLDER replaced by `link_spec`, pinned to
-    `cpu` and under SCHED_FIFO `priority` if given. With `ready_line`, wait until the firmware
-    prints it (it has opened its end of the link) and fail with its output otherwise."""
-    cmd = [part.replace(LINK_PLACEHOLDER, link_spec) for part in command]
-
+def spawn_firmware(command: Sequence[str], endpoint: Endpoint, cpu: int | None = None, priority: int | None = None,
+                   ready_line: str | None = "ready", cwd: str | Path | None = None,
+                   echo: Callable[[str], None] | None = None, ready_timeout_s: float = 300.0) -> FirmwareProcess:
+    """Start a firmware process: `command` with its placeholders filled in from `endpoint`
+    (hil.runtime.firmware_process), pinned to `cpu` and under SCHED_FIFO `priority` if given.
+    With `ready_line`, wait until the firmware prints it (it has opened its end of the link) and
+    fail with its exit status and output otherwise."""
     def placement() -> None:
         exit_with_parent(parent)
         if cpu is not None:
@@ -110,28 +133,17 @@ def spawn_firmware(command: Sequence[str], link_spec: str, cpu: int | None = Non
         if priority is not None:
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
     parent = os.getpid()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, preexec_fn=placement, cwd=cwd)
+    firmware = FirmwareProcess(expand(command, endpoint), cwd=cwd, placement=placement, echo=echo)
     if ready_line is not None:
         try:
-            line = proc.stdout.readline()
+            line = firmware.next_line(ready_timeout_s)
         except BaseException:
-            stop_process(proc)
+            firmware.stop(0.0)
             raise
-        if line.strip() != ready_line:
-            stop_process(proc)
-            raise RuntimeError(f"firmware {cmd[:4]}... did not print {ready_line!r}: {line!r}")
-    return proc
-
-
-def stop_process(proc: subprocess.Popen) -> None:
-    """Kill a spawned process unless it has exited, reap it and close its stdout pipe."""
-    try:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-    finally:
-        if proc.stdout is not None:
-            proc.stdout.close()
+        if line is None or line.strip() != ready_line:
+            status = firmware.stop(0.0)
+            raise RuntimeError(f"{firmware.describe_exit(status)}\n(it did not print {ready_line!r} first; got {line!r})")
+    return firmware
 
 
 def await_host(link, timeout_s: float = 5.0) -> None:

@@ -10,6 +10,14 @@ sensor frames; send them (bus faults and output delay act there); log. Modes: `r
 (fixed period), `afap` (as fast as possible) and `lockstep` (one step per received command
 frame, deterministic).
 
+Start and silence (hil.runtime.start): until the first valid command the first sensor frames go
+out again now and then; realtime and afap start their clock then (unless `start = "immediately"`),
+no command within `start_timeout_s` fails the run. In lockstep an unanswered sensor frame goes out
+again every second and after `lockstep_timeout_s` marks the firmware silent: the plant steps on
+without commands (the watchdog acts), waiting `lockstep_silent_poll_s` per cycle for answers; a
+cycle whose sensor frames a bus fault withheld expects none. `abort(reason)` fails the run.
+The options (period, mode, start, watchdog, safe state, ...): hil.runtime.options.
+
 CANopen maps (firmware_bridge.canopen.DriveNodes as `protocol`): the nodes take NMT and SYNC
 frames and drop RPDOs while not operational; lockstep steps once per SYNC (in any NMT state: the
 SYNC is the bus's clock), realtime/afap step on their own period and a SYNC only marks which
@@ -19,10 +27,10 @@ drives, or drives that left operational, are in the safe state until NMT start.
 """
 from __future__ import annotations
 
+import select
 import signal
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -36,77 +44,19 @@ from hil.devices.drives import DriveBank
 from hil.faults.engine import FaultEngine, bus_encoding, encoder_counter_bits
 from hil.model.spec import INTERFACE_VOLTAGE
 from hil.dynamics.plant import Plant, SimulationError, wrench_columns
+from hil.runtime.command_age import CommandAge
 from hil.runtime.realtime import CycleStats, OverrunHalt, Pacer, RealtimeSetup
 from hil.runtime.divergence import DivergenceGuard
+from hil.runtime.options import RuntimeOptions, Watchdog
 from hil.runtime.receive import ReceiveBudget
+from hil.runtime.start import await_first_command, check_period, link_poller
 from hil.runtime.stalls import Heartbeat, OverrunCauses
 from hil.logs.run_logger import RunLogger
 from hil.faults.scenario import Scenario
 from hil.model.sensor_specs import SensorSpec
 from hil.devices.sensors import SensorSuite
 
-MODES = ("realtime", "afap", "lockstep")
-SAFE_STATES = ("zero_torque", "hold", "brake")
-
-
-@dataclass
-class RuntimeOptions:
-    mode: str = "realtime"
-    period_s: float = 1e-3
-    duration_s: float | None = None
-    overrun_policy: str = "skip"
-    halt_after: int = 0
-    ignore_first_s: float = 0.5
-    watchdog_s: float = 0.05            # no valid command for this long trips the watchdog
-    safe_state: str = "zero_torque"
-    hold_gains: tuple[float, float] = (2000.0, 100.0)   # kp [N m/rad], kd [N m s/rad] of the hold state
-    brake_damping_N_m_s_rad: float = 100.0   # -c qd held over a step diverges once c dt > 2 J, J a joint's
-                                             # apparent inertia 1/(M^-1)_jj: ELLA elbow 0.133 kg m^2, c < 265
-    lockstep_timeout_s: float = 1.0     # lockstep: give up waiting for a command after this long
-    realtime: bool = True               # try SCHED_FIFO, mlockall, gc freeze
-    priority: int = 80
-    cpu: int | None = None
-    announce_faults: bool = False       # FAULT_ACTIVE in the frames to the firmware (always in the log): off,
-                                        # so a firmware under test reacts to a fault's effect, not to the bit
-    seed: int | None = None             # sensor noise and fault seed (None: the model's sensor_seed,
-                                        # the scenario's seed)
-    log_path: str | None = None
-    log_wrenches: bool = False          # the joint interaction wrenches w_<joint>_mx .. _fz in the run log
-    bus_record_path: str | None = None  # every frame sent and received, python-can format by suffix (.asc, .blf)
-    stats_capacity: int = 600_000
-    receive_frames: int = 64            # per cycle at most (hil.runtime.receive): the rest is dropped, counted
-    receive_budget_s: float = 500e-6    # per cycle at most for receiving (realtime mode)
-
-    def validate(self) -> None:
-        if self.mode not in MODES:
-            raise ValueError(f"mode {self.mode!r}: expected one of {', '.join(MODES)}")
-        if self.safe_state not in SAFE_STATES:
-            raise ValueError(f"safe_state {self.safe_state!r}: expected one of {', '.join(SAFE_STATES)}")
-        if not self.period_s > 0:
-            raise ValueError(f"period_s = {self.period_s}: expected a positive period in s")
-
-
-@dataclass
-class Watchdog:
-    """Trips when no valid command arrived for `timeout_s`; a valid command clears it."""
-
-    timeout_s: float
-    last_valid_s: float = 0.0
-    tripped: bool = False
-    trips: int = 0
-    events: list = field(default_factory=list)
-
-    def check(self, now_s: float, fresh: bool) -> bool:
-        if fresh:
-            self.last_valid_s = now_s
-            if self.tripped:
-                self.tripped = False
-                self.events.append(("cleared", now_s))
-        elif not self.tripped and now_s - self.last_valid_s > self.timeout_s:
-            self.tripped = True
-            self.trips += 1
-            self.events.append(("tripped", now_s))
-        return self.tripped
+KEEPALIVE_S = 1.0       # lockstep: an unanswered sensor frame goes out again after this long (same counter)
 
 
 class Emulator:
@@ -122,9 +72,11 @@ class Emulator:
         model's motors (hil.devices.drives.DriveBank; ideal torque drives where a joint has none).
         `sensors`: the sensor specs, default the model's (hil.devices.sensors.SensorSuite)."""
         options.validate()
-        self.plant = plant
         bus = commands.reader.bus
+        options = check_period(options, plant, bus)
+        self.plant = plant
         self.link = FaultyLink(link, bus)
+        self._poll = link_poller(link)
         self.commands = commands
         self.sensors_out = sensors_out
         self.opt = options
@@ -147,9 +99,21 @@ class Emulator:
         # read-to-send latency: a command frame taken off the link -> the first sensor frame computed with it
         self.latency_ns = np.zeros(options.stats_capacity, np.int64)
         self.latency_count = 0
+        self.age = CommandAge(options.stats_capacity)
         self.cycle = 0
         self.stop_requested = False
-        self._held_fresh = False            # lockstep: a command taken in while waiting
+        self.failure: str | None = None     # why the run failed (start timeout, the firmware exited, ...)
+        self.finished = False               # the loop has ended (a firmware exit then fails nothing)
+        self.n_cycles: int | None = None
+        self.start_report: dict = {}       # how the run started: waited_s, resent
+        self._early: list[Frame] = []       # frames read just before the sensor frames went out
+        self._answer_expected = True        # lockstep: the last cycle's sensor frames went out
+        self._silent = False                # lockstep: the firmware left a sensor frame unanswered
+        self.silent_cycles = 0
+        self._last_sensor_frames: list[Frame] = []
+        self.resent_frames = 0              # lockstep: unanswered sensor frames sent again
+        self.dropped_while_silent = 0
+        self.held_fresh = False             # a command taken in while waiting (lockstep, start)
         self._rejected_now = False          # a command frame was rejected this cycle
         self._received: list[Frame] = []    # this cycle's frames (reused)
         self.divergence = DivergenceGuard(plant, self.drives)
@@ -176,7 +140,7 @@ class Emulator:
                            for mode in labels]                           # modal coordinates: the links' shape
                         + [f"brake_{j}" for j in plant.layout.joint_names]     # 0 open, 1 closed, 2 holding
                         + [c for name in self.sensors.channel_names for c in (name, f"{name}_true")]
-                        + ["tip_x", "tip_y", "tip_z", "lateness_us", "compute_us", "io_us"]
+                        + ["tip_x", "tip_y", "tip_z", "lateness_us", "compute_us", "io_us", "cmd_age_us"]
                         + (wrench_columns(plant.layout.joint_names) if options.log_wrenches else []))
         self._wrench_row = plant.wrenches[:nj].reshape(-1) if options.log_wrenches else None   # a view
         self.logger: RunLogger | None = None
@@ -191,21 +155,53 @@ class Emulator:
         for _ in range(steps):
             self.drives.update(self.commands.tau)
 
+    def firmware_exited(self, status: int) -> None:
+        """The firmware process ended: that fails the run (also one not yet started) unless the
+        loop has finished its cycles."""
+        if not self.finished and (self.n_cycles is None or self.cycle < self.n_cycles):
+            how = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
+            self.abort(f"the firmware {how} at t = {self.plant.t:.3f} s (cycle {self.cycle}), before the run's end")
+
+    def idle(self, remaining_s: float) -> None:
+        """Wait for input without spinning (lockstep, start): on the link's descriptor where it has
+        one (at most 5 ms: a fault layer may hold frames of its own), else 20 us; a pty whose other
+        end nobody has opened yet only hangs up, so then 1 ms."""
+        if self._poll is None:
+            time.sleep(20e-6)
+        elif remaining_s > 0:
+            events = self._poll.poll(min(remaining_s, 5e-3) * 1e3)
+            if events and not events[0][1] & select.POLLIN:
+                time.sleep(1e-3)
+
+    def abort(self, reason: str) -> None:
+        """Fail the run and stop the loop (any thread; the first reason stays)."""
+        if self.failure is None:
+            self.failure = reason
+        self.stop_requested = True
+
     # ------------------------------------------------------------------ one cycle
     def _receive(self) -> list[Frame]:
-        """Every frame waiting on the link (through its fault layer), recorded when recording."""
+        """Every frame waiting on the link (through its fault layer), recorded when recording;
+        the frames read just before the last sensor frames went out come first."""
         frames = self._received
         frames.clear()
-        self.receive_budget.take(self.link, frames, self._record_received if self.recorder else None)
+        if self._early:
+            frames.extend(self._early)
+            self._early.clear()
+        self._read_into(frames)
         return frames
+
+    def _read_into(self, frames: list[Frame]) -> None:
+        """The link's waiting frames, within the receive budget (each read: hil.runtime.receive)."""
+        self.receive_budget.take(self.link, frames, self._record_received if self.recorder else None)
 
     def _record_received(self, frame: Frame) -> None:
         self.recorder.put(frame, received=True)
 
     def _decode(self, frames: list[Frame]) -> bool:
         """Take the received frames in; True if a valid command arrived (refreshes the watchdog)."""
-        fresh = self._held_fresh
-        self._held_fresh = False
+        fresh = self.held_fresh
+        self.held_fresh = False
         rejected = self.commands.reader.rejected_total
         for frame in frames:
             fresh |= self._take(frame)
@@ -216,7 +212,14 @@ class Emulator:
         """Feed a received frame; True if it was a valid command (refreshes the watchdog)."""
         if self.protocol is not None and self.protocol.receive(frame):
             return False                    # NMT, SYNC, or an RPDO its node does not take now
-        return self.commands.feed(frame)
+        return self.take_command(frame)
+
+    def take_command(self, frame: Frame) -> bool:
+        """Feed a frame to the command reader; True if it was a valid command (its age tracked)."""
+        if not self.commands.feed(frame):
+            return False
+        self.age.taken(int(frame.timestamp * 1e9) if frame.timestamp > 0 else time.monotonic_ns())
+        return True
 
     def _applied_torque(self) -> np.ndarray:
         """The drives' commands: as received, or in the safe state the safe torques, converted to
@@ -314,13 +317,26 @@ class Emulator:
         # CANopen: boot-up, heartbeats due, TPDOs answering a SYNC
         return self.protocol.transmit(lambda k: self.sensors_out.frames(k, measured, status))
 
-    def _send(self, frames: list[Frame]) -> None:
+    def send_frames(self, frames: list[Frame]) -> bool:
+        """Send frames; True if any went out on the wire (a bus fault may withhold them)."""
+        before = self.link.counters.tx_frames
         for frame in frames:
             self.link.send(frame)
             if self.recorder:
                 self.recorder.put(frame, received=False)
+        return self.link.counters.tx_frames > before
 
-    def _log(self, tau: np.ndarray, status: int, lateness: int, compute: int, io: int) -> None:
+    def send_sensors(self, frames: list[Frame]) -> None:
+        """The cycle's sensor frames, their send time kept for the command age; frames a silent
+        firmware leaves unread are counted apart (no link error: it does not listen)."""
+        dropped = self.link.counters.tx_dropped
+        self._answer_expected = self.send_frames(frames)
+        if self._silent:
+            self.dropped_while_silent += self.link.counters.tx_dropped - dropped
+        self._last_sensor_frames = frames
+        self.age.sent(time.monotonic_ns())
+
+    def _log(self, tau: np.ndarray, status: int, lateness: int, compute: int, io: int, cmd_age_us: float) -> None:
         if self.logger is None:
             return
         lay = self.plant.layout
@@ -338,9 +354,9 @@ class Emulator:
         r[i + 1:i + 2 * n:2] = self.sensors.truth
         i += 2 * n
         r[i:i + 3] = self.sensors.tip
-        r[i + 3:i + 6] = lateness * 1e-3, compute * 1e-3, io * 1e-3
+        r[i + 3:i + 7] = lateness * 1e-3, compute * 1e-3, io * 1e-3, cmd_age_us
         if self._wrench_row is not None:
-            r[i + 6:] = self._wrench_row
+            r[i + 7:] = self._wrench_row
         self.logger.put(r)
         if len(self.faults.events) > self._events_logged:
             for e in self.faults.events_since(self._events_logged):
@@ -355,6 +371,7 @@ class Emulator:
         c0 = time.thread_time_ns()
         self.faults.begin_cycle(self.cycle, self.plant.t)
         fresh = self._decode(self._receive())
+        cmd_age_us = self.age.cycle_start(t0)
         self._supervise(fresh)
         t1 = time.monotonic_ns()
         tau = self.drives.update(self._applied_torque())
@@ -365,12 +382,15 @@ class Emulator:
         self.cycle += 1
         t2 = time.monotonic_ns()
         status = self._status()
-        self._send(self._encode(status & self._announced))
+        frames = self._encode(status & self._announced)
+        if self.opt.mode != "lockstep":     # commands that arrived while the plant stepped answer older frames
+            self._read_into(self._early)
+        self.send_sensors(frames)
         t3 = time.monotonic_ns()
         if fresh and self.commands.arrival_s > 0:
             self.latency_ns[self.latency_count % len(self.latency_ns)] = t3 - int(self.commands.arrival_s * 1e9)
             self.latency_count += 1
-        self._log(tau, status, lateness_ns, t2 - t1, (t1 - t0) + (t3 - t2))
+        self._log(tau, status, lateness_ns, t2 - t1, (t1 - t0) + (t3 - t2), cmd_age_us)
         self.stats.record(lateness_ns, t2 - t1, (t1 - t0) + (t3 - t2), t3 - t0)
         self._last_work = (t0, time.thread_time_ns() - c0, t2 - t1, (t1 - t0) + (t3 - t2))
 
@@ -393,35 +413,52 @@ class Emulator:
 
     # ------------------------------------------------------------------ the loop
     def _wait_for_command(self) -> bool:
-        """Lockstep: poll the link until a valid command frame has been taken in, or the timeout."""
+        """Lockstep: poll the link until a valid command frame has been taken in; False only when
+        stopped (CANopen: or no SYNC within the timeout). Without an answer in time the firmware
+        is silent and the plant steps on; without sensor frames sent there is nothing to answer."""
         if self.protocol is not None:
             return self._wait_for_sync()
-        deadline = time.monotonic() + self.opt.lockstep_timeout_s
+        if self.held_fresh:                # the first command, taken in while starting
+            return True
+        if not self._answer_expected:
+            return True
+        now = time.monotonic()
+        deadline = now + (self.opt.lockstep_silent_poll_s if self._silent else self.opt.lockstep_timeout_s)
+        resend_at = now + KEEPALIVE_S
         while not self.stop_requested and time.monotonic() < deadline:
             frame = self.link.recv()
             if frame is None:
-                time.sleep(20e-6)
+                if not self._silent and time.monotonic() >= resend_at:    # lost, or a firmware that is alive
+                    self.send_frames(self._last_sensor_frames)            # only while it hears from the plant
+                    self.resent_frames += len(self._last_sensor_frames)
+                    resend_at += KEEPALIVE_S
+                self.idle(min(deadline, resend_at) - time.monotonic())
                 continue
             if self.recorder:
                 self.recorder.put(frame, received=True)
-            if self.commands.feed(frame):
-                self._held_fresh = True
+            if self.take_command(frame):
+                self.held_fresh = True
+                self._silent = False
                 return True
-        return False
+        if self.stop_requested:
+            return False
+        self._silent = True
+        self.silent_cycles += 1
+        return True
 
     def _wait_for_sync(self) -> bool:
         """Lockstep on a CANopen map: take frames (NMT, RPDOs) until a SYNC, or the timeout; the
         nodes' heartbeats keep going out meanwhile."""
         deadline = time.monotonic() + self.opt.lockstep_timeout_s
         while not self.stop_requested and time.monotonic() < deadline:
-            self._send(self.protocol.heartbeats())
+            self.send_frames(self.protocol.heartbeats())
             if self.protocol.step_due:
                 return True
             frame = self.link.recv()
             if frame is None:
-                time.sleep(20e-6)
+                self.idle(deadline - time.monotonic())
                 continue
-            self._held_fresh |= self._take(frame)
+            self.held_fresh |= self._take(frame)
             if self.recorder:
                 self.recorder.put(frame, received=True)
         return self.protocol.step_due
@@ -435,25 +472,31 @@ class Emulator:
             self.logger = RunLogger(self.opt.log_path, self.header, self.columns, tap=self.live)
         if self.opt.bus_record_path:
             self.recorder = BusRecorder(self.opt.bus_record_path)
-        rt = RealtimeSetup(self.opt.priority, self.opt.cpu) if self.opt.realtime else None
+        # only where time matters: SCHED_FIFO stepping afap/lockstep starves the firmware and tty workers
+        rt = RealtimeSetup(self.opt.priority, self.opt.cpu) if self.opt.realtime and self.opt.mode == "realtime" else None
         report = rt.apply() if rt else None
         # started after the real-time setup: the heartbeat shares the loop thread's CPU and class
         self.overrun_causes = OverrunCauses(self.opt.period_s, Heartbeat().start() if self.opt.mode == "realtime" else None)
         pacer = Pacer(self.opt.period_s, "afap" if self.opt.mode != "realtime" else "realtime",
                       overrun_policy=self.opt.overrun_policy, halt_after=self.opt.halt_after,
                       ignore_first_s=self.opt.ignore_first_s)
-        n_cycles = None if self.opt.duration_s is None else int(round(self.opt.duration_s / self.plant.dt))
-        self._send(self._encode(0))            # first sensor frame (CANopen: boot-up): the firmware's cue
+        n_cycles = self.n_cycles = None if self.opt.duration_s is None else int(round(self.opt.duration_s / self.plant.dt))
+        initial = self._encode(0)               # first sensor frame (CANopen: boot-up): the firmware's cue
+        self.send_sensors(initial)
         halted = None
         try:
+            if self.opt.mode == "lockstep" or self.opt.start == "first_command":
+                await_first_command(self, initial)
             while not self.stop_requested and (n_cycles is None or self.cycle < n_cycles):
                 if self.opt.mode == "lockstep" and not self._wait_for_command():
-                    halted = f"lockstep: no {'SYNC' if self.protocol else 'command'} within the timeout"
+                    if not self.stop_requested:
+                        halted = "lockstep: no SYNC within the timeout"
                     break
                 self.step_once(self._paced_wait(pacer))
         except OverrunHalt as exc:
             halted = f"overrun halt: {exc}"
         finally:
+            self.finished = True
             if self.overrun_causes.heartbeat is not None:
                 self.overrun_causes.heartbeat.stop()
             if rt:
@@ -496,10 +539,15 @@ class Emulator:
             "log": None if self.logger is None else self.logger.report(),
             "faults": self.faults.summary(),
             "drives": {"torque_limited_cycles": self._limited_cycles},
-            "q": self.plant.q().tolist(), "tip": self.sensors.tip.tolist(),
+            "joints": list(self.plant.layout.joint_names), "q": self.plant.q().tolist(),
+            "tip": self.sensors.tip.tolist(),
             "read_to_send_us": self._latency_summary(),
             "integrator": self.plant.plan.summary(),
+            "firmware_timing": self.age.summary(), "start": self.start_report, "failed": self.failure,
         }
+        if self.opt.mode == "lockstep":
+            out["lockstep"] = {"silent_cycles": self.silent_cycles, "resent_frames": self.resent_frames,
+                               "dropped_while_silent": self.dropped_while_silent}
         if self.protocol is not None:
             out["canopen"] = self.protocol.counters()
         return out

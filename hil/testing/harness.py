@@ -1,20 +1,28 @@
 """An emulator run for a test: the emulator in a background thread of this process (or in its own
 process), a firmware in another process, live state and the fault API while it runs, the run
-log afterwards. The pytest plugin (hil.testing.pytest_plugin) hands these out as fixtures.
+log and the verdicts afterwards. The pytest plugin (hil.testing.pytest_plugin) hands these out as
+fixtures.
 
     run = EmulatorRun(duration_s=3.0, safe_state="brake").start()   # ELLA, serial pty, reference firmware
     run.wait_until(1.0)
     run.inject("dropout", "enc_elbow")                              # hil.faults.engine kinds and parameters
     result = run.finish()
-    result.log.column("qd_elbow"), result.log.events, result.firmware["fault"]
+    result.log.column("qd_elbow"), result.log.events, result.verdicts
 
-Thread mode (default) gives the live plant, the sensors and `faults` (hil.faults.engine.FaultEngine) while
-the loop runs; injections take effect at the next cycle start. From the test's thread, change the
-run only through `inject` / `faults` (inject, clear); read everything else, write nothing else. Subprocess mode runs `hil run` in its
+Runs are lockstep by default (one plant step per command: deterministic, whatever the machine's
+load); `mode="realtime"` tests the firmware's timing. Thread mode (default) gives the live plant, the
+sensors and `faults` (hil.faults.engine.FaultEngine) while the loop runs; injections take effect at
+the next cycle start. From the test's thread, change the run only through `inject` / `faults`
+(inject, clear); read everything else, write nothing else. Subprocess mode runs `hil run` in its
 own process: faults then come only from the scenario file, and the result is the same log and
-summary. In both modes the firmware is a command line (LINK_PLACEHOLDER stands for the link spec
-its end opens), the reference firmware by default, or None for firmware on real hardware that
-opens the link itself.
+summary. The firmware is the reference firmware by default, any command line (placeholders
+{port}, {link}, {interface}, {channel}, {bus}: hil.runtime.firmware_process), or None for firmware
+on real hardware that opens the link itself.
+
+`finish()` raises RunFailed, never returns, when the run proves nothing: the firmware process
+exited before the end, no valid command within the start timeout, no cycle ran, or the link
+could not carry the frames (hil.runtime.outcome). With `targets` (a [verdict] file or shipped
+name; else the scenario's [verdict]) the result carries the verdicts.
 """
 from __future__ import annotations
 
@@ -34,71 +42,53 @@ from typing import Any
 import numpy as np
 
 from hil.faults.spec import Duration, Fault, Trigger
+from hil.logs.runlog import RunLog
+from hil.logs.targets import load_targets
+from hil.model.presets import resolve
+from hil.runtime.firmware_process import FirmwareProcess
 from hil.runtime.launch import REFERENCE_PARAMS, await_host, build_emulator, reference_firmware, spawn_firmware
-from hil.logs.runlog import read_run
 from hil.runtime.loop import RuntimeOptions
+from hil.runtime.outcome import failures, judge
 
-ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = "reference"
 
 
-@dataclass
-class RunLog:
-    """A run log's rows by column name, and its events (fault injections and clearances,
-    watchdog trips) as maps with "event", "cycle", "t" and, for faults, "fault" and "detail"."""
+class RunFailed(AssertionError):
+    """The run proves nothing about the firmware (see the module doc); `summary` has the details."""
 
-    header: dict
-    rows: np.ndarray
-
-    @property
-    def columns(self) -> list[str]:
-        return self.header["columns"]
-
-    @property
-    def events(self) -> list[dict]:
-        return self.header.get("events", [])
-
-    @property
-    def t(self) -> np.ndarray:
-        return self.column("t")
-
-    def column(self, name: str) -> np.ndarray:
-        try:
-            return self.rows[:, self.columns.index(name)]
-        except ValueError:
-            raise KeyError(f"no column {name!r}; columns: {', '.join(self.columns)}") from None
-
-    def event_time(self, event: str, fault: str | None = None) -> float:
-        """Time [s] of the first event of this kind (and fault name); KeyError if none."""
-        for e in self.events:
-            if e["event"] == event and (fault is None or e.get("fault") == fault):
-                return float(e["t"])
-        raise KeyError(f"no {event!r} event" + (f" of fault {fault!r}" if fault else "") + f" in {self.events}")
-
-    def window(self, t0: float, t1: float = np.inf) -> RunLog:
-        """The rows with t0 <= t < t1."""
-        t = self.t
-        return RunLog(self.header, self.rows[(t >= t0) & (t < t1)])
+    def __init__(self, reasons: list[str], summary: dict | None, output: str = ""):
+        self.summary = summary
+        text = "; ".join(reasons)
+        super().__init__(text + (f"\nfirmware output (last lines):\n{output}" if output else ""))
 
 
 @dataclass
 class RunResult:
-    summary: dict                      # the emulator's summary (timing, counters, faults, ...)
+    summary: dict                      # the emulator's summary (timing, counters, faults, verdicts, ...)
     firmware: dict | None              # the reference firmware's JSON result, None for other firmware
     log: RunLog
-    firmware_output: str = ""          # everything the firmware printed
+    firmware_output: str = ""          # the last lines the firmware printed
+
+    @property
+    def verdicts(self) -> list[dict]:
+        """The verdicts against the run's targets ([] without targets)."""
+        return self.summary.get("verdicts", [])
+
+    def failed_verdicts(self) -> list[dict]:
+        return [v for v in self.verdicts if not v["passed"]]
 
 
 @dataclass
 class EmulatorRun:
     """One emulator run; settings as `hil run` takes them (see hil.runtime.launch.build_emulator)."""
 
-    arm: str = "configs/ella.toml"
-    bus: str = "configs/bus/serial_frame.toml"
+    arm: str = "ella"                  # a preset file or a shipped name
+    bus: str = "serial_frame"          # a bus map file or a shipped name
     link: str = "pty"
     firmware: Sequence[str] | str | None = REFERENCE   # REFERENCE, a command line (str or argv), None
     scenario: str | None = None
-    mode: str = "realtime"
+    targets: str | None = None         # a [verdict] file or a shipped name (default: the scenario's)
+    mode: str = "lockstep"
     duration_s: float = 3.0
     seed: int | None = None
     watchdog_s: float = 0.05
@@ -106,13 +96,15 @@ class EmulatorRun:
     move_time_s: float = 1.0
     vibration_suppression: bool = False
     realtime: bool = False             # SCHED_FIFO, mlockall, gc freeze for the loop thread
+    start_timeout_s: float = 30.0
     subprocess: bool = False           # run `hil run` in its own process instead of a thread
     log_path: str | None = None        # default: a file in a temporary folder, removed by close()
-    cwd: str = str(ROOT)               # relative config paths start here
+    cwd: str = "."                     # relative config paths and the firmware start here
     _thread: threading.Thread | None = field(default=None, init=False, repr=False)
     _emulator: Any = field(default=None, init=False, repr=False)
+    _built: Any = field(default=None, init=False, repr=False)
     _process: subprocess.Popen | None = field(default=None, init=False, repr=False)
-    _firmware: subprocess.Popen | None = field(default=None, init=False, repr=False)
+    _firmware: FirmwareProcess | None = field(default=None, init=False, repr=False)
     _summary: dict | None = field(default=None, init=False, repr=False)
     _error: BaseException | None = field(default=None, init=False, repr=False)
     _link_closed: bool = field(default=False, init=False, repr=False)
@@ -129,30 +121,35 @@ class EmulatorRun:
             self._start_thread()
         return self
 
-    def _path(self, p: str | None) -> str | None:
-        return None if p is None else str(Path(self.cwd, p))
+    def _path(self, kind: str, p: str | None) -> str | None:
+        """A file relative to cwd, or a shipped name."""
+        if p is None:
+            return None
+        local = Path(self.cwd, p)
+        return str(local) if local.exists() else resolve(kind, p)
 
-    def _firmware_command(self) -> list[str] | None:
+    def _firmware_command(self, bus: str) -> list[str] | None:
         if self.firmware is None:
             return None
         if self.firmware == REFERENCE:
-            return reference_firmware(REFERENCE_PARAMS, self._path(self.bus), self.duration_s, self.move_time_s,
+            return reference_firmware(REFERENCE_PARAMS, bus, self.duration_s, self.move_time_s,
                                       self.vibration_suppression)
         return shlex.split(self.firmware) if isinstance(self.firmware, str) else list(self.firmware)
 
     def _start_thread(self) -> None:
         options = RuntimeOptions(mode=self.mode, duration_s=self.duration_s, watchdog_s=self.watchdog_s,
                                  safe_state=self.safe_state, realtime=self.realtime, seed=self.seed,
-                                 log_path=self.log_path)
-        built = build_emulator(self._path(self.arm), self._path(self.bus), self.link, options,
-                               self._path(self.scenario))
+                                 log_path=self.log_path, start_timeout_s=self.start_timeout_s)
+        self._built = built = build_emulator(self._path("preset", self.arm), self._path("bus", self.bus), self.link,
+                                             options, self._path("scenario", self.scenario))
         self._emulator = built.emulator
-        command = self._firmware_command()
+        command = self._firmware_command(built.endpoint.bus)
         try:
             if command is not None:
-                self._firmware = spawn_firmware(command, built.firmware_link,
+                self._firmware = spawn_firmware(command, built.endpoint,
                                                 ready_line="ready" if self.firmware == REFERENCE else None,
                                                 cwd=self.cwd)
+                self._firmware.watch(self._emulator.firmware_exited)
                 await_host(self._emulator.link)
         except BaseException:
             self.close()
@@ -167,18 +164,19 @@ class EmulatorRun:
             self._error = exc
 
     def _start_process(self) -> None:
-        cmd = [sys.executable, "-m", "hil", "run", self._path(self.arm), "--bus", self._path(self.bus),
+        cmd = [sys.executable, "-m", "hil", "run", self._path("preset", self.arm), "--bus", self._path("bus", self.bus),
                "--link", self.link, "--mode", self.mode, "--duration", str(self.duration_s), "--log", self.log_path,
-               "--watchdog", str(self.watchdog_s), "--safe-state", self.safe_state, "--json"]
-        cmd += ["--scenario", self._path(self.scenario)] if self.scenario else []
+               "--watchdog", str(self.watchdog_s), "--safe-state", self.safe_state,
+               "--start-timeout", str(self.start_timeout_s), "--json"]
+        cmd += ["--scenario", self._path("scenario", self.scenario)] if self.scenario else []
+        cmd += ["--targets", self._path("targets", self.targets)] if self.targets else []
         cmd += ["--seed", str(self.seed)] if self.seed is not None else []
         cmd += [] if self.realtime else ["--no-realtime"]
         if self.firmware == REFERENCE:
             cmd += ["--spawn-firmware", "--move-time", str(self.move_time_s)]
             cmd += ["--vibration-suppression"] if self.vibration_suppression else []
         elif self.firmware is not None:
-            raise ValueError("subprocess mode starts the reference firmware or none (firmware=None); "
-                             "run other firmware in thread mode")
+            cmd += ["--firmware", self.firmware if isinstance(self.firmware, str) else shlex.join(self.firmware)]
         self._process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=self.cwd)
 
     # ------------------------------------------------------------------ while it runs
@@ -231,31 +229,36 @@ class EmulatorRun:
         return self.finish()
 
     def finish(self, timeout_s: float | None = None) -> RunResult:
-        """Wait for the run's end (its duration) and return summary, firmware result and log."""
-        timeout_s = 10 * self.duration_s + 60 if timeout_s is None else timeout_s
+        """Wait for the run's end (its duration) and return summary, firmware result, log and
+        verdicts; RunFailed if the run proves nothing."""
+        timeout_s = 10 * self.duration_s + 60 + self.start_timeout_s if timeout_s is None else timeout_s
         if self._process is not None:
             return self._finish_process(timeout_s)
         self._thread.join(timeout_s)
         if self._thread.is_alive():
             self._emulator.stop_requested = True
             self._thread.join(5.0)
-        firmware_output = self._collect_firmware()
+        output = self._stop_firmware()
         if not self._thread.is_alive():
             self._close_link()
         if self._error is not None:
             raise self._error
-        return RunResult(self._summary, _last_json(firmware_output), RunLog(*read_run(self.log_path)),
-                         firmware_output)
+        summary = self._summary
+        summary["run_failures"] = failures(summary)
+        if summary["run_failures"]:
+            raise RunFailed(summary["run_failures"], summary, output)
+        targets = load_targets(self._path("targets", self.targets)) if self.targets else self._built.scenario_targets
+        judge(summary, self.log_path, summary["joints"], targets)
+        reference = _last_json("\n".join(self._firmware.stdout)) if self.firmware == REFERENCE else None
+        return RunResult(summary, reference, RunLog.read(self.log_path), output)
 
-    def _collect_firmware(self) -> str:
+    def _stop_firmware(self) -> str:
+        """Let the firmware end (the reference firmware stops by itself; another is terminated);
+        its last lines of output."""
         if self._firmware is None:
             return ""
-        try:
-            out, _ = self._firmware.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            self._firmware.kill()
-            out, _ = self._firmware.communicate()
-        return out or ""
+        self._firmware.stop(30.0 if self.firmware == REFERENCE else 1.0)
+        return "\n".join(list(self._firmware.stderr) or list(self._firmware.stdout))
 
     def _finish_process(self, timeout_s: float) -> RunResult:
         try:
@@ -263,10 +266,11 @@ class EmulatorRun:
         except subprocess.TimeoutExpired:
             self._process.kill()
             out, err = self._process.communicate()
-        if self._process.returncode != 0:
-            raise RuntimeError(f"hil run exited with {self._process.returncode}: {err.strip()[-2000:]}")
         summary = _last_json(out)
-        return RunResult(summary, summary.get("firmware"), RunLog(*read_run(self.log_path)), "")
+        if self._process.returncode not in (0, 1) or summary is None:
+            raise RunFailed([f"hil run exited with {self._process.returncode}"] + (summary or {}).get("run_failures", []),
+                            summary, err.strip()[-2000:])
+        return RunResult(summary, summary.get("firmware"), RunLog.read(self.log_path), err.strip()[-2000:])
 
     def close(self) -> None:
         """Stop whatever still runs (a test that failed before finish()) and remove the temporary
@@ -274,10 +278,11 @@ class EmulatorRun:
         if self._thread is not None and self._thread.is_alive():
             self._emulator.stop_requested = True
             self._thread.join(5.0)
-        for proc in (self._firmware, self._process):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.communicate()
+        if self._firmware is not None:
+            self._firmware.stop(0.0)
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.communicate()
         if self._thread is None or not self._thread.is_alive():
             self._close_link()
         if self._temp_dir is not None:

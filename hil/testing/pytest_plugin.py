@@ -12,9 +12,13 @@ EmulatorRun, the command line and a ``hil`` marker::
         t_fault = result.log.event_time("inject")
         assert result.log.event_time("watchdog_tripped") - t_fault <= 0.05
 
-Command line: ``--hil-arm``, ``--hil-bus``, ``--hil-link`` and ``--hil-firmware`` (a command
-line; ``{link}`` stands for the link spec the firmware opens) run the same suite on another arm
-preset, bus map, link or firmware: ``pytest --hil-firmware "./my_fw --port {link}"``.
+Command line: ``--hil-arm``, ``--hil-bus``, ``--hil-link``, ``--hil-firmware`` (a command line
+with placeholders for its end of the link: ``{port}`` a plain device path or CAN channel,
+``{link}`` a link spec, ``{interface}``, ``{channel}``, ``{bus}`` the bus map file), ``--hil-mode``
+and ``--hil-targets`` (the firmware's own [verdict] file) run the same suite on another arm
+preset, bus map, link, firmware, mode or targets: ``pytest --hil-firmware "./my_fw {port}"``.
+A run that proves nothing (the firmware exited, never answered, no cycle, link errors) raises
+hil.testing.harness.RunFailed in ``finish()``: the test fails, it never passes.
 """
 from __future__ import annotations
 
@@ -27,9 +31,12 @@ import pytest
 if TYPE_CHECKING:      # imported by the fixtures: a pytest run that uses none stays light
     from hil.testing.harness import EmulatorRun
 
-OPTIONS = (("arm", "arm preset (TOML)"), ("bus", "bus map (TOML)"),
+OPTIONS = (("arm", "arm preset (a TOML file or a shipped name)"), ("bus", "bus map (a TOML file or a shipped name)"),
            ("link", "link spec: pty, slcan-pty, can:IF:CH, canfd:IF:CH, serial:PATH, ..."),
-           ("firmware", "firmware command line, {link} for its link spec (default: the reference firmware)"))
+           ("firmware", "firmware command line; {port} (device path or CAN channel), {link} (link spec), "
+                        "{interface}, {channel}, {bus} for its end of the link (default: the reference firmware)"),
+           ("mode", "lockstep (default: deterministic) or realtime"),
+           ("targets", "the firmware's targets: a TOML file with a [verdict] table, or a shipped name"))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -43,12 +50,18 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "fields: arm, bus, link, firmware, scenario, mode, duration_s, seed, ...)")
 
 
-def _settings(request: pytest.FixtureRequest) -> dict:
+def command_line_settings(config: pytest.Config) -> dict:
+    """The EmulatorRun settings given on the command line (--hil-...)."""
     out = {}
     for name, _ in OPTIONS:
-        value = request.config.getoption(f"hil_{name}")
+        value = config.getoption(f"hil_{name}")
         if value is not None:
             out[name] = shlex.split(value) if name == "firmware" else value
+    return out
+
+
+def _settings(request: pytest.FixtureRequest) -> dict:
+    out = command_line_settings(request.config)
     marker = request.node.get_closest_marker("hil")
     if marker is not None:
         out.update(marker.kwargs)

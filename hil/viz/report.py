@@ -336,10 +336,10 @@ def _key_numbers(s: dict, header: dict) -> str:
              ("mode", s.get("mode")), ("stopped", s.get("halted")),
              ("overruns", (s.get("pacer") or {}).get("overruns")),
              ("watchdog trips", (s.get("watchdog") or {}).get("trips")), ("log rows dropped", s.get("log_dropped")),
-             ("tip residual vibration [mm p-p]", s.get("tip_residual_mm")),
-             ("tip settling time [s]", s.get("tip_settling_s"))]
-    for k, v in (s.get("final_joint_error_rad") or {}).items():
-        items.append((f"final error {k} [rad]", v))
+             ("tip residual vibration [mm p-p]", (s.get("tip_metrics") or {}).get("residual_pp_mm")),
+             ("tip within the band of its final position from [s]", (s.get("tip_metrics") or {}).get("settled_at_s"))]
+    for k, v in zip(s.get("joints") or [], s.get("q") or []):
+        items.append((f"final angle {k} [rad]", v))
     timing = s.get("timing") or {}
     for key in ("lateness", "compute", "io"):
         if key in timing:

@@ -1,0 +1,161 @@
+"""Verdicts: a run log judged against a firmware's own targets (hil.logs.targets), and the tip
+metrics every run reports.
+
+A verdict is ``{"name", "description", "value", "limit", "unit", "passed"}`` (the run summary's
+``"verdicts"``); `value` is None when the run gives nothing to measure (no settling, no fault
+injected, no current channel), and such a verdict fails.
+
+Settling: the final position is the mean over the last `final_window_s` of the run; the tip has
+settled at the first instant after which it stays within the band around it to the end, and only
+if that stretch is longer than the final window itself. A slow sway that is still going at the
+end of the run (wider than the band) therefore never settles, however slowly it moves.
+
+A log is a file, streamed in constant memory (hil.logs.streaming: one pass for the final values,
+one for the rest), or a RunLog in memory.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from hil.logs.streaming import TIP, Log, Peak, Settling, open_log, scan, tail
+from hil.logs.targets import Targets
+
+RESIDUAL_WINDOW_S = 1.0
+DEFAULT_BAND_M = 2e-4
+
+
+def verdict(name: str, description: str, value: float | None, limit: float | None, unit: str,
+            passed: bool | None = None) -> dict:
+    """One verdict; passed defaults to value <= limit (False without a value)."""
+    if passed is None:
+        passed = value is not None and limit is not None and value <= limit
+    return {"name": name, "description": description, "value": None if value is None else float(value),
+            "limit": None if limit is None else float(limit), "unit": unit, "passed": bool(passed)}
+
+
+def final_value(t: np.ndarray, x: np.ndarray, window_s: float) -> np.ndarray:
+    """The mean of x over the last window_s of the run."""
+    return x[t >= t[-1] - window_s].mean(axis=0)
+
+
+def settled_at(t: np.ndarray, x: np.ndarray, band: float, from_s: float, window_s: float) -> float | None:
+    """The first time >= from_s after which |x - final| <= band to the end (x in memory); None if
+    x never settles (outside the band within the final window, or the run ends before from_s)."""
+    x = x.reshape(len(t), -1)
+    settling = Settling(final_value(t, x, window_s), band, from_s)
+    settling.feed(np.column_stack([t, x]))
+    return settling.settled_at(window_s)
+
+
+def tip_metrics(log: Log, band_m: float = DEFAULT_BAND_M, window_s: float = 0.1) -> dict:
+    """What the tip did, judged against nothing but itself: residual vibration (peak to peak over
+    the last second), its final position, and since when it stays within band_m of it."""
+    end = tail(log, TIP, max(RESIDUAL_WINDOW_S, window_s))
+    if not len(end):
+        return {}
+    t = end[:, 0]
+    last = end[t >= t[-1] - RESIDUAL_WINDOW_S, 1:]
+    final = final_value(t, end[:, 1:], window_s)
+    settling = Settling(final, band_m)
+    rows, _ = scan(log, [(TIP, settling.feed)])
+    if rows < 2:
+        return {}
+    return {"residual_pp_mm": float(np.linalg.norm(last.max(axis=0) - last.min(axis=0)) * 1e3),
+            "final_m": final.tolist(), "band_m": band_m, "settled_at_s": settling.settled_at(window_s),
+            "last_outside_band_s": settling.last_outside_s}
+
+
+def evaluate(targets: Targets, log: Log, joints: list[str]) -> list[dict]:
+    """Every verdict the targets ask for, in a fixed order."""
+    goals = {j: g for j, g in targets.setpoints_rad.items() if j in joints}
+    end = tail(log, [*TIP, *(f"q_{j}" for j in goals)], targets.final_window_s)
+    if not len(end):
+        return [_too_short()]
+    final = end[:, 1:].mean(axis=0)
+    tip = Settling(final[:3], targets.settling_band_m or np.inf, targets.settling_from_s)
+    columns = open_log(log).columns
+    torques = _peaks(targets.max_torque_N_m, joints, "tau_{}", columns)
+    currents = _peaks(targets.max_current_A, joints, "cur_{}_true", columns)
+    rows, events = scan(log, [(TIP, tip.feed)] + [((c,), p.feed) for c, p in (*torques.values(), *currents.values())
+                                                   if p is not None])
+    if rows < 2:
+        return [_too_short()]
+    out = _setpoints(targets, joints, dict(zip(goals, final[3:])))
+    out += _tip(targets, tip)
+    out += _peak_verdicts(targets.max_torque_N_m, torques, "max_torque", "N m", "drive torque")
+    out += _peak_verdicts(targets.max_current_A, currents, "max_current", "A", "motor current")
+    if targets.safe_state_within_s is not None:
+        out.append(_safe_state(events, targets.safe_state_within_s))
+    return out
+
+
+def _too_short() -> dict:
+    return verdict("run", "the run logged fewer than two cycles", None, None, "", False)
+
+
+def _limit(limits: float | dict[str, float], joint: str) -> float | None:
+    return limits.get(joint) if isinstance(limits, dict) else limits
+
+
+def _setpoints(targets: Targets, joints: list[str], final_q: dict[str, float]) -> list[dict]:
+    out = []
+    for joint, goal in targets.setpoints_rad.items():
+        tol = _limit(targets.tolerance_rad, joint)
+        name = f"setpoint_{joint}"
+        if joint not in joints:
+            out.append(verdict(name, f"no joint {joint!r} in the arm (joints: {', '.join(joints)})", None, tol, "rad"))
+            continue
+        q = float(final_q[joint])
+        out.append(verdict(name, f"{joint} ends {q - goal:+.5f} rad from its set-point {goal:g} rad "
+                                 f"(final angle {q:.5f} rad)", abs(q - goal), tol, "rad"))
+    return out
+
+
+def _tip(targets: Targets, tip: Settling) -> list[dict]:
+    out = []
+    start = targets.settling_from_s
+    if targets.settling_band_m is not None:
+        at = tip.settled_at(targets.final_window_s)
+        text = (f"the tip stays within {targets.settling_band_m * 1e3:g} mm of its final position from "
+                f"t = {at:.3f} s on" if at is not None else
+                f"the tip does not settle within {targets.settling_band_m * 1e3:g} mm of its final position "
+                "before the run ends")
+        out.append(verdict("settling_time", f"{text} (counted from {start:g} s)",
+                           None if at is None else at - start, targets.settling_time_s, "s"))
+    if targets.max_tip_deflection_m is not None:
+        out.append(verdict("max_tip_deflection", f"largest distance of the tip from its final position after "
+                                                 f"{start:g} s", tip.peak, targets.max_tip_deflection_m, "m"))
+    return out
+
+
+def _peaks(limits, joints: list[str], column: str, columns: list[str]) -> dict[str, tuple[str, Peak | None]]:
+    """Per joint with a limit: its column and a Peak tracker (None when the log lacks the column)."""
+    if limits is None:
+        return {}
+    picked = {joint: column.format(joint) for joint in (limits if isinstance(limits, dict) else joints)}
+    return {joint: (col, Peak() if col in columns else None) for joint, col in picked.items()}
+
+
+def _peak_verdicts(limits, peaks: dict[str, tuple[str, Peak | None]], name: str, unit: str, what: str) -> list[dict]:
+    out = []
+    for joint, (col, peak) in peaks.items():
+        if peak is None:
+            out.append(verdict(f"{name}_{joint}", f"no {what} of {joint} in the log (column {col})", None,
+                               _limit(limits, joint), unit))
+        else:
+            out.append(verdict(f"{name}_{joint}", f"largest |{what}| of {joint}", peak.value, _limit(limits, joint),
+                               unit))
+    return out
+
+
+def _safe_state(events: list[dict], within_s: float) -> dict:
+    faults = [e for e in events if e["event"] == "inject"]
+    if not faults:
+        return verdict("safe_state", "no fault was injected, so no safe state to reach", None, within_s, "s")
+    t_fault = float(faults[0]["t"])
+    trips = [float(e["t"]) for e in events if e["event"] == "watchdog_tripped" and e["t"] >= t_fault]
+    if not trips:
+        return verdict("safe_state", f"the drives never entered their safe state after the fault at {t_fault:.3f} s",
+                       None, within_s, "s")
+    return verdict("safe_state", f"the drives' safe state {trips[0] - t_fault:.3f} s after the fault "
+                                 f"{faults[0].get('fault', '')} at {t_fault:.3f} s", trips[0] - t_fault, within_s, "s")
