@@ -37,6 +37,15 @@ def test_each_cause_is_told_apart():
     assert c.counts == {"host_stall": 1, "compute": 1, "io": 1, "late_wakeup": 1}
 
 
+def test_a_gap_the_heartbeat_has_not_yet_noted_is_a_host_stall_too():
+    """After a stop both threads wake; when the loop looks first, the heartbeat's last beat is old."""
+    c = causes_with_gap(None)
+    c.heartbeat.last_ns = 10 * MS                    # no beat since 10 ms, 10 ms before the loop looks
+    assert c.attribute(9 * MS, 20 * MS, cpu_ns=MS // 10, compute_ns=MS // 10, io_ns=MS // 20) == "host_stall"
+    c.heartbeat.last_ns = 19 * MS                    # a beat 1 ms ago: the process ran
+    assert c.attribute(9 * MS, 20 * MS, cpu_ns=MS // 10, compute_ns=MS // 10, io_ns=MS // 20) == "late_wakeup"
+
+
 def test_without_a_heartbeat_nothing_is_called_a_host_stall():
     c = OverrunCauses(1e-3, None)
     assert c.attribute(0, 20 * MS, cpu_ns=0, compute_ns=0, io_ns=0) == "late_wakeup"
@@ -86,7 +95,7 @@ def test_a_stopped_process_is_a_host_stall():
         time.sleep(0.1)
         os.kill(proc.pid, signal.SIGCONT)
         causes = json.loads(proc.stdout.readline())
-        assert causes["host_stall"] >= 1 and causes["max_heartbeat_gap_us"] > 50_000
+        assert causes["host_stall"] >= 1 and causes["max_heartbeat_gap_us"] > 50_000, causes
     finally:
         if proc.poll() is None:
             proc.kill()

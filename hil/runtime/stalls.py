@@ -37,6 +37,7 @@ class Heartbeat:
         self.gaps = np.zeros((GAPS_KEPT, 2), np.int64)
         self.count = 0
         self.max_gap_ns = 0
+        self.last_ns = time.monotonic_ns()      # its latest wake-up
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="hil-heartbeat", daemon=True)
 
@@ -46,19 +47,22 @@ class Heartbeat:
 
     def _beat(self) -> None:
         gap_ns = round(GAP_S * 1e9)
-        last = time.monotonic_ns()
+        self.last_ns = last = time.monotonic_ns()
         while not self._stop.wait(HEARTBEAT_S):
             now = time.monotonic_ns()
             if now - last > gap_ns:
                 self.gaps[self.count % GAPS_KEPT] = last, now
                 self.count += 1
                 self.max_gap_ns = max(self.max_gap_ns, now - last)
-            last = now
+            self.last_ns = last = now
 
     def overlaps(self, start_ns: int, end_ns: int) -> bool:
-        """Whether a kept gap overlaps [start_ns, end_ns]."""
+        """Whether a gap overlaps [start_ns, end_ns]: a kept one, or the one still open at end_ns (after
+        a stop both threads wake, and the loop may look before the heartbeat has noted its gap)."""
         kept = self.gaps[:min(self.count, GAPS_KEPT)]
-        return bool(np.any((kept[:, 0] < end_ns) & (kept[:, 1] > start_ns)))
+        if np.any((kept[:, 0] < end_ns) & (kept[:, 1] > start_ns)):
+            return True
+        return start_ns < end_ns and end_ns - self.last_ns > GAP_S * 1e9
 
     def stop(self) -> None:
         self._stop.set()
