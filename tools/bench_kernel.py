@@ -56,28 +56,28 @@ AGREE_TOL = 1e-9          # |ours - pinocchio| <= AGREE_TOL * max |pinocchio|
 
 # ----------------------------------------------------------------------------- timing loops
 @njit(cache=True)
-def aba_loop(m, w, t, pos, vel, tau, acc, n):
+def aba_loop(mi, mf, w, t, pos, vel, tau, acc, n):
     ok = True
     for _ in range(n):
-        if not forward_dynamics(m, w, t, pos, vel, tau, pos, vel, 0.0, 0.0, acc):
+        if not forward_dynamics(mi, mf, w, t, pos, vel, tau, pos, vel, 0.0, 0.0, acc):
             ok = False
     return ok
 
 
 @njit(cache=True)
-def dense_loop(m, w, t, pos, vel, tau, acc, n):
+def dense_loop(mi, mf, w, t, pos, vel, tau, acc, n):
     ok = True
     for _ in range(n):
-        if not forward_dynamics_dense(m, w, t, pos, vel, tau, pos, vel, 0.0, 0.0, acc):
+        if not forward_dynamics_dense(mi, mf, w, t, pos, vel, tau, pos, vel, 0.0, 0.0, acc):
             ok = False
     return ok
 
 
 @njit(cache=True)
-def step_loop(m, w, t, pos, vel, tau, dt, nsub, method, n):
+def step_loop(mi, mf, w, t, pos, vel, tau, dt, nsub, method, n):
     ok = True
     for i in range(n):
-        if not advance(m, w, t + i * dt, pos, vel, tau, dt, nsub, method):
+        if not advance(mi, mf, w, t + i * dt, pos, vel, tau, dt, nsub, method):
             ok = False
     return ok
 
@@ -163,32 +163,32 @@ def host_info() -> dict:
 def bench_ella(timer: Timer, config: Path) -> dict:
     t0 = time.perf_counter()
     plant = Plant(load_model(str(config)))
-    km, w, lay, plan = plant.km, plant.work, plant.layout, plant.plan
+    (mi, mf, w), lay, plan = (plant.km.mi, plant.km.mf, plant.work.w), plant.layout, plant.plan
     pos0, vel0 = plant.pos.copy(), plant.vel.copy()
     tau = plant.tau
     acc = np.zeros(lay.nq)
     pos, vel = pos0.copy(), vel0.copy()
-    aba_loop(km, w, 0.0, pos, vel, tau, acc, 1)
+    aba_loop(mi, mf, w, 0.0, pos, vel, tau, acc, 1)
     method = METHODS[plan.method]
-    step_loop(km, w, 0.0, pos, vel, tau, plan.dt_s, plan.substeps, method, 1)
+    step_loop(mi, mf, w, 0.0, pos, vel, tau, plan.dt_s, plan.substeps, method, 1)
     warmup_s = time.perf_counter() - t0
 
-    aba_k = timer(lambda n: aba_loop(km, w, 0.0, pos0, vel0, tau, acc, n))
-    aba_p = timer(_py_loop(forward_dynamics, km, w, 0.0, pos0, vel0, tau, pos0, vel0, 0.0, 0.0, acc))
+    aba_k = timer(lambda n: aba_loop(mi, mf, w, 0.0, pos0, vel0, tau, acc, n))
+    aba_p = timer(_py_loop(forward_dynamics, mi, mf, w, 0.0, pos0, vel0, tau, pos0, vel0, 0.0, 0.0, acc))
 
     def reset():                          # every batch steps on from the initial state
         pos[:] = pos0
         vel[:] = vel0
 
     max_steps = 5000                      # at most 5 s of simulated motion per batch
-    step_k = timer(lambda n: step_loop(km, w, 0.0, pos, vel, tau, plan.dt_s, plan.substeps, method, n),
+    step_k = timer(lambda n: step_loop(mi, mf, w, 0.0, pos, vel, tau, plan.dt_s, plan.substeps, method, n),
                    reset=reset, max_n=max_steps)
 
     def step_py(n):
         ok = True
         dt, ns = plan.dt_s, plan.substeps
         for i in range(n):
-            ok &= advance(km, w, i * dt, pos, vel, tau, dt, ns, method)
+            ok &= advance(mi, mf, w, i * dt, pos, vel, tau, dt, ns, method)
         return ok
     step_p = timer(step_py, reset=reset, max_n=max_steps)
     return {
@@ -227,19 +227,19 @@ def bench_pinocchio(timer: Timer, joints) -> dict:
         rng = np.random.default_rng(100 + n)
         model = chains.random_rigid_chain(rng, n)
         asm = assemble(model)
-        km, w = asm.km, make_work(asm.km)
+        mi, mf, w = asm.km.mi, asm.km.mf, make_work(asm.km).w
         q = asm.pos0.copy()
         v = rng.normal(size=n)
         tau = rng.normal(size=n) * 3
         acc = np.zeros(asm.layout.nq)
         pm = chains.pinocchio_model(model)
         data = pm.createData()
-        ok = bool(forward_dynamics(km, w, 0.0, q, v, tau, q, v, 0.0, 0.0, acc))
+        ok = bool(forward_dynamics(mi, mf, w, 0.0, q, v, tau, q, v, 0.0, 0.0, acc))
         ref = np.array(pin.aba(pm, data, q, v, tau))
         diff = float(np.max(np.abs(acc - ref)))
         scale = float(np.max(np.abs(ref)))
-        ours_k = timer(lambda k: aba_loop(km, w, 0.0, q, v, tau, acc, k))
-        ours_p = timer(_py_loop(forward_dynamics, km, w, 0.0, q, v, tau, q, v, 0.0, 0.0, acc))
+        ours_k = timer(lambda k: aba_loop(mi, mf, w, 0.0, q, v, tau, acc, k))
+        ours_p = timer(_py_loop(forward_dynamics, mi, mf, w, 0.0, q, v, tau, q, v, 0.0, 0.0, acc))
         theirs = timer(_py_loop(pin.aba, pm, data, q, v, tau))
         rows.append({"joints": n, "nq": asm.layout.nq, "ours_kernel_us": ours_k["us"], "ours_python_us": ours_p["us"],
                      "pinocchio_us": theirs["us"], "ratio_python": ours_p["us"] / theirs["us"],
@@ -275,7 +275,8 @@ def bench_scaling(timer: Timer, links) -> dict:
     rows = []
     for n in links:
         asm = assemble(uniform_flexible_chain(n))
-        km, w, lay = asm.km, make_work(asm.km), asm.layout
+        km, lay = asm.km, asm.layout
+        mi, mf, w = km.mi, km.mf, make_work(km).w
         rng = np.random.default_rng(n)
         pos = asm.pos0.copy()
         pos[: lay.n_joints] += rng.uniform(-0.5, 0.5, lay.n_joints)
@@ -284,11 +285,11 @@ def bench_scaling(timer: Timer, links) -> dict:
         vel[lay.n_joints:] *= 0.1
         tau = rng.normal(size=lay.n_joints)
         a1, a2 = np.zeros(lay.nq), np.zeros(lay.nq)
-        ok = bool(aba_loop(km, w, 0.0, pos, vel, tau, a1, 1) and dense_loop(km, w, 0.0, pos, vel, tau, a2, 1))
+        ok = bool(aba_loop(mi, mf, w, 0.0, pos, vel, tau, a1, 1) and dense_loop(mi, mf, w, 0.0, pos, vel, tau, a2, 1))
         scale = float(np.max(np.abs(a2)))
         rel = float(np.max(np.abs(a1 - a2)) / scale) if scale > 0 else 0.0
-        ta = timer(lambda k: aba_loop(km, w, 0.0, pos, vel, tau, a1, k))
-        td = timer(lambda k: dense_loop(km, w, 0.0, pos, vel, tau, a2, k))
+        ta = timer(lambda k: aba_loop(mi, mf, w, 0.0, pos, vel, tau, a1, k))
+        td = timer(lambda k: dense_loop(mi, mf, w, 0.0, pos, vel, tau, a2, k))
         rows.append({"links": n, "nq": lay.nq, "aba_us": ta["us"], "dense_us": td["us"],
                      "ratio_dense_over_aba": td["us"] / ta["us"], "max_rel_diff": rel,
                      "ok": bool(ok and ta["ok"] and td["ok"])})
@@ -323,7 +324,8 @@ def bench_screw_dae(timer: Timer, links, config: Path = DEFAULT_CONFIG) -> dict:
     cases = [("ella", assemble(load_model(str(config))))] + [(n, assemble(uniform_flexible_chain(n))) for n in links]
     rows = []
     for name, asm in cases:
-        km, w, lay = asm.km, make_work(asm.km), asm.layout
+        km, lay = asm.km, asm.layout
+        mi, mf, w = km.mi, km.mf, make_work(km).w
         dm = screw_dae_arrays.build(km)
         dw = screw_dae_arrays.make_work(dm)
         rng = np.random.default_rng(7)
@@ -334,9 +336,9 @@ def bench_screw_dae(timer: Timer, links, config: Path = DEFAULT_CONFIG) -> dict:
         vel[lay.n_joints:] *= 0.1
         tau = rng.normal(size=lay.n_joints)
         a1, a2 = np.zeros(lay.nq), np.zeros(lay.nq)
-        ok = bool(aba_loop(km, w, 0.0, pos, vel, tau, a1, 1) and dae_loop(dm, dw, 0.0, pos, vel, tau, a2, 1))
+        ok = bool(aba_loop(mi, mf, w, 0.0, pos, vel, tau, a1, 1) and dae_loop(dm, dw, 0.0, pos, vel, tau, a2, 1))
         rel = float(np.max(np.abs(a1 - a2)) / np.max(np.abs(a1)))
-        ta = timer(lambda k: aba_loop(km, w, 0.0, pos, vel, tau, a1, k))
+        ta = timer(lambda k: aba_loop(mi, mf, w, 0.0, pos, vel, tau, a1, k))
         td = timer(lambda k: dae_loop(dm, dw, 0.0, pos, vel, tau, a2, k))
         rows.append({"links": name, "nq": lay.nq, "aba_us": ta["us"], "dae_us": td["us"],
                      "ratio_dae_over_aba": td["us"] / ta["us"], "max_rel_diff": rel,

@@ -266,10 +266,10 @@ def mass_matrix_at(asm: Assembled, pos: np.ndarray) -> np.ndarray:
     """Joint-and-modal mass matrix at pos (composite-body oracle, hil.kernels.oracle)."""
     km = asm.km
     w = make_work(km)
-    prepare(km, w, 0.0, pos, np.zeros_like(pos))
-    forward_kinematics(km, w)
+    prepare(km.mi, km.mf, w.w, 0.0, pos, np.zeros_like(pos))
+    forward_kinematics(km.mi, km.mf, w.w)
     M = np.zeros((len(pos), len(pos)))
-    mass_matrix(km, w, 0.0, 0.0, M)
+    mass_matrix(km.mi, km.mf, w.w, 0.0, 0.0, M)
     return M
 
 

@@ -93,6 +93,7 @@ class Plant:
         self.km = self.asm.km
         self.layout = self.asm.layout
         self.work = make_work(self.km)
+        self._kernel = (self.km.mi, self.km.mf, self.work.w)      # what every kernel call takes first
         self.dae = self.dae_work = None
         if formulation == "screw-dae":
             self.dae = screw_dae_arrays.build(self.km)
@@ -185,8 +186,8 @@ class Plant:
     def _warm_up(self) -> None:
         """Compile and run every kernel a cycle uses once, on a copy of the state."""
         p, v = self.pos.copy(), self.vel.copy()
-        integrate.advance(self.km, self.work, 0.0, p, v, self.tau, self.dt, self.plan.substeps, self._method)
-        step_and_sample(self.km, self.work, 0.0, p, v, self.tau, self.dt, self.plan.substeps, self._method,
+        integrate.advance(*self._kernel, 0.0, p, v, self.tau, self.dt, self.plan.substeps, self._method)
+        step_and_sample(*self._kernel, 0.0, p, v, self.tau, self.dt, self.plan.substeps, self._method,
                         np.zeros(1, np.int64), np.zeros((1, 24)))
         if self.dae is not None:
             p, v = self.pos.copy(), self.vel.copy()
@@ -205,7 +206,7 @@ class Plant:
         self.evaluate()
         for i, s in enumerate(self._out_index):
             if self.dae is None:
-                station_state(self.km, self.work, s, self.station_out[i])
+                station_state(*self._kernel, s, self.station_out[i])
             else:
                 screw_dae_step.station_state(self.dae, self.dae_work, s, self.station_out[i])
         return self.station_out
@@ -218,10 +219,10 @@ class Plant:
         if self.dae is not None:
             ok = self._step_dae()
         elif self._out_index is None:
-            ok = integrate.advance(self.km, self.work, self.t, self.pos, self.vel, self.tau, self.dt,
+            ok = integrate.advance(*self._kernel, self.t, self.pos, self.vel, self.tau, self.dt,
                                    self.plan.substeps, self._method)
         else:
-            ok = step_and_sample(self.km, self.work, self.t, self.pos, self.vel, self.tau, self.dt,
+            ok = step_and_sample(*self._kernel, self.t, self.pos, self.vel, self.tau, self.dt,
                                  self.plan.substeps, self._method, self._out_index, self.station_out)
         self.t += self.dt
         if not ok:
@@ -238,9 +239,8 @@ class Plant:
     def evaluate(self) -> np.ndarray:
         """Solve the accelerations at the current state (with the plant's formulation; the
         articulated-body work buffers that station(), energy() and power() read are filled too)."""
-        forward_dynamics(self.km, self.work, self.t, self.pos, self.vel, self.tau, self.pos, self.vel, 0.0, 0.0,
-                         self.acc)
-        world_poses(self.km, self.work)
+        forward_dynamics(*self._kernel, self.t, self.pos, self.vel, self.tau, self.pos, self.vel, 0.0, 0.0, self.acc)
+        world_poses(*self._kernel)
         if self.dae is not None:
             screw_dae.forward_dynamics(self.dae, self.dae_work, self.t, self.pos, self.vel, self.tau, self.pos,
                                        self.vel, 0.0, 0.0, self.acc)
@@ -250,21 +250,21 @@ class Plant:
 
     def energy(self) -> tuple[float, float, float]:
         """(kinetic, gravity potential, elastic) energy in J at the current state."""
-        prepare(self.km, self.work, self.t, self.pos, self.vel)
-        forward_kinematics(self.km, self.work)
-        energy(self.km, self.work, self._e)
+        prepare(*self._kernel, self.t, self.pos, self.vel)
+        forward_kinematics(*self._kernel)
+        energy(*self._kernel, self._e)
         return float(self._e[0]), float(self._e[1]), float(self._e[2])
 
     def power(self) -> tuple[float, float]:
         """(drive power in, dissipated power) in W at the current state."""
         self.evaluate()
-        power(self.km, self.work, self.tau, self._p)
+        power(*self._kernel, self.tau, self._p)
         return float(self._p[0]), float(self._p[1])
 
     def station(self, name: str) -> dict[str, np.ndarray]:
         """World kinematics of a named station (call evaluate() first for the current state)."""
         s = self.layout.station_names.index(name)
-        station_state(self.km, self.work, s, self._st)
+        station_state(*self._kernel, s, self._st)
         o = self._st
         return {"position": o[0:3].copy(), "rotation": o[3:12].reshape(3, 3).copy(), "velocity": o[12:15].copy(),
                 "angular_velocity": o[15:18].copy(), "specific_force": o[18:21].copy(),
@@ -342,11 +342,11 @@ def apparent_inertias(plant: Plant) -> np.ndarray:
     prescribed joint."""
     km, lay = plant.km, plant.layout
     nj, nq = lay.n_joints, lay.nq
-    w = make_work(km)
-    prepare(km, w, plant.t, plant.pos, np.zeros(nq))
-    forward_kinematics(km, w)
+    w = make_work(km).w
+    prepare(km.mi, km.mf, w, plant.t, plant.pos, np.zeros(nq))
+    forward_kinematics(km.mi, km.mf, w)
     M = np.zeros((nq, nq))
-    mass_matrix(km, w, 0.0, 0.0, M)
+    mass_matrix(km.mi, km.mf, w, 0.0, 0.0, M)
     free = np.array([i for i in range(nq) if i >= nj or km.drive[i] != JOINT_PRESCRIBED], np.int64)
     inv_diag = np.zeros(nq)
     if free.size:

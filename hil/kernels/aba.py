@@ -1,8 +1,9 @@
 """O(n) articulated-body forward dynamics of a flexible multibody tree.
 
 Jain & Rodriguez (seed 002 in the README's References), Section 7, in Featherstone's
-body-coordinate form, with two errors of the printed equations corrected (each checked
-against the composite-body mass matrix of kernels/oracle.py in tests/test_dynamics_algebra.py):
+body-coordinate form (README References: RBDA, Table 7.1), with two errors of the printed
+equations corrected (each checked against the composite-body mass matrix of kernels/oracle.py
+in tests/test_dynamics_algebra.py):
 
 * per body, the modal coordinates are eliminated first with a Cholesky solve of
   the n_m x n_m block P_ff (no Woodbury step: eq. 7.10 inverts Gamma(k), which is
@@ -10,347 +11,411 @@ against the composite-body mass matrix of kernels/oracle.py in tests/test_dynami
 * the modal acceleration is eta_ddot = -P_ff^-1 (P_fr a + p_f), where p_f holds
   the Coriolis term once (eq. 7.12 as printed subtracts it twice).
 
-Sweeps: kinematics base-to-tip, articulated inertias tip-to-base, accelerations
-base-to-tip; cost linear in the number of bodies, cubic in modes per body.
-Gravity enters as the base acceleration -g, so body accelerations returned here
-are specific forces (what an accelerometer senses) in their linear part.
+forward_dynamics runs the passes:
+
+  impose_prescribed_motion, link_torques   joint laws (hil.kernels.joints)
+  kinematics_base_to_tip                   poses, twists V, kap, Psi (hil.kernels.bodies)
+  body_inertias                            M_m(k), b_m(k), elastic forces; P(k), p(k) start there
+  articulated_inertias_tip_to_base         modes, then the hinge eliminated; P(parent) += ...
+  accelerations_base_to_tip                joint and modal accelerations, joint wrenches
+  rotor_accelerations                      Spong rotors (hil.kernels.joints)
+
+Cost linear in the number of bodies, cubic in modes per body. Gravity enters as the base
+acceleration -g, so body accelerations returned here are specific forces (what an
+accelerometer senses) in their linear part.
+
+Symbols: work blocks of hil.kernels.layout for body k (s = [axis; 0] its joint's motion
+subspace, parent = the inboard body). Seed 002 numbers bodies tip to base (its k + 1 is our
+parent) and orders modal vectors modes first; here the rigid part comes first.
+
+  here     holds                                           seed 002                  RBDA Table 7.1
+  Mb, bb   extended body inertia, velocity-product force  M_m(k) 3.25, b_m(k) 3.39  I_i, p_i
+  P, p     extended articulated inertia and bias force    P(k) 7.10, z(k) 7.11      -
+           (body + children + K eta + D eta_dot)
+  Lff      Cholesky factor of the modal block P_ff         D_f(k) = P^ff (7.10)      -
+  Y, y     P_ff^-1 P_fr, P_ff^-1 p_f                       g*(k), -nu_f(k) (7.11)    -
+  IA, pA   rigid articulated inertia and bias, modes out  P_R(k), z_R(k)            I^A_i, p^A_i
+  U        IA s                                            G_R(k) D_R(k)             U_i
+  D        s^T IA s + n^2 J_r (armature)                   D_R(k)                    D_i
+  u        tau - s^T pA                                    eps_R(k)                  u_i
+  Ia, pa   passed inboard: IA - U U^T / D, pA + U u / D    P_R+(k), z_R+(k)          I^a_i, p^a_i - I^a_i c_i
+  X, Psi   parent's extended acceleration -> body k's:     phi*(t_k+1, k) A*(k+1)    iX_lambda(i)
+           a_k = X a_parent + Psi eta_ddot_parent + ...    (7.12)
+  kap      velocity-product acceleration of the joint     a_mR(k) 3.27              c_i
+  nud      extended acceleration [a; eta_ddot]             alpha_m(k) 3.26, 7.12     a_i
+
+The pass inboard is Featherstone's: P(parent) += Phi^T Ia Phi, p(parent) += Phi^T (pa + Ia kap)
+with Phi = [X, Psi] (seed 002's z_R+ leaves kap out of z(k) and adds it here, its "Fix 2").
 """
-import numpy as np
 from numba import njit
 
-from . import profiles
 from .bodies import body_inertia, joint_kinematics
+from .joints import impose_prescribed_motion, link_torques, rotor_accelerations
+from .layout import (DIM_NB, DIM_NM, JOINT_PRESCRIBED, MF_ARMATURE, MF_AXIS, MF_DMOD, MF_GRAVITY, MF_KMOD, MI_DRIVE,
+                     MI_MO, MI_NM, MI_PARENT, W_BB, W_D, W_FJ, W_IA, W_IA_HINGE, W_IA_PARENT, W_IA_PSI, W_KAP,
+                     W_LFF, W_MB, W_NUD, W_P, W_PA, W_PA_HINGE, W_PB, W_ROT33, W_F_INBOARD, W_POS, W_PPC, W_PSI, W_QDD_PRES, W_RPC,
+                     W_TAU_JOINT, W_TAUJ, W_U, W_UJ, W_VEL, W_Y, W_YB)
 from .spatial import cholesky_inplace, cholesky_solve
-from .layout import (DIM_NB, DIM_NETA, DIM_NM, DIM_NQ, JOINT_PRESCRIBED, JOINT_ROTOR_HELD, JP_COUL_VS,
-                     JP_STRIBECK, JP_STRIB_VS, JP_BRAKE, JP_BRAKE_VS, JP_BACKLASH)
 
 
 @njit(cache=True)
-def prepare(m, w, t, pos, vel):
-    """Copy the state into the work buffers, imposing prescribed joint motion at time t."""
-    prepare_arrays(m.dims[DIM_NQ], m.dims[DIM_NB], m.drive, m.prof_kind, m.prof_par, m.tab_off, m.tab_n, m.tab_t,
-                   m.tab_c, t, pos, vel, w.pos, w.vel, w.qdd_pres)
-
-
-@njit(cache=True)
-def prepare_arrays(nq, nj, drive, prof_kind, prof_par, tab_off, tab_n, tab_t, tab_c, t, pos, vel, wpos, wvel,
-                   qdd_pres):
-    for i in range(nq):
-        wpos[i] = pos[i]
-        wvel[i] = vel[i]
-    for k in range(nj):
-        if drive[k] == JOINT_PRESCRIBED:
-            q, qd, qdd = profiles.evaluate(prof_kind, prof_par, tab_off, tab_n, tab_t, tab_c, k, t)
-            wpos[k] = q
-            wvel[k] = qd
-            qdd_pres[k] = qdd
-
-
-@njit(cache=True)
-def joint_torques(m, w, tau):
-    """Link-side torque each torque-driven joint receives (drive minus friction, or the Spong spring)."""
-    joint_torques_arrays(m.dims[DIM_NB], m.dims[DIM_NB] + m.dims[DIM_NETA], m.mot, m.kspring, m.dspring, m.viscous, m.coulomb, m.jpar,
-                         w.pos, w.vel, tau, w.tauj)
-
-
-@njit(cache=True)
-def joint_torques_arrays(nj, off, mot, kspring, dspring, viscous, coulomb, jpar, wpos, wvel, tau, tauj):
-    for k in range(nj):
-        qd = wvel[k]
-        mi = mot[k]
-        if mi >= 0:
-            tauj[k] = spring_torque(kspring[k], dspring[k], jpar[k, JP_BACKLASH], wpos[off + mi] - wpos[k],
-                                    wvel[off + mi] - qd)
-        else:
-            tauj[k] = tau[k] - joint_friction(viscous, coulomb, jpar, k, qd)
-
-
-@njit(cache=True)
-def dead_band(deflection, backlash):
-    """Spring deflection beyond a dead band of total width `backlash` (0 inside, continuous at its edges)."""
-    half = 0.5 * backlash
-    if deflection > half:
-        return deflection - half
-    if deflection < -half:
-        return deflection + half
-    return 0.0
-
-
-@njit(cache=True)
-def spring_torque(stiffness, damping, backlash, deflection, rate):
-    """Spong joint torque k dz(phi - q) + d (phi_dot - q_dot) on the link. With backlash the gear teeth
-    are apart inside the dead band: neither spring nor damper transmits torque there."""
-    if backlash > 0.0 and abs(deflection) <= 0.5 * backlash:
-        return 0.0
-    return stiffness * dead_band(deflection, backlash) + damping * rate
-
-
-@njit(cache=True)
-def friction(viscous, coulomb, smoothing, stribeck, stribeck_vs, brake, brake_vs, rate):
-    """Friction torque opposing the rate: viscous, tanh-smoothed Coulomb with an optional Stribeck
-    breakaway torque decaying as exp(-(rate / v_st)^2), and a slipping holding brake, whose kinetic
-    torque F_b is smoothed by a ramp saturating at v_b (hil.devices.drives states why a ramp):
-
-    tau_f = c v + (F_c + F_s exp(-(v / v_st)^2)) tanh(v / v_s) + F_b clip(v / v_b, -1, 1)
-
-    v_s (jpar JP_COUL_VS) is the effective smoothing: the configured one, widened by
-    hil.dynamics.plant.Plant.stabilize_friction where the slope c + (F_c + F_s) / v_s at rest would be beyond
-    the substep's stability bound.
-    """
-    breakaway = coulomb
-    if stribeck > 0.0:
-        x = rate / stribeck_vs
-        breakaway += stribeck * np.exp(-x * x)
-    f = viscous * rate + breakaway * np.tanh(rate / smoothing)
-    if brake > 0.0:
-        f += brake * min(max(rate / brake_vs, -1.0), 1.0)
-    return f
-
-
-@njit(cache=True)
-def joint_friction(viscous, coulomb, jpar, k, rate):
-    """friction() with joint k's parameters (jpar columns JP_*)."""
-    return friction(viscous[k], coulomb[k], jpar[k, JP_COUL_VS], jpar[k, JP_STRIBECK], jpar[k, JP_STRIB_VS],
-                    jpar[k, JP_BRAKE], jpar[k, JP_BRAKE_VS], rate)
-
-
-@njit(cache=True)
-def motor_accelerations(m, w, tau, acc):
-    """Spong rotor equation B phi_ddot = tau - k (phi - q) - d (phi_dot - q_dot) - friction; a rotor
-    held by its brake (JOINT_ROTOR_HELD) does not accelerate."""
-    motor_accelerations_arrays(m.dims[DIM_NB], m.dims[DIM_NB] + m.dims[DIM_NETA], m.mot, m.mot_inertia, m.viscous, m.coulomb, m.jpar,
-                               m.drive, w.vel, tau, w.tauj, acc)
-
-
-@njit(cache=True)
-def motor_accelerations_arrays(nj, off, mot, mot_inertia, viscous, coulomb, jpar, drive, wvel, tau, tauj, acc):
-    for k in range(nj):
-        mi = mot[k]
-        if mi < 0:
-            continue
-        if drive[k] == JOINT_ROTOR_HELD:
-            acc[off + mi] = 0.0
-        else:
-            phd = wvel[off + mi]
-            acc[off + mi] = (tau[k] - tauj[k] - joint_friction(viscous, coulomb, jpar, k, phd)) / mot_inertia[k]
-
-
-@njit(cache=True)
-def forward_kinematics(m, w):
-    """Base-to-tip sweep: joint transforms, twists, biases and body inertias."""
-    kinematics_sweep(m.dims[DIM_NB], m.dims[DIM_NM], m.parent, m.nm, m.mo, m.axis, m.st_G, m.st_L, m.st_S, m.st_p0, m.st_R0,
-                     m.node_off, m.nd_m, m.nd_p0, m.nd_G, m.nd_S, m.Jsum, m.JL, m.LJL, w.pos, w.vel, w.Rpc, w.ppc,
-                     w.Phi, w.V, w.kap, w.Mb, w.bb, w.M33, w.V3, w.V6, w.Ghat, w.Se)
-
-
-@njit(cache=True)
-def kinematics_sweep(nb, NM, parent, nmv, mov, axis, stG, stL, stS, stp0, stR0, node_off, nd_m, nd_p0, nd_G,
-                     nd_S, Jsum, JL, LJL, pos, vel, Rpc, ppc, Phi, V, kap, Mb, bb, M33, V3, V6, Ghat, Se):
-    for k in range(nb):
-        joint_kinematics(k, nb, NM, parent, nmv, mov, axis, stG, stL, stS, stp0, stR0, pos, vel,
-                         Rpc, ppc, Phi, V, kap, M33, V3, V6, Ghat)
-        body_inertia(k, nb, nmv, mov, node_off, nd_m, nd_p0, nd_G, nd_S, Jsum, JL, LJL, pos, vel, V, Mb, bb,
-                     Ghat, Se, V3)
-
-
-@njit(cache=True)
-def elastic_forces(k, nj, nmv, mov, Kmod, Dmod, el_pos, el_vel, p):
-    """Add the modal stiffness and damping forces K eta + D eta_dot of body k to p[k, 6:]."""
-    nm = nmv[k]
-    mo = nj + mov[k]
-    for a in range(nm):
-        s = 0.0
-        for b in range(nm):
-            s += Kmod[k, a, b] * el_pos[mo + b] + Dmod[k, a, b] * el_vel[mo + b]
-        p[k, 6 + a] += s
-
-
-@njit(cache=True)
-def added_mass(k, nmv, Kmod, Dmod, cK, cD, P):
-    """Add cK K + cD D, the implicit integrator's added modal mass, to P[k, 6:, 6:]."""
-    for a in range(nmv[k]):
-        for b in range(nmv[k]):
-            P[k, 6 + a, 6 + b] += cK * Kmod[k, a, b] + cD * Dmod[k, a, b]
-
-
-@njit(cache=True)
-def forward_dynamics(m, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, acc):
+def forward_dynamics(mi, mf, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, acc):
     """Generalized accelerations acc (joints, modes, rotors) of the state (pos, vel) at time t.
 
     tau: drive torque per joint (link side; for a Spong joint, the rotor-side torque
     referred to the link). Elastic modal forces use (el_pos, el_vel); pass pos, vel
     for a fully explicit evaluation. cK, cD: implicit added-mass coefficients.
     Returns False if an articulated inertia lost positive definiteness.
-    The model and work tuples are unpacked here once; helpers take arrays (passing a tuple
-    of ~100 arrays across a call costs numba an atomic reference count per array).
     """
-    nb = m.dims[DIM_NB]
-    NM = m.dims[DIM_NM]
-    nq = m.dims[DIM_NQ]
-    off = nb + m.dims[DIM_NETA]
-    prepare_arrays(nq, nb, m.drive, m.prof_kind, m.prof_par, m.tab_off, m.tab_n, m.tab_t, m.tab_c, t, pos, vel,
-                   w.pos, w.vel, w.qdd_pres)
-    joint_torques_arrays(nb, off, m.mot, m.kspring, m.dspring, m.viscous, m.coulomb, m.jpar, w.pos, w.vel, tau,
-                         w.tauj)
-    kinematics_sweep(nb, NM, m.parent, m.nm, m.mo, m.axis, m.st_G, m.st_L, m.st_S, m.st_p0, m.st_R0,
-                     m.node_off, m.nd_m, m.nd_p0, m.nd_G, m.nd_S, m.Jsum, m.JL, m.LJL, w.pos, w.vel, w.Rpc, w.ppc,
-                     w.Phi, w.V, w.kap, w.Mb, w.bb, w.M33, w.V3, w.V6, w.Ghat, w.Se)
-    P = w.P
-    p = w.p
-    Lff = w.Lff
-    Y = w.Y
-    y = w.y
-    IA = w.IA
-    pA = w.pA
-    U = w.U
-    Ia = w.Ia
-    pa = w.t6a
-    Phi = w.Phi
-    kap = w.kap
-    nud = w.nud
-    col = w.tn
-    tmp6 = w.t6b
-    a6 = w.t6c
-    IaPhi = w.IaPhi
-    bb = w.bb
-    Mb = w.Mb
-    qdd_pres = w.qdd_pres
-    tauj = w.tauj
-    Dj = w.Dj
-    uj = w.uj
-    fj = w.fj
-    tau_joint = w.tau_joint
-    axis = m.axis
-    parent = m.parent
-    nmv = m.nm
-    mo = m.mo
-    drive = m.drive
-    armature = m.armature
-    g = m.gravity
-    for k in range(nb):
-        n = 6 + nmv[k]
-        for i in range(n):
-            p[k, i] = bb[k, i]
-            for j in range(n):
-                P[k, i, j] = Mb[k, i, j]
-        elastic_forces(k, nb, nmv, mo, m.Kmod, m.Dmod, el_pos, el_vel, p)
-        added_mass(k, nmv, m.Kmod, m.Dmod, cK, cD, P)
-    # tip-to-base: articulated inertias (modes eliminated first, then the hinge)
-    for k in range(nb - 1, -1, -1):
-        nm = nmv[k]
-        for a in range(nm):
-            for b in range(nm):
-                Lff[k, a, b] = P[k, 6 + a, 6 + b]
-        if not cholesky_inplace(Lff, k, nm):
-            return False
-        for i in range(6):
-            for a in range(nm):
-                col[a] = P[k, 6 + a, i]
-            cholesky_solve(Lff, k, nm, col)
-            for a in range(nm):
-                Y[k, a, i] = col[a]
-        for a in range(nm):
-            col[a] = p[k, 6 + a]
-        cholesky_solve(Lff, k, nm, col)
-        for a in range(nm):
-            y[k, a] = col[a]
-        for i in range(6):
-            s = p[k, i]
-            for a in range(nm):
-                s -= P[k, i, 6 + a] * y[k, a]
-            pA[k, i] = s
-            for j in range(6):
-                s = P[k, i, j]
-                for a in range(nm):
-                    s -= P[k, i, 6 + a] * Y[k, a, j]
-                IA[k, i, j] = s
-        ax0, ax1, ax2 = axis[k, 0], axis[k, 1], axis[k, 2]
-        for i in range(6):
-            U[k, i] = IA[k, i, 0] * ax0 + IA[k, i, 1] * ax1 + IA[k, i, 2] * ax2
-        if drive[k] == JOINT_PRESCRIBED:
-            qdd = qdd_pres[k]
-            for i in range(6):
-                pa[i] = pA[k, i] + U[k, i] * qdd
-                for j in range(6):
-                    Ia[i, j] = IA[k, i, j]
-        else:
-            d = U[k, 0] * ax0 + U[k, 1] * ax1 + U[k, 2] * ax2 + armature[k]
-            if not d > 0.0:
-                return False
-            u = tauj[k] - (pA[k, 0] * ax0 + pA[k, 1] * ax1 + pA[k, 2] * ax2)
-            Dj[k] = d
-            uj[k] = u
-            for i in range(6):
-                pa[i] = pA[k, i] + U[k, i] * u / d
-                for j in range(6):
-                    Ia[i, j] = IA[k, i, j] - U[k, i] * U[k, j] / d
-        par = parent[k]
-        if par >= 0:
-            # parent += Phi^T Ia Phi and Phi^T (pa + Ia kap)
-            npx = 6 + nmv[par]
-            for i in range(6):
-                s = pa[i]
-                for j in range(6):
-                    s += Ia[i, j] * kap[k, j]
-                tmp6[i] = s
-                for c in range(npx):
-                    s = 0.0
-                    for j in range(6):
-                        s += Ia[i, j] * Phi[k, j, c]
-                    IaPhi[i, c] = s
-            for r in range(npx):
-                s = 0.0
-                for i in range(6):
-                    s += Phi[k, i, r] * tmp6[i]
-                p[par, r] += s
-                for c in range(r, npx):
-                    s = 0.0
-                    for i in range(6):
-                        s += Phi[k, i, r] * IaPhi[i, c]
-                    P[par, r, c] += s
-                    if c != r:
-                        P[par, c, r] += s
-    # base-to-tip: accelerations
-    for k in range(nb):
-        par = parent[k]
-        for i in range(6):
-            s = kap[k, i]
-            if par >= 0:
-                for c in range(6 + nmv[par]):
-                    s += Phi[k, i, c] * nud[par, c]
-            else:
-                s -= Phi[k, i, 3] * g[0] + Phi[k, i, 4] * g[1] + Phi[k, i, 5] * g[2]
-            a6[i] = s
-        ax0, ax1, ax2 = axis[k, 0], axis[k, 1], axis[k, 2]
-        if drive[k] == JOINT_PRESCRIBED:
-            qdd = qdd_pres[k]
-        else:
-            s = uj[k]
-            for i in range(6):
-                s -= U[k, i] * a6[i]
-            qdd = s / Dj[k]
-        acc[k] = qdd
-        a6[0] += ax0 * qdd
-        a6[1] += ax1 * qdd
-        a6[2] += ax2 * qdd
-        for i in range(6):
-            nud[k, i] = a6[i]
-        nm = nmv[k]
-        base = nb + mo[k]
-        for e in range(nm):
-            s = y[k, e]
-            for i in range(6):
-                s += Y[k, e, i] * a6[i]
-            nud[k, 6 + e] = -s
-            acc[base + e] = -s
-        for e in range(nm, NM):
-            nud[k, 6 + e] = 0.0
-        for i in range(6):
-            s = pA[k, i]
-            for j in range(6):
-                s += IA[k, i, j] * a6[j]
-            fj[k, i] = s
-        tau_joint[k] = fj[k, 0] * ax0 + fj[k, 1] * ax1 + fj[k, 2] * ax2
-    motor_accelerations_arrays(nb, off, m.mot, m.mot_inertia, m.viscous, m.coulomb, m.jpar, drive, w.vel, tau, tauj,
-                               acc)
+    prepare(mi, mf, w, t, pos, vel)
+    joint_torques(mi, mf, w, tau)
+    kinematics_base_to_tip(mi, mf, w)
+    body_inertias(mi, mf, w, el_pos, el_vel, cK, cD)
+    if not articulated_inertias_tip_to_base(mi, mf, w):
+        return False
+    accelerations_base_to_tip(mi, mf, w, acc)
+    rotor_accelerations(mi, mf, w, mi[W_VEL], tau, w, mi[W_TAUJ], acc)
     return True
+
+
+@njit(cache=True)
+def prepare(mi, mf, w, t, pos, vel):
+    """Copy the state into the work buffers, imposing prescribed joint motion at time t."""
+    impose_prescribed_motion(mi, mf, t, pos, vel, w, mi[W_POS], w, mi[W_VEL], w, mi[W_QDD_PRES])
+
+
+@njit(cache=True)
+def joint_torques(mi, mf, w, tau):
+    """Link-side torque each joint receives (drive minus friction, or the Spong spring), at the prepared state."""
+    link_torques(mi, mf, w, mi[W_POS], w, mi[W_VEL], tau, w, mi[W_TAUJ])
+
+
+@njit(cache=True)
+def kinematics_base_to_tip(mi, mf, w):
+    """Joint transforms, twists, velocity-product accelerations and modal maps of every body."""
+    for k in range(mi[DIM_NB]):
+        joint_kinematics(mi, mf, w, k)
+
+
+@njit(cache=True)
+def forward_kinematics(mi, mf, w):
+    """kinematics_base_to_tip and each body's M_m(k), b_m(k) (Mb, bb): what the energy and the oracle read."""
+    for k in range(mi[DIM_NB]):
+        joint_kinematics(mi, mf, w, k)
+        body_inertia(mi, mf, w, k)
+
+
+@njit(cache=True)
+def body_inertias(mi, mf, w, el_pos, el_vel, cK, cD):
+    """Mb, bb of every body, and the articulated quantities the tip-to-base pass starts from:
+    P(k) = M_m(k) + cK K + cD D (the implicit integrator's added modal mass), p(k) = b_m(k) + K eta
+    + D eta_dot at (el_pos, el_vel)."""
+    nb = mi[DIM_NB]
+    NM = mi[DIM_NM]
+    NX = 6 + NM
+    for k in range(nb):
+        body_inertia(mi, mf, w, k)
+        nm = mi[mi[MI_NM] + k]
+        n = 6 + nm
+        Mb = mi[W_MB] + NX * NX * k
+        P = mi[W_P] + NX * NX * k
+        bb = mi[W_BB] + NX * k
+        p = mi[W_PB] + NX * k
+        for i in range(n):
+            w[p + i] = w[bb + i]
+            for j in range(n):
+                w[P + i * NX + j] = w[Mb + i * NX + j]
+        K = mi[MF_KMOD] + NM * NM * k
+        D = mi[MF_DMOD] + NM * NM * k
+        e = nb + mi[mi[MI_MO] + k]
+        for a in range(nm):
+            s = 0.0
+            for b in range(nm):
+                s += mf[K + a * NM + b] * el_pos[e + b] + mf[D + a * NM + b] * el_vel[e + b]
+            w[p + 6 + a] += s
+        if cK != 0.0 or cD != 0.0:
+            for a in range(nm):
+                for b in range(nm):
+                    w[P + (6 + a) * NX + 6 + b] += cK * mf[K + a * NM + b] + cD * mf[D + a * NM + b]
+
+
+@njit(cache=True)
+def articulated_inertias_tip_to_base(mi, mf, w):
+    """Seed 002 eqs. 7.10 and 7.11 (with the errata of the module docstring), tip to base: each
+    body's modes, then its hinge, eliminated, and what is left passed to its parent. False if an
+    articulated inertia is not positive definite."""
+    parent = mi[MI_PARENT]
+    for k in range(mi[DIM_NB] - 1, -1, -1):
+        if not eliminate_modes(mi, w, k):
+            return False
+        if not eliminate_hinge(mi, mf, w, k):
+            return False
+        if mi[parent + k] >= 0:
+            add_to_parent(mi, w, k)
+    return True
+
+
+@njit(cache=True)
+def eliminate_modes(mi, w, k):
+    """Lff = chol(P_ff), Y = P_ff^-1 P_fr, y = P_ff^-1 p_f, IA = P_rr - P_rf Y, pA = p_r - P_rf y."""
+    NM = mi[DIM_NM]
+    NX = 6 + NM
+    nm = mi[mi[MI_NM] + k]
+    P = mi[W_P] + NX * NX * k
+    p = mi[W_PB] + NX * k
+    Lff = mi[W_LFF] + NM * NM * k
+    Y = mi[W_Y] + 6 * NM * k
+    y = mi[W_YB] + NM * k
+    IA = mi[W_IA] + 36 * k
+    pA = mi[W_PA] + 6 * k
+    for a in range(nm):
+        for b in range(a + 1):
+            w[Lff + a * NM + b] = w[P + (6 + a) * NX + 6 + b]
+    if not cholesky_inplace(w, Lff, nm, NM):
+        return False
+    for a in range(nm):
+        for i in range(6):
+            w[Y + 6 * a + i] = w[P + (6 + a) * NX + i]
+        w[y + a] = w[p + 6 + a]
+    for i in range(6):
+        cholesky_solve(w, Lff, nm, NM, w, Y + i, 6)
+    cholesky_solve(w, Lff, nm, NM, w, y, 1)
+    for i in range(6):
+        Pi = P + i * NX + 6
+        s = w[p + i]
+        for a in range(nm):
+            s -= w[Pi + a] * w[y + a]
+        w[pA + i] = s
+        for j in range(i, 6):
+            s = w[P + i * NX + j]
+            for a in range(nm):
+                s -= w[Pi + a] * w[Y + 6 * a + j]
+            w[IA + 6 * i + j] = s
+            w[IA + 6 * j + i] = s
+    return True
+
+
+@njit(cache=True)
+def eliminate_hinge(mi, mf, w, k):
+    """U = IA s; a torque-driven joint: D = s^T U + armature, u = tau - s^T pA, Ia = IA - U U^T / D,
+    pa = pA + U u / D; a prescribed one: Ia = IA, pa = pA + U q_ddot. False if D <= 0."""
+    ax = mi[MF_AXIS] + 3 * k
+    ax0, ax1, ax2 = mf[ax], mf[ax + 1], mf[ax + 2]
+    IA = mi[W_IA] + 36 * k
+    pA = mi[W_PA] + 6 * k
+    U = mi[W_U] + 6 * k
+    Ia = mi[W_IA_HINGE]
+    pa = mi[W_PA_HINGE]
+    for i in range(6):
+        w[U + i] = w[IA + 6 * i] * ax0 + w[IA + 6 * i + 1] * ax1 + w[IA + 6 * i + 2] * ax2
+    if mi[mi[MI_DRIVE] + k] == JOINT_PRESCRIBED:
+        qdd = w[mi[W_QDD_PRES] + k]
+        for i in range(6):
+            w[pa + i] = w[pA + i] + w[U + i] * qdd
+            for j in range(6):
+                w[Ia + 6 * i + j] = w[IA + 6 * i + j]
+        return True
+    d = w[U] * ax0 + w[U + 1] * ax1 + w[U + 2] * ax2 + mf[mi[MF_ARMATURE] + k]
+    if not d > 0.0:
+        return False
+    u = w[mi[W_TAUJ] + k] - (w[pA] * ax0 + w[pA + 1] * ax1 + w[pA + 2] * ax2)
+    w[mi[W_D] + k] = d
+    w[mi[W_UJ] + k] = u
+    for i in range(6):
+        Ui = w[U + i] / d
+        w[pa + i] = w[pA + i] + Ui * u
+        for j in range(6):
+            w[Ia + 6 * i + j] = w[IA + 6 * i + j] - Ui * w[U + j]
+    return True
+
+
+@njit(cache=True)
+def add_to_parent(mi, w, k):
+    """P(parent) += Phi^T Ia Phi, p(parent) += Phi^T (pa + Ia kap), Phi = [X, Psi]: the rigid block
+    by the structured transform X^T Ia X (inertia_to_parent), the modal rows and columns through
+    Ia Psi."""
+    NM = mi[DIM_NM]
+    NX = 6 + NM
+    par = mi[mi[MI_PARENT] + k]
+    nmp = mi[mi[MI_NM] + par]
+    R = mi[W_RPC] + 9 * k
+    origin = mi[W_PPC] + 3 * k
+    Ia = mi[W_IA_HINGE]
+    pa = mi[W_PA_HINGE]
+    kap = mi[W_KAP] + 6 * k
+    f = mi[W_F_INBOARD]
+    P = mi[W_P] + NX * NX * par
+    p = mi[W_PB] + NX * par
+    for i in range(6):
+        s = w[pa + i]
+        for j in range(6):
+            s += w[Ia + 6 * i + j] * w[kap + j]
+        w[f + i] = s
+    force_to_parent(w, R, origin, f, 1, p, 1)
+    Ip = mi[W_IA_PARENT]
+    inertia_to_parent(w, R, origin, Ia, Ip, mi[W_ROT33])
+    for i in range(6):
+        for j in range(6):
+            w[P + i * NX + j] += w[Ip + 6 * i + j]
+    if nmp == 0:
+        return
+    psi = mi[W_PSI] + 6 * NM * k
+    IaPsi = mi[W_IA_PSI]
+    for i in range(6):
+        for a in range(nmp):
+            s = 0.0
+            for j in range(6):
+                s += w[Ia + 6 * i + j] * w[psi + j * NM + a]
+            w[IaPsi + i * NM + a] = s
+    for a in range(nmp):
+        # the modal rows of the bias, and the modal block (upper half, mirrored)
+        s = 0.0
+        for i in range(6):
+            s += w[psi + i * NM + a] * w[f + i]
+        w[p + 6 + a] += s
+        for b in range(a, nmp):
+            s = 0.0
+            for i in range(6):
+                s += w[psi + i * NM + a] * w[IaPsi + i * NM + b]
+            w[P + (6 + a) * NX + 6 + b] += s
+            if b != a:
+                w[P + (6 + b) * NX + 6 + a] += s
+    # the coupling block X^T Ia Psi, column by column, and its transpose
+    for a in range(nmp):
+        force_to_parent(w, R, origin, IaPsi + a, NM, P + 6 + a, NX)
+        for i in range(6):
+            w[P + (6 + a) * NX + i] = w[P + i * NX + 6 + a]
+
+
+@njit(cache=True)
+def force_to_parent(w, R, p, f, step, o, ostep):
+    """w[o + i ostep] += (X^T f)_i for the force f = w[f + i step] in child axes at the child origin:
+    [R n + p x (R f); R f] in the parent's axes about its origin (R = Rpc, p = ppc)."""
+    n0 = w[f]
+    n1 = w[f + step]
+    n2 = w[f + 2 * step]
+    f0 = w[f + 3 * step]
+    f1 = w[f + 4 * step]
+    f2 = w[f + 5 * step]
+    g0 = w[R] * f0 + w[R + 1] * f1 + w[R + 2] * f2
+    g1 = w[R + 3] * f0 + w[R + 4] * f1 + w[R + 5] * f2
+    g2 = w[R + 6] * f0 + w[R + 7] * f1 + w[R + 8] * f2
+    p0, p1, p2 = w[p], w[p + 1], w[p + 2]
+    w[o] += w[R] * n0 + w[R + 1] * n1 + w[R + 2] * n2 + p1 * g2 - p2 * g1
+    w[o + ostep] += w[R + 3] * n0 + w[R + 4] * n1 + w[R + 5] * n2 + p2 * g0 - p0 * g2
+    w[o + 2 * ostep] += w[R + 6] * n0 + w[R + 7] * n1 + w[R + 8] * n2 + p0 * g1 - p1 * g0
+    w[o + 3 * ostep] += g0
+    w[o + 4 * ostep] += g1
+    w[o + 5 * ostep] += g2
+
+
+@njit(cache=True)
+def inertia_to_parent(w, R, p, Ia, out, tmp):
+    """out (6 x 6, row stride 6) = X^T Ia X for Ia = [[A, B], [B^T, C]] in child axes at the child
+    origin, X = [[R^T, 0], [-R^T skew(p), R^T]]: each 3 x 3 block turned into the parent's axes
+    (A' = R A R^T, ...; tmp holds block R^T), then moved to the parent's origin:
+    B'' = B' + skew(p) C', A'' = A' + skew(p) B'^T - B'' skew(p), C'' = C'."""
+    for bi, bj in ((0, 0), (0, 3), (3, 3)):
+        for i in range(3):
+            for j in range(3):
+                w[tmp + 3 * i + j] = (w[Ia + 6 * (bi + i) + bj] * w[R + 3 * j]
+                                      + w[Ia + 6 * (bi + i) + bj + 1] * w[R + 3 * j + 1]
+                                      + w[Ia + 6 * (bi + i) + bj + 2] * w[R + 3 * j + 2])
+        for i in range(3):
+            for j in range(3):
+                w[out + 6 * (bi + i) + bj + j] = (w[R + 3 * i] * w[tmp + j] + w[R + 3 * i + 1] * w[tmp + 3 + j]
+                                                  + w[R + 3 * i + 2] * w[tmp + 6 + j])
+    p0, p1, p2 = w[p], w[p + 1], w[p + 2]
+    # A' += skew(p) B'^T: column j is p x (row j of B')
+    for j in range(3):
+        b0, b1, b2 = w[out + 6 * j + 3], w[out + 6 * j + 4], w[out + 6 * j + 5]
+        w[out + j] += p1 * b2 - p2 * b1
+        w[out + 6 + j] += p2 * b0 - p0 * b2
+        w[out + 12 + j] += p0 * b1 - p1 * b0
+    # B'' = B' + skew(p) C': column j gains p x (column j of C')
+    for j in range(3):
+        c0, c1, c2 = w[out + 21 + j], w[out + 27 + j], w[out + 33 + j]
+        w[out + 3 + j] += p1 * c2 - p2 * c1
+        w[out + 9 + j] += p2 * c0 - p0 * c2
+        w[out + 15 + j] += p0 * c1 - p1 * c0
+    # A'' = A' - B'' skew(p): row i gains p x (row i of B'')
+    for i in range(3):
+        b0, b1, b2 = w[out + 6 * i + 3], w[out + 6 * i + 4], w[out + 6 * i + 5]
+        w[out + 6 * i] += p1 * b2 - p2 * b1
+        w[out + 6 * i + 1] += p2 * b0 - p0 * b2
+        w[out + 6 * i + 2] += p0 * b1 - p1 * b0
+    for i in range(3):
+        for j in range(3):
+            w[out + 6 * (3 + j) + i] = w[out + 6 * i + 3 + j]
+
+
+@njit(cache=True)
+def accelerations_base_to_tip(mi, mf, w, acc):
+    """Seed 002 eq. 7.12 (with the erratum of the module docstring), base to tip: each joint's
+    acceleration, then its body's modal accelerations; nud(k) = [a_k; eta_ddot_k], the joint wrench
+    fj(k) = pA + IA a_k and its axis component tau_joint(k)."""
+    nb = mi[DIM_NB]
+    NM = mi[DIM_NM]
+    NX = 6 + NM
+    g = mi[MF_GRAVITY]
+    for k in range(nb):
+        par = mi[mi[MI_PARENT] + k]
+        R = mi[W_RPC] + 9 * k
+        p = mi[W_PPC] + 3 * k
+        kap = mi[W_KAP] + 6 * k
+        nud = mi[W_NUD] + NX * k
+        # a = X a_parent + Psi eta_ddot_parent + kap; the base accelerates at -g
+        if par >= 0:
+            ap = mi[W_NUD] + NX * par
+            al0, al1, al2 = w[ap], w[ap + 1], w[ap + 2]
+            v0 = w[ap + 3] + al1 * w[p + 2] - al2 * w[p + 1]
+            v1 = w[ap + 4] + al2 * w[p] - al0 * w[p + 2]
+            v2 = w[ap + 5] + al0 * w[p + 1] - al1 * w[p]
+        else:
+            al0 = al1 = al2 = 0.0
+            v0, v1, v2 = -mf[g], -mf[g + 1], -mf[g + 2]
+        for i in range(3):
+            w[nud + i] = w[R + i] * al0 + w[R + 3 + i] * al1 + w[R + 6 + i] * al2 + w[kap + i]
+            w[nud + 3 + i] = w[R + i] * v0 + w[R + 3 + i] * v1 + w[R + 6 + i] * v2 + w[kap + 3 + i]
+        if par >= 0:
+            nmp = mi[mi[MI_NM] + par]
+            psi = mi[W_PSI] + 6 * NM * k
+            ed = mi[W_NUD] + NX * par + 6
+            for i in range(6):
+                s = 0.0
+                for a in range(nmp):
+                    s += w[psi + i * NM + a] * w[ed + a]
+                w[nud + i] += s
+        ax = mi[MF_AXIS] + 3 * k
+        ax0, ax1, ax2 = mf[ax], mf[ax + 1], mf[ax + 2]
+        U = mi[W_U] + 6 * k
+        if mi[mi[MI_DRIVE] + k] == JOINT_PRESCRIBED:
+            qdd = w[mi[W_QDD_PRES] + k]
+        else:
+            s = w[mi[W_UJ] + k]
+            for i in range(6):
+                s -= w[U + i] * w[nud + i]
+            qdd = s / w[mi[W_D] + k]
+        acc[k] = qdd
+        w[nud] += ax0 * qdd
+        w[nud + 1] += ax1 * qdd
+        w[nud + 2] += ax2 * qdd
+        nm = mi[mi[MI_NM] + k]
+        Y = mi[W_Y] + 6 * NM * k
+        y = mi[W_YB] + NM * k
+        base = nb + mi[mi[MI_MO] + k]
+        for e in range(nm):
+            s = w[y + e]
+            for i in range(6):
+                s += w[Y + 6 * e + i] * w[nud + i]
+            w[nud + 6 + e] = -s
+            acc[base + e] = -s
+        IA = mi[W_IA] + 36 * k
+        pA = mi[W_PA] + 6 * k
+        fj = mi[W_FJ] + 6 * k
+        for i in range(6):
+            s = w[pA + i]
+            for j in range(6):
+                s += w[IA + 6 * i + j] * w[nud + j]
+            w[fj + i] = s
+        w[mi[W_TAU_JOINT] + k] = w[fj] * ax0 + w[fj + 1] * ax1 + w[fj + 2] * ax2

@@ -15,7 +15,8 @@ from numba import njit
 
 from . import profiles
 from .aba import forward_dynamics
-from .layout import DIM_NB, DIM_NQ, JOINT_PRESCRIBED, METHOD_RK4, METHOD_IMEX
+from .layout import (DIM_NB, DIM_NQ, JOINT_PRESCRIBED, METHOD_IMEX, METHOD_RK4, MI_DRIVE, W_ACC, W_K1, W_K2, W_K3,
+                     W_K4, W_PE, W_PS, W_VS)
 
 
 _STAGES = (4, 2, 1)
@@ -63,13 +64,23 @@ def _stage_state(method, stage, h, nq, pos, vel, acc_prev, k1, k2, ps, vs, pe):
 
 
 @njit(cache=True)
-def advance(m, w, t, pos, vel, tau, dt, nsub, method):
+def stage_vector(mi, w, slot):
+    """The work block of one of the integrators' stage vectors (nq entries)."""
+    o = mi[slot]
+    return w[o:o + mi[DIM_NQ]]
+
+
+@njit(cache=True)
+def advance(mi, mf, w, t, pos, vel, tau, dt, nsub, method):
     """Advance (pos, vel) in place from t to t + dt with nsub substeps; False on a singular inertia
-    or a non-finite state."""
-    nq = m.dims[DIM_NQ]
+    or a non-finite state. One call per outer step: the model (mi, mf) and work w of
+    hil.kernels.layout, the state and the drive torques held over the step."""
+    nq = mi[DIM_NQ]
     h = dt / nsub
-    k1, k2, k3, k4 = w.k1, w.k2, w.k3, w.k4
-    ps, vs, pe, acc = w.ps, w.vs, w.pe, w.acc
+    k1, k2 = stage_vector(mi, w, W_K1), stage_vector(mi, w, W_K2)
+    k3, k4 = stage_vector(mi, w, W_K3), stage_vector(mi, w, W_K4)
+    ps, vs = stage_vector(mi, w, W_PS), stage_vector(mi, w, W_VS)
+    pe, acc = stage_vector(mi, w, W_PE), stage_vector(mi, w, W_ACC)
     imex = method == METHOD_IMEX
     cK = 0.25 * h * h if imex else 0.0
     cD = 0.5 * h if imex else 0.0
@@ -81,7 +92,7 @@ def advance(m, w, t, pos, vel, tau, dt, nsub, method):
             # IMEX evaluates the elastic forces at the explicit midpoint predictor
             el_pos = pe if imex else ps
             el_vel = vel if imex else vs
-            ok &= forward_dynamics(m, w, ts + dts, ps, vs, tau, el_pos, el_vel, cK, cD, acc)
+            ok &= forward_dynamics(mi, mf, w, ts + dts, ps, vs, tau, el_pos, el_vel, cK, cD, acc)
             if method == METHOD_RK4:
                 for i in range(nq):
                     if stage == 0:
@@ -104,9 +115,9 @@ def advance(m, w, t, pos, vel, tau, dt, nsub, method):
             for i in range(nq):
                 pos[i] += h * vel[i]
                 vel[i] += h * acc[i]
-    for k in range(m.dims[DIM_NB]):
-        if m.drive[k] == JOINT_PRESCRIBED:
-            q, qd, qdd = profiles.evaluate(m.prof_kind, m.prof_par, m.tab_off, m.tab_n, m.tab_t, m.tab_c, k, t + dt)
+    for k in range(mi[DIM_NB]):
+        if mi[mi[MI_DRIVE] + k] == JOINT_PRESCRIBED:
+            q, qd, _ = profiles.evaluate(mi, mf, k, t + dt)
             pos[k] = q
             vel[k] = qd
     for i in range(nq):

@@ -6,48 +6,44 @@ run only the joints' pose recursion (bodies.joint_kinematics with zero rates) an
 """
 from numba import njit
 
-from .aba import prepare
-from .bodies import joint_kinematics, station_pose
-from .layout import DIM_NB, DIM_NM
+from .aba import kinematics_base_to_tip, prepare
+from .bodies import OUTPUT_STATIONS, SR_R, ST_POS, station_kinematics
+from .layout import DIM_NB, MI_MO, MI_NM, MI_OS_BODY, W_POS, W_PW, W_RW, W_STATION, W_STATION_R, W_VEL
 from .outputs import world_poses
 
 
 @njit(cache=True)
-def body_poses(m, w, t, pos, vel):
-    """World rotation w.Rw[k] and origin w.pw[k] of every body at coordinates pos (time t: the
+def body_poses(mi, mf, w, t, pos, vel):
+    """World rotation Rw[k] and origin pw[k] of every body at coordinates pos (time t: the
     prescribed joints' profiles; pass zero rates in vel)."""
-    prepare(m, w, t, pos, vel)
-    nb = m.dims[DIM_NB]
-    for k in range(nb):
-        joint_kinematics(k, nb, m.dims[DIM_NM], m.parent, m.nm, m.mo, m.axis, m.st_G, m.st_L, m.st_S, m.st_p0,
-                         m.st_R0, w.pos, w.vel, w.Rpc, w.ppc, w.Phi, w.V, w.kap, w.M33, w.V3, w.V6, w.Ghat)
-    world_poses(m, w)
+    prepare(mi, mf, w, t, pos, vel)
+    kinematics_base_to_tip(mi, mf, w)
+    world_poses(mi, mf, w)
 
 
 @njit(cache=True)
-def station_frame(m, w, s, out):
+def station_frame(mi, mf, w, s, out):
     """out (12,): world position (3) and rotation matrix row-major (9) of output station s, after
     body_poses."""
-    k = m.os_body[s]
-    base = m.dims[DIM_NB] + m.mo[k]
-    SV = w.SV
-    SM = w.SM
-    station_pose(m.os_G, m.os_L, m.os_S, m.os_p0, m.os_R0, s, w.pos, base, m.nm[k], SV, 0, SM, 0, 1, 2, SV, 1)
-    r = SV[0]
-    R = SM[0]
-    Rk = w.Rw[k]
+    k = mi[mi[MI_OS_BODY] + s]
+    e = mi[DIM_NB] + mi[mi[MI_MO] + k]
+    station_kinematics(mi, mf, w, OUTPUT_STATIONS, s, mi[W_POS] + e, mi[W_VEL] + e, mi[mi[MI_NM] + k])
+    r = mi[W_STATION] + 3 * ST_POS
+    R = mi[W_STATION_R] + 9 * SR_R
+    Rk = mi[W_RW] + 9 * k
+    pw = mi[W_PW] + 3 * k
     for i in range(3):
-        p = w.pw[k, i]
+        p = w[pw + i]
         for j in range(3):
-            p += Rk[i, j] * r[j]
-            out[3 + 3 * i + j] = Rk[i, 0] * R[0, j] + Rk[i, 1] * R[1, j] + Rk[i, 2] * R[2, j]
+            p += w[Rk + 3 * i + j] * w[r + j]
+            out[3 + 3 * i + j] = w[Rk + 3 * i] * w[R + j] + w[Rk + 3 * i + 1] * w[R + 3 + j] + w[Rk + 3 * i + 2] * w[R + 6 + j]
         out[i] = p
 
 
 @njit(cache=True)
-def station_trajectory(m, w, t, rows, vel, stations, out):
+def station_trajectory(mi, mf, w, t, rows, vel, stations, out):
     """out[i, j] (12,) = station_frame of station stations[j] at coordinates rows[i], time t[i]."""
     for i in range(rows.shape[0]):
-        body_poses(m, w, t[i], rows[i], vel)
+        body_poses(mi, mf, w, t[i], rows[i], vel)
         for j in range(stations.shape[0]):
-            station_frame(m, w, stations[j], out[i, j])
+            station_frame(mi, mf, w, stations[j], out[i, j])

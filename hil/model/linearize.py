@@ -53,10 +53,10 @@ def static_forces(asm: Assembled, pos: np.ndarray, w=None) -> np.ndarray:
     nq = asm.layout.nq
     zero = np.zeros(nq)
     h = np.zeros(nq)
-    prepare(km, w, 0.0, pos, zero)
-    joint_torques(km, w, np.zeros(max(asm.layout.n_joints, 1)))
-    forward_kinematics(km, w)
-    bias_forces(km, w, pos, zero, h)
+    prepare(km.mi, km.mf, w.w, 0.0, pos, zero)
+    joint_torques(km.mi, km.mf, w.w, np.zeros(max(asm.layout.n_joints, 1)))
+    forward_kinematics(km.mi, km.mf, w.w)
+    bias_forces(km.mi, km.mf, w.w, pos, zero, h)
     _add_spring_rows(asm, w, h)
     return h
 
@@ -77,11 +77,11 @@ def stiffness_and_mass(asm: Assembled, pos: np.ndarray, eps: float = 1e-7) -> tu
         dp = np.zeros(nq)
         dp[i] = eps
         K[:, i] = (static_forces(asm, pos + dp, w) - static_forces(asm, pos - dp, w)) / (2 * eps)
-    prepare(km, w, 0.0, pos, zero)
-    joint_torques(km, w, tau)
-    forward_kinematics(km, w)
+    prepare(km.mi, km.mf, w.w, 0.0, pos, zero)
+    joint_torques(km.mi, km.mf, w.w, tau)
+    forward_kinematics(km.mi, km.mf, w.w)
     M = np.zeros((nq, nq))
-    mass_matrix(km, w, 0.0, 0.0, M)
+    mass_matrix(km.mi, km.mf, w.w, 0.0, 0.0, M)
     return 0.5 * (K + K.T), M
 
 
@@ -123,8 +123,9 @@ def spring_frequencies_hz(asm: Assembled) -> np.ndarray:
     nq = asm.layout.nq
     acc = np.zeros(nq)
     zero = np.zeros(nq)
-    forward_dynamics(km, w, 0.0, asm.pos0, zero, np.zeros(asm.layout.n_joints), asm.pos0, zero, 0.0, 0.0, acc)
-    return np.array([math.sqrt(km.kspring[k] * (1 / km.mot_inertia[k] + 1 / w.Dj[k])) / (2 * math.pi)
+    forward_dynamics(km.mi, km.mf, w.w, 0.0, asm.pos0, zero, np.zeros(asm.layout.n_joints), asm.pos0, zero, 0.0, 0.0,
+                     acc)
+    return np.array([math.sqrt(km.kspring[k] * (1 / km.mot_inertia[k] + 1 / w.D[k])) / (2 * math.pi)
                      for k in range(asm.layout.n_joints) if km.mot[k] >= 0])
 
 
