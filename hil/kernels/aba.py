@@ -52,9 +52,9 @@ from numba import njit
 from .bodies import body_inertia, joint_kinematics
 from .joints import impose_prescribed_motion, link_torques, rotor_accelerations
 from .layout import (DIM_NB, DIM_NM, JOINT_PRESCRIBED, MF_ARMATURE, MF_AXIS, MF_DMOD, MF_GRAVITY, MF_KMOD, MI_DRIVE,
-                     MI_MO, MI_NM, MI_PARENT, W_BB, W_D, W_FJ, W_IA, W_IA_HINGE, W_IA_PARENT, W_IA_PSI, W_KAP,
-                     W_LFF, W_MB, W_NUD, W_P, W_PA, W_PA_HINGE, W_PB, W_ROT33, W_F_INBOARD, W_POS, W_PPC, W_PSI, W_QDD_PRES, W_RPC,
-                     W_TAU_JOINT, W_TAUJ, W_U, W_UJ, W_VEL, W_Y, W_YB)
+                     MI_MO, MI_NM, MI_PARENT, W_BB, W_D, W_FJ, W_F_INBOARD, W_IA, W_IA_HINGE, W_IA_PARENT, W_IA_PSI,
+                     W_KAP, W_LFF, W_MB, W_NUD, W_P, W_PA, W_PA_HINGE, W_PB, W_POS, W_PPC, W_PSI, W_QDD_PRES,
+                     W_ROT33, W_RPC, W_TAUJ, W_TAU_JOINT, W_U, W_UJ, W_VEL, W_Y, W_YB, at)
 from .spatial import cholesky_inplace, cholesky_solve
 
 
@@ -115,28 +115,28 @@ def body_inertias(mi, mf, w, el_pos, el_vel, cK, cD):
     NX = 6 + NM
     for k in range(nb):
         body_inertia(mi, mf, w, k)
-        nm = mi[mi[MI_NM] + k]
+        nm = mi[at(mi[MI_NM] + k)]
         n = 6 + nm
         Mb = mi[W_MB] + NX * NX * k
         P = mi[W_P] + NX * NX * k
         bb = mi[W_BB] + NX * k
         p = mi[W_PB] + NX * k
         for i in range(n):
-            w[p + i] = w[bb + i]
+            w[at(p + i)] = w[at(bb + i)]
             for j in range(n):
-                w[P + i * NX + j] = w[Mb + i * NX + j]
+                w[at(P + i * NX + j)] = w[at(Mb + i * NX + j)]
         K = mi[MF_KMOD] + NM * NM * k
         D = mi[MF_DMOD] + NM * NM * k
-        e = nb + mi[mi[MI_MO] + k]
+        e = nb + mi[at(mi[MI_MO] + k)]
         for a in range(nm):
             s = 0.0
             for b in range(nm):
-                s += mf[K + a * NM + b] * el_pos[e + b] + mf[D + a * NM + b] * el_vel[e + b]
-            w[p + 6 + a] += s
+                s += mf[at(K + a * NM + b)] * el_pos[e + b] + mf[at(D + a * NM + b)] * el_vel[e + b]
+            w[at(p + 6 + a)] += s
         if cK != 0.0 or cD != 0.0:
             for a in range(nm):
                 for b in range(nm):
-                    w[P + (6 + a) * NX + 6 + b] += cK * mf[K + a * NM + b] + cD * mf[D + a * NM + b]
+                    w[at(P + (6 + a) * NX + 6 + b)] += cK * mf[at(K + a * NM + b)] + cD * mf[at(D + a * NM + b)]
 
 
 @njit(cache=True)
@@ -150,7 +150,7 @@ def articulated_inertias_tip_to_base(mi, mf, w):
             return False
         if not eliminate_hinge(mi, mf, w, k):
             return False
-        if mi[parent + k] >= 0:
+        if mi[at(parent + k)] >= 0:
             add_to_parent(mi, w, k)
     return True
 
@@ -160,7 +160,7 @@ def eliminate_modes(mi, w, k):
     """Lff = chol(P_ff), Y = P_ff^-1 P_fr, y = P_ff^-1 p_f, IA = P_rr - P_rf Y, pA = p_r - P_rf y."""
     NM = mi[DIM_NM]
     NX = 6 + NM
-    nm = mi[mi[MI_NM] + k]
+    nm = mi[at(mi[MI_NM] + k)]
     P = mi[W_P] + NX * NX * k
     p = mi[W_PB] + NX * k
     Lff = mi[W_LFF] + NM * NM * k
@@ -170,28 +170,28 @@ def eliminate_modes(mi, w, k):
     pA = mi[W_PA] + 6 * k
     for a in range(nm):
         for b in range(a + 1):
-            w[Lff + a * NM + b] = w[P + (6 + a) * NX + 6 + b]
+            w[at(Lff + a * NM + b)] = w[at(P + (6 + a) * NX + 6 + b)]
     if not cholesky_inplace(w, Lff, nm, NM):
         return False
     for a in range(nm):
         for i in range(6):
-            w[Y + 6 * a + i] = w[P + (6 + a) * NX + i]
-        w[y + a] = w[p + 6 + a]
+            w[at(Y + 6 * a + i)] = w[at(P + (6 + a) * NX + i)]
+        w[at(y + a)] = w[at(p + 6 + a)]
     for i in range(6):
         cholesky_solve(w, Lff, nm, NM, w, Y + i, 6)
     cholesky_solve(w, Lff, nm, NM, w, y, 1)
     for i in range(6):
         Pi = P + i * NX + 6
-        s = w[p + i]
+        s = w[at(p + i)]
         for a in range(nm):
-            s -= w[Pi + a] * w[y + a]
-        w[pA + i] = s
+            s -= w[at(Pi + a)] * w[at(y + a)]
+        w[at(pA + i)] = s
         for j in range(i, 6):
-            s = w[P + i * NX + j]
+            s = w[at(P + i * NX + j)]
             for a in range(nm):
-                s -= w[Pi + a] * w[Y + 6 * a + j]
-            w[IA + 6 * i + j] = s
-            w[IA + 6 * j + i] = s
+                s -= w[at(Pi + a)] * w[at(Y + 6 * a + j)]
+            w[at(IA + 6 * i + j)] = s
+            w[at(IA + 6 * j + i)] = s
     return True
 
 
@@ -200,32 +200,32 @@ def eliminate_hinge(mi, mf, w, k):
     """U = IA s; a torque-driven joint: D = s^T U + armature, u = tau - s^T pA, Ia = IA - U U^T / D,
     pa = pA + U u / D; a prescribed one: Ia = IA, pa = pA + U q_ddot. False if D <= 0."""
     ax = mi[MF_AXIS] + 3 * k
-    ax0, ax1, ax2 = mf[ax], mf[ax + 1], mf[ax + 2]
+    ax0, ax1, ax2 = mf[at(ax)], mf[at(ax + 1)], mf[at(ax + 2)]
     IA = mi[W_IA] + 36 * k
     pA = mi[W_PA] + 6 * k
     U = mi[W_U] + 6 * k
     Ia = mi[W_IA_HINGE]
     pa = mi[W_PA_HINGE]
     for i in range(6):
-        w[U + i] = w[IA + 6 * i] * ax0 + w[IA + 6 * i + 1] * ax1 + w[IA + 6 * i + 2] * ax2
-    if mi[mi[MI_DRIVE] + k] == JOINT_PRESCRIBED:
-        qdd = w[mi[W_QDD_PRES] + k]
+        w[at(U + i)] = w[at(IA + 6 * i)] * ax0 + w[at(IA + 6 * i + 1)] * ax1 + w[at(IA + 6 * i + 2)] * ax2
+    if mi[at(mi[MI_DRIVE] + k)] == JOINT_PRESCRIBED:
+        qdd = w[at(mi[W_QDD_PRES] + k)]
         for i in range(6):
-            w[pa + i] = w[pA + i] + w[U + i] * qdd
+            w[at(pa + i)] = w[at(pA + i)] + w[at(U + i)] * qdd
             for j in range(6):
-                w[Ia + 6 * i + j] = w[IA + 6 * i + j]
+                w[at(Ia + 6 * i + j)] = w[at(IA + 6 * i + j)]
         return True
-    d = w[U] * ax0 + w[U + 1] * ax1 + w[U + 2] * ax2 + mf[mi[MF_ARMATURE] + k]
+    d = w[at(U)] * ax0 + w[at(U + 1)] * ax1 + w[at(U + 2)] * ax2 + mf[at(mi[MF_ARMATURE] + k)]
     if not d > 0.0:
         return False
-    u = w[mi[W_TAUJ] + k] - (w[pA] * ax0 + w[pA + 1] * ax1 + w[pA + 2] * ax2)
-    w[mi[W_D] + k] = d
-    w[mi[W_UJ] + k] = u
+    u = w[at(mi[W_TAUJ] + k)] - (w[at(pA)] * ax0 + w[at(pA + 1)] * ax1 + w[at(pA + 2)] * ax2)
+    w[at(mi[W_D] + k)] = d
+    w[at(mi[W_UJ] + k)] = u
     for i in range(6):
-        Ui = w[U + i] / d
-        w[pa + i] = w[pA + i] + Ui * u
+        Ui = w[at(U + i)] / d
+        w[at(pa + i)] = w[at(pA + i)] + Ui * u
         for j in range(6):
-            w[Ia + 6 * i + j] = w[IA + 6 * i + j] - Ui * w[U + j]
+            w[at(Ia + 6 * i + j)] = w[at(IA + 6 * i + j)] - Ui * w[at(U + j)]
     return True
 
 
@@ -236,8 +236,8 @@ def add_to_parent(mi, w, k):
     Ia Psi."""
     NM = mi[DIM_NM]
     NX = 6 + NM
-    par = mi[mi[MI_PARENT] + k]
-    nmp = mi[mi[MI_NM] + par]
+    par = mi[at(mi[MI_PARENT] + k)]
+    nmp = mi[at(mi[MI_NM] + par)]
     R = mi[W_RPC] + 9 * k
     origin = mi[W_PPC] + 3 * k
     Ia = mi[W_IA_HINGE]
@@ -247,16 +247,16 @@ def add_to_parent(mi, w, k):
     P = mi[W_P] + NX * NX * par
     p = mi[W_PB] + NX * par
     for i in range(6):
-        s = w[pa + i]
+        s = w[at(pa + i)]
         for j in range(6):
-            s += w[Ia + 6 * i + j] * w[kap + j]
-        w[f + i] = s
+            s += w[at(Ia + 6 * i + j)] * w[at(kap + j)]
+        w[at(f + i)] = s
     force_to_parent(w, R, origin, f, 1, p, 1)
     Ip = mi[W_IA_PARENT]
     inertia_to_parent(w, R, origin, Ia, Ip, mi[W_ROT33])
     for i in range(6):
         for j in range(6):
-            w[P + i * NX + j] += w[Ip + 6 * i + j]
+            w[at(P + i * NX + j)] += w[at(Ip + 6 * i + j)]
     if nmp == 0:
         return
     psi = mi[W_PSI] + 6 * NM * k
@@ -265,48 +265,48 @@ def add_to_parent(mi, w, k):
         for a in range(nmp):
             s = 0.0
             for j in range(6):
-                s += w[Ia + 6 * i + j] * w[psi + j * NM + a]
-            w[IaPsi + i * NM + a] = s
+                s += w[at(Ia + 6 * i + j)] * w[at(psi + j * NM + a)]
+            w[at(IaPsi + i * NM + a)] = s
     for a in range(nmp):
         # the modal rows of the bias, and the modal block (upper half, mirrored)
         s = 0.0
         for i in range(6):
-            s += w[psi + i * NM + a] * w[f + i]
-        w[p + 6 + a] += s
+            s += w[at(psi + i * NM + a)] * w[at(f + i)]
+        w[at(p + 6 + a)] += s
         for b in range(a, nmp):
             s = 0.0
             for i in range(6):
-                s += w[psi + i * NM + a] * w[IaPsi + i * NM + b]
-            w[P + (6 + a) * NX + 6 + b] += s
+                s += w[at(psi + i * NM + a)] * w[at(IaPsi + i * NM + b)]
+            w[at(P + (6 + a) * NX + 6 + b)] += s
             if b != a:
-                w[P + (6 + b) * NX + 6 + a] += s
+                w[at(P + (6 + b) * NX + 6 + a)] += s
     # the coupling block X^T Ia Psi, column by column, and its transpose
     for a in range(nmp):
         force_to_parent(w, R, origin, IaPsi + a, NM, P + 6 + a, NX)
         for i in range(6):
-            w[P + (6 + a) * NX + i] = w[P + i * NX + 6 + a]
+            w[at(P + (6 + a) * NX + i)] = w[at(P + i * NX + 6 + a)]
 
 
 @njit(cache=True)
 def force_to_parent(w, R, p, f, step, o, ostep):
     """w[o + i ostep] += (X^T f)_i for the force f = w[f + i step] in child axes at the child origin:
     [R n + p x (R f); R f] in the parent's axes about its origin (R = Rpc, p = ppc)."""
-    n0 = w[f]
-    n1 = w[f + step]
-    n2 = w[f + 2 * step]
-    f0 = w[f + 3 * step]
-    f1 = w[f + 4 * step]
-    f2 = w[f + 5 * step]
-    g0 = w[R] * f0 + w[R + 1] * f1 + w[R + 2] * f2
-    g1 = w[R + 3] * f0 + w[R + 4] * f1 + w[R + 5] * f2
-    g2 = w[R + 6] * f0 + w[R + 7] * f1 + w[R + 8] * f2
-    p0, p1, p2 = w[p], w[p + 1], w[p + 2]
-    w[o] += w[R] * n0 + w[R + 1] * n1 + w[R + 2] * n2 + p1 * g2 - p2 * g1
-    w[o + ostep] += w[R + 3] * n0 + w[R + 4] * n1 + w[R + 5] * n2 + p2 * g0 - p0 * g2
-    w[o + 2 * ostep] += w[R + 6] * n0 + w[R + 7] * n1 + w[R + 8] * n2 + p0 * g1 - p1 * g0
-    w[o + 3 * ostep] += g0
-    w[o + 4 * ostep] += g1
-    w[o + 5 * ostep] += g2
+    n0 = w[at(f)]
+    n1 = w[at(f + step)]
+    n2 = w[at(f + 2 * step)]
+    f0 = w[at(f + 3 * step)]
+    f1 = w[at(f + 4 * step)]
+    f2 = w[at(f + 5 * step)]
+    g0 = w[at(R)] * f0 + w[at(R + 1)] * f1 + w[at(R + 2)] * f2
+    g1 = w[at(R + 3)] * f0 + w[at(R + 4)] * f1 + w[at(R + 5)] * f2
+    g2 = w[at(R + 6)] * f0 + w[at(R + 7)] * f1 + w[at(R + 8)] * f2
+    p0, p1, p2 = w[at(p)], w[at(p + 1)], w[at(p + 2)]
+    w[at(o)] += w[at(R)] * n0 + w[at(R + 1)] * n1 + w[at(R + 2)] * n2 + p1 * g2 - p2 * g1
+    w[at(o + ostep)] += w[at(R + 3)] * n0 + w[at(R + 4)] * n1 + w[at(R + 5)] * n2 + p2 * g0 - p0 * g2
+    w[at(o + 2 * ostep)] += w[at(R + 6)] * n0 + w[at(R + 7)] * n1 + w[at(R + 8)] * n2 + p0 * g1 - p1 * g0
+    w[at(o + 3 * ostep)] += g0
+    w[at(o + 4 * ostep)] += g1
+    w[at(o + 5 * ostep)] += g2
 
 
 @njit(cache=True)
@@ -318,35 +318,35 @@ def inertia_to_parent(w, R, p, Ia, out, tmp):
     for bi, bj in ((0, 0), (0, 3), (3, 3)):
         for i in range(3):
             for j in range(3):
-                w[tmp + 3 * i + j] = (w[Ia + 6 * (bi + i) + bj] * w[R + 3 * j]
-                                      + w[Ia + 6 * (bi + i) + bj + 1] * w[R + 3 * j + 1]
-                                      + w[Ia + 6 * (bi + i) + bj + 2] * w[R + 3 * j + 2])
+                w[at(tmp + 3 * i + j)] = (w[at(Ia + 6 * (bi + i) + bj)] * w[at(R + 3 * j)]
+                                      + w[at(Ia + 6 * (bi + i) + bj + 1)] * w[at(R + 3 * j + 1)]
+                                      + w[at(Ia + 6 * (bi + i) + bj + 2)] * w[at(R + 3 * j + 2)])
         for i in range(3):
             for j in range(3):
-                w[out + 6 * (bi + i) + bj + j] = (w[R + 3 * i] * w[tmp + j] + w[R + 3 * i + 1] * w[tmp + 3 + j]
-                                                  + w[R + 3 * i + 2] * w[tmp + 6 + j])
-    p0, p1, p2 = w[p], w[p + 1], w[p + 2]
+                w[at(out + 6 * (bi + i) + bj + j)] = (w[at(R + 3 * i)] * w[at(tmp + j)] + w[at(R + 3 * i + 1)] * w[at(tmp + 3 + j)]
+                                                  + w[at(R + 3 * i + 2)] * w[at(tmp + 6 + j)])
+    p0, p1, p2 = w[at(p)], w[at(p + 1)], w[at(p + 2)]
     # A' += skew(p) B'^T: column j is p x (row j of B')
     for j in range(3):
-        b0, b1, b2 = w[out + 6 * j + 3], w[out + 6 * j + 4], w[out + 6 * j + 5]
-        w[out + j] += p1 * b2 - p2 * b1
-        w[out + 6 + j] += p2 * b0 - p0 * b2
-        w[out + 12 + j] += p0 * b1 - p1 * b0
+        b0, b1, b2 = w[at(out + 6 * j + 3)], w[at(out + 6 * j + 4)], w[at(out + 6 * j + 5)]
+        w[at(out + j)] += p1 * b2 - p2 * b1
+        w[at(out + 6 + j)] += p2 * b0 - p0 * b2
+        w[at(out + 12 + j)] += p0 * b1 - p1 * b0
     # B'' = B' + skew(p) C': column j gains p x (column j of C')
     for j in range(3):
-        c0, c1, c2 = w[out + 21 + j], w[out + 27 + j], w[out + 33 + j]
-        w[out + 3 + j] += p1 * c2 - p2 * c1
-        w[out + 9 + j] += p2 * c0 - p0 * c2
-        w[out + 15 + j] += p0 * c1 - p1 * c0
+        c0, c1, c2 = w[at(out + 21 + j)], w[at(out + 27 + j)], w[at(out + 33 + j)]
+        w[at(out + 3 + j)] += p1 * c2 - p2 * c1
+        w[at(out + 9 + j)] += p2 * c0 - p0 * c2
+        w[at(out + 15 + j)] += p0 * c1 - p1 * c0
     # A'' = A' - B'' skew(p): row i gains p x (row i of B'')
     for i in range(3):
-        b0, b1, b2 = w[out + 6 * i + 3], w[out + 6 * i + 4], w[out + 6 * i + 5]
-        w[out + 6 * i] += p1 * b2 - p2 * b1
-        w[out + 6 * i + 1] += p2 * b0 - p0 * b2
-        w[out + 6 * i + 2] += p0 * b1 - p1 * b0
+        b0, b1, b2 = w[at(out + 6 * i + 3)], w[at(out + 6 * i + 4)], w[at(out + 6 * i + 5)]
+        w[at(out + 6 * i)] += p1 * b2 - p2 * b1
+        w[at(out + 6 * i + 1)] += p2 * b0 - p0 * b2
+        w[at(out + 6 * i + 2)] += p0 * b1 - p1 * b0
     for i in range(3):
         for j in range(3):
-            w[out + 6 * (3 + j) + i] = w[out + 6 * i + 3 + j]
+            w[at(out + 6 * (3 + j) + i)] = w[at(out + 6 * i + 3 + j)]
 
 
 @njit(cache=True)
@@ -359,7 +359,7 @@ def accelerations_base_to_tip(mi, mf, w, acc):
     NX = 6 + NM
     g = mi[MF_GRAVITY]
     for k in range(nb):
-        par = mi[mi[MI_PARENT] + k]
+        par = mi[at(mi[MI_PARENT] + k)]
         R = mi[W_RPC] + 9 * k
         p = mi[W_PPC] + 3 * k
         kap = mi[W_KAP] + 6 * k
@@ -367,55 +367,55 @@ def accelerations_base_to_tip(mi, mf, w, acc):
         # a = X a_parent + Psi eta_ddot_parent + kap; the base accelerates at -g
         if par >= 0:
             ap = mi[W_NUD] + NX * par
-            al0, al1, al2 = w[ap], w[ap + 1], w[ap + 2]
-            v0 = w[ap + 3] + al1 * w[p + 2] - al2 * w[p + 1]
-            v1 = w[ap + 4] + al2 * w[p] - al0 * w[p + 2]
-            v2 = w[ap + 5] + al0 * w[p + 1] - al1 * w[p]
+            al0, al1, al2 = w[at(ap)], w[at(ap + 1)], w[at(ap + 2)]
+            v0 = w[at(ap + 3)] + al1 * w[at(p + 2)] - al2 * w[at(p + 1)]
+            v1 = w[at(ap + 4)] + al2 * w[at(p)] - al0 * w[at(p + 2)]
+            v2 = w[at(ap + 5)] + al0 * w[at(p + 1)] - al1 * w[at(p)]
         else:
             al0 = al1 = al2 = 0.0
-            v0, v1, v2 = -mf[g], -mf[g + 1], -mf[g + 2]
+            v0, v1, v2 = -mf[at(g)], -mf[at(g + 1)], -mf[at(g + 2)]
         for i in range(3):
-            w[nud + i] = w[R + i] * al0 + w[R + 3 + i] * al1 + w[R + 6 + i] * al2 + w[kap + i]
-            w[nud + 3 + i] = w[R + i] * v0 + w[R + 3 + i] * v1 + w[R + 6 + i] * v2 + w[kap + 3 + i]
+            w[at(nud + i)] = w[at(R + i)] * al0 + w[at(R + 3 + i)] * al1 + w[at(R + 6 + i)] * al2 + w[at(kap + i)]
+            w[at(nud + 3 + i)] = w[at(R + i)] * v0 + w[at(R + 3 + i)] * v1 + w[at(R + 6 + i)] * v2 + w[at(kap + 3 + i)]
         if par >= 0:
-            nmp = mi[mi[MI_NM] + par]
+            nmp = mi[at(mi[MI_NM] + par)]
             psi = mi[W_PSI] + 6 * NM * k
             ed = mi[W_NUD] + NX * par + 6
             for i in range(6):
                 s = 0.0
                 for a in range(nmp):
-                    s += w[psi + i * NM + a] * w[ed + a]
-                w[nud + i] += s
+                    s += w[at(psi + i * NM + a)] * w[at(ed + a)]
+                w[at(nud + i)] += s
         ax = mi[MF_AXIS] + 3 * k
-        ax0, ax1, ax2 = mf[ax], mf[ax + 1], mf[ax + 2]
+        ax0, ax1, ax2 = mf[at(ax)], mf[at(ax + 1)], mf[at(ax + 2)]
         U = mi[W_U] + 6 * k
-        if mi[mi[MI_DRIVE] + k] == JOINT_PRESCRIBED:
-            qdd = w[mi[W_QDD_PRES] + k]
+        if mi[at(mi[MI_DRIVE] + k)] == JOINT_PRESCRIBED:
+            qdd = w[at(mi[W_QDD_PRES] + k)]
         else:
-            s = w[mi[W_UJ] + k]
+            s = w[at(mi[W_UJ] + k)]
             for i in range(6):
-                s -= w[U + i] * w[nud + i]
-            qdd = s / w[mi[W_D] + k]
+                s -= w[at(U + i)] * w[at(nud + i)]
+            qdd = s / w[at(mi[W_D] + k)]
         acc[k] = qdd
-        w[nud] += ax0 * qdd
-        w[nud + 1] += ax1 * qdd
-        w[nud + 2] += ax2 * qdd
-        nm = mi[mi[MI_NM] + k]
+        w[at(nud)] += ax0 * qdd
+        w[at(nud + 1)] += ax1 * qdd
+        w[at(nud + 2)] += ax2 * qdd
+        nm = mi[at(mi[MI_NM] + k)]
         Y = mi[W_Y] + 6 * NM * k
         y = mi[W_YB] + NM * k
-        base = nb + mi[mi[MI_MO] + k]
+        base = nb + mi[at(mi[MI_MO] + k)]
         for e in range(nm):
-            s = w[y + e]
+            s = w[at(y + e)]
             for i in range(6):
-                s += w[Y + 6 * e + i] * w[nud + i]
-            w[nud + 6 + e] = -s
+                s += w[at(Y + 6 * e + i)] * w[at(nud + i)]
+            w[at(nud + 6 + e)] = -s
             acc[base + e] = -s
         IA = mi[W_IA] + 36 * k
         pA = mi[W_PA] + 6 * k
         fj = mi[W_FJ] + 6 * k
         for i in range(6):
-            s = w[pA + i]
+            s = w[at(pA + i)]
             for j in range(6):
-                s += w[IA + 6 * i + j] * w[nud + j]
-            w[fj + i] = s
-        w[mi[W_TAU_JOINT] + k] = w[fj] * ax0 + w[fj + 1] * ax1 + w[fj + 2] * ax2
+                s += w[at(IA + 6 * i + j)] * w[at(nud + j)]
+            w[at(fj + i)] = s
+        w[at(mi[W_TAU_JOINT] + k)] = w[at(fj)] * ax0 + w[at(fj + 1)] * ax1 + w[at(fj + 2)] * ax2

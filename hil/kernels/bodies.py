@@ -25,9 +25,9 @@ import numpy as np
 from numba import njit
 
 from .layout import (DIM_NB, DIM_NM, MF_AXIS, MF_JL, MF_JSUM, MF_LJL, MF_ND_G, MF_ND_M, MF_ND_P0, MF_ND_S, MF_OS_G,
-                     MF_OS_L, MF_OS_P0, MF_OS_R0, MF_OS_S, MF_ST_G, MF_ST_L, MF_ST_P0, MF_ST_R0, MF_ST_S, MI_MO, MI_NM,
-                     MI_NODE_OFF, MI_PARENT, W_BB, W_GHAT, W_KAP, W_MB, W_PPC, W_PSI, W_POS, W_RPC, W_SEP,
-                     W_STATION, W_STATION_R, W_V, W_VEL)
+                     MF_OS_L, MF_OS_P0, MF_OS_R0, MF_OS_S, MF_ST_G, MF_ST_L, MF_ST_P0, MF_ST_R0, MF_ST_S, MI_MO,
+                     MI_NM, MI_NODE_OFF, MI_PARENT, W_BB, W_GHAT, W_KAP, W_MB, W_POS, W_PPC, W_PSI, W_RPC, W_SEP,
+                     W_STATION, W_STATION_R, W_V, W_VEL, at, first_mode, modes_of)
 from .spatial import axis_rotation, xyz_rotation
 
 # station tables of station_kinematics
@@ -69,42 +69,42 @@ def station_kinematics(mi, mf, w, table, s, ieta, ietad, nm):
         se = 0.0
         sv = 0.0
         for b in range(nm):
-            sab = mf[S + a * NM + b]
-            se += sab * w[ieta + b]
-            sv += sab * w[ietad + b]
-        fs += se * w[ieta + a]
-        sd += sv * w[ietad + a]
-        w[gh + a] = mf[G + a] + se
-        w[gh + NM + a] = mf[G + NM + a]
-        w[gh + 2 * NM + a] = mf[G + 2 * NM + a]
+            sab = mf[at(S + a * NM + b)]
+            se += sab * w[at(ieta + b)]
+            sv += sab * w[at(ietad + b)]
+        fs += se * w[at(ieta + a)]
+        sd += sv * w[at(ietad + a)]
+        w[at(gh + a)] = mf[at(G + a)] + se
+        w[at(gh + NM + a)] = mf[at(G + NM + a)]
+        w[at(gh + 2 * NM + a)] = mf[at(G + 2 * NM + a)]
     for i in range(3):
-        p = mf[p0 + i]
+        p = mf[at(p0 + i)]
         th = 0.0
         thd = 0.0
         v = 0.0
         for a in range(nm):
-            p += mf[G + i * NM + a] * w[ieta + a]
-            th += mf[L + i * NM + a] * w[ieta + a]
-            thd += mf[L + i * NM + a] * w[ietad + a]
-            v += w[gh + i * NM + a] * w[ietad + a]
-        w[row + 3 * ST_POS + i] = p
-        w[row + 3 * ST_THETA + i] = th
-        w[row + 3 * ST_THETA_DOT + i] = thd
-        w[row + 3 * ST_V_REL + i] = v
-    w[row + 3 * ST_POS] += 0.5 * fs
+            p += mf[at(G + i * NM + a)] * w[at(ieta + a)]
+            th += mf[at(L + i * NM + a)] * w[at(ieta + a)]
+            thd += mf[at(L + i * NM + a)] * w[at(ietad + a)]
+            v += w[at(gh + i * NM + a)] * w[at(ietad + a)]
+        w[at(row + 3 * ST_POS + i)] = p
+        w[at(row + 3 * ST_THETA + i)] = th
+        w[at(row + 3 * ST_THETA_DOT + i)] = thd
+        w[at(row + 3 * ST_V_REL + i)] = v
+    w[at(row + 3 * ST_POS)] += 0.5 * fs
     th = row + 3 * ST_THETA
     thd = row + 3 * ST_THETA_DOT
     D = rot + 9 * SR_DEF
     E = rot + 9 * SR_E
-    xyz_rotation(w[th], w[th + 1], w[th + 2], w, D, E, row + 3 * ST_W_BIAS, w[thd], w[thd + 1], w[thd + 2])
+    xyz_rotation(w[at(th)], w[at(th + 1)], w[at(th + 2)], w, D, E, row + 3 * ST_W_BIAS, w[at(thd)], w[at(thd + 1)], w[at(thd + 2)])
     for i in range(3):
-        w[row + 3 * ST_W_REL + i] = w[E + 3 * i] * w[thd] + w[E + 3 * i + 1] * w[thd + 1] + w[E + 3 * i + 2] * w[thd + 2]
+        w[at(row + 3 * ST_W_REL + i)] = w[at(E + 3 * i)] * w[at(thd)] + w[at(E + 3 * i + 1)] * w[at(thd + 1)] + w[at(E + 3 * i + 2)] * w[at(thd + 2)]
         for j in range(3):
-            w[rot + 9 * SR_R + 3 * i + j] = (w[D + 3 * i] * mf[R0 + j] + w[D + 3 * i + 1] * mf[R0 + 3 + j]
-                                            + w[D + 3 * i + 2] * mf[R0 + 6 + j])
-    w[row + 3 * ST_V_BIAS] = sd
-    w[row + 3 * ST_V_BIAS + 1] = 0.0
-    w[row + 3 * ST_V_BIAS + 2] = 0.0
+            w[at(rot + 9 * SR_R + 3 * i + j)] = (w[at(D + 3 * i)] * mf[at(R0 + j)] + w[at(D + 3 * i + 1)] * mf[at(R0 + 3 + j)]
+                                            + w[at(D + 3 * i + 2)] * mf[at(R0 + 6 + j)])
+    w[at(row + 3 * ST_V_BIAS)] = sd
+    w[at(row + 3 * ST_V_BIAS + 1)] = 0.0
+    w[at(row + 3 * ST_V_BIAS + 2)] = 0.0
 
 
 @njit(cache=True)
@@ -118,55 +118,55 @@ def joint_kinematics(mi, mf, w, k):
     for a root body a_parent is the base acceleration [0; -g]."""
     nb = mi[DIM_NB]
     NM = mi[DIM_NM]
-    par = mi[mi[MI_PARENT] + k]
-    nmp = 0 if par < 0 else mi[mi[MI_NM] + par]
+    par = mi[at(mi[MI_PARENT] + k)]
+    nmp = 0 if par < 0 else mi[at(mi[MI_NM] + par)]
     ipos = mi[W_POS]
     ivel = mi[W_VEL]
     row = mi[W_STATION]
     rot = mi[W_STATION_R]
     ax = mi[MF_AXIS] + 3 * k
-    ax0, ax1, ax2 = mf[ax], mf[ax + 1], mf[ax + 2]
-    q = w[ipos + k]
-    qd = w[ivel + k]
+    ax0, ax1, ax2 = mf[at(ax)], mf[at(ax + 1)], mf[at(ax + 2)]
+    q = w[at(ipos + k)]
+    qd = w[at(ivel + k)]
     Rj = rot + 9 * SR_JOINT
     axis_rotation(ax0, ax1, ax2, np.cos(q), np.sin(q), w, Rj)
     Rpc = mi[W_RPC] + 9 * k
     ppc = mi[W_PPC] + 3 * k
     if nmp > 0:
-        e = nb + mi[mi[MI_MO] + par]
+        e = nb + mi[at(mi[MI_MO] + par)]
         station_kinematics(mi, mf, w, JOINT_STATIONS, k, ipos + e, ivel + e, nmp)
         Rs = rot + 9 * SR_R
         for i in range(3):
-            w[ppc + i] = w[row + 3 * ST_POS + i]
+            w[at(ppc + i)] = w[at(row + 3 * ST_POS + i)]
             for j in range(3):
-                w[Rpc + 3 * i + j] = w[Rs + 3 * i] * w[Rj + j] + w[Rs + 3 * i + 1] * w[Rj + 3 + j] \
-                    + w[Rs + 3 * i + 2] * w[Rj + 6 + j]
+                w[at(Rpc + 3 * i + j)] = w[at(Rs + 3 * i)] * w[at(Rj + j)] + w[at(Rs + 3 * i + 1)] * w[at(Rj + 3 + j)] \
+                    + w[at(Rs + 3 * i + 2)] * w[at(Rj + 6 + j)]
     else:
         R0 = mi[MF_ST_R0] + 9 * k
         p0 = mi[MF_ST_P0] + 3 * k
         for i in range(3):
-            w[ppc + i] = mf[p0 + i]
+            w[at(ppc + i)] = mf[at(p0 + i)]
             for j in range(3):
-                w[Rpc + 3 * i + j] = mf[R0 + 3 * i] * w[Rj + j] + mf[R0 + 3 * i + 1] * w[Rj + 3 + j] \
-                    + mf[R0 + 3 * i + 2] * w[Rj + 6 + j]
+                w[at(Rpc + 3 * i + j)] = mf[at(R0 + 3 * i)] * w[at(Rj + j)] + mf[at(R0 + 3 * i + 1)] * w[at(Rj + 3 + j)] \
+                    + mf[at(R0 + 3 * i + 2)] * w[at(Rj + 6 + j)]
     V = mi[W_V]
     Vk = V + 6 * k
     kap = mi[W_KAP] + 6 * k
     # twist: V = X V_parent + vrel + s qd; X V_parent = [E w; E (v + w x p)]
-    p0_, p1_, p2_ = w[ppc], w[ppc + 1], w[ppc + 2]
+    p0_, p1_, p2_ = w[at(ppc)], w[at(ppc + 1)], w[at(ppc + 2)]
     o0 = o1 = o2 = l0 = l1 = l2 = 0.0
     if par >= 0:
         Vp = V + 6 * par
-        wp0, wp1, wp2 = w[Vp], w[Vp + 1], w[Vp + 2]
-        u0 = w[Vp + 3] + wp1 * p2_ - wp2 * p1_
-        u1 = w[Vp + 4] + wp2 * p0_ - wp0 * p2_
-        u2 = w[Vp + 5] + wp0 * p1_ - wp1 * p0_
-        o0 = w[Rpc] * wp0 + w[Rpc + 3] * wp1 + w[Rpc + 6] * wp2
-        o1 = w[Rpc + 1] * wp0 + w[Rpc + 4] * wp1 + w[Rpc + 7] * wp2
-        o2 = w[Rpc + 2] * wp0 + w[Rpc + 5] * wp1 + w[Rpc + 8] * wp2
-        l0 = w[Rpc] * u0 + w[Rpc + 3] * u1 + w[Rpc + 6] * u2
-        l1 = w[Rpc + 1] * u0 + w[Rpc + 4] * u1 + w[Rpc + 7] * u2
-        l2 = w[Rpc + 2] * u0 + w[Rpc + 5] * u1 + w[Rpc + 8] * u2
+        wp0, wp1, wp2 = w[at(Vp)], w[at(Vp + 1)], w[at(Vp + 2)]
+        u0 = w[at(Vp + 3)] + wp1 * p2_ - wp2 * p1_
+        u1 = w[at(Vp + 4)] + wp2 * p0_ - wp0 * p2_
+        u2 = w[at(Vp + 5)] + wp0 * p1_ - wp1 * p0_
+        o0 = w[at(Rpc)] * wp0 + w[at(Rpc + 3)] * wp1 + w[at(Rpc + 6)] * wp2
+        o1 = w[at(Rpc + 1)] * wp0 + w[at(Rpc + 4)] * wp1 + w[at(Rpc + 7)] * wp2
+        o2 = w[at(Rpc + 2)] * wp0 + w[at(Rpc + 5)] * wp1 + w[at(Rpc + 8)] * wp2
+        l0 = w[at(Rpc)] * u0 + w[at(Rpc + 3)] * u1 + w[at(Rpc + 6)] * u2
+        l1 = w[at(Rpc + 1)] * u0 + w[at(Rpc + 4)] * u1 + w[at(Rpc + 7)] * u2
+        l2 = w[at(Rpc + 2)] * u0 + w[at(Rpc + 5)] * u1 + w[at(Rpc + 8)] * u2
     s0, s1, s2 = ax0 * qd, ax1 * qd, ax2 * qd
     if nmp > 0:
         # relative twist of the station and its eta_ddot-free rate bias, in child axes
@@ -175,23 +175,23 @@ def joint_kinematics(mi, mf, w, k):
             x = row + 3 * src
             y = c + 3 * (src - ST_W_REL)
             for i in range(3):
-                w[y + i] = w[Rpc + i] * w[x] + w[Rpc + 3 + i] * w[x + 1] + w[Rpc + 6 + i] * w[x + 2]
-        wr0, wr1, wr2 = w[c], w[c + 1], w[c + 2]
-        vr0, vr1, vr2 = w[c + 3], w[c + 4], w[c + 5]
+                w[at(y + i)] = w[at(Rpc + i)] * w[at(x)] + w[at(Rpc + 3 + i)] * w[at(x + 1)] + w[at(Rpc + 6 + i)] * w[at(x + 2)]
+        wr0, wr1, wr2 = w[at(c)], w[at(c + 1)], w[at(c + 2)]
+        vr0, vr1, vr2 = w[at(c + 3)], w[at(c + 4)], w[at(c + 5)]
         # the apparent derivative of the relative twist: its linear part less omega_rel x v_rel
-        b0, b1, b2 = w[c + 6], w[c + 7], w[c + 8]
-        b3 = w[c + 9] - (wr1 * vr2 - wr2 * vr1)
-        b4 = w[c + 10] - (wr2 * vr0 - wr0 * vr2)
-        b5 = w[c + 11] - (wr0 * vr1 - wr1 * vr0)
+        b0, b1, b2 = w[at(c + 6)], w[at(c + 7)], w[at(c + 8)]
+        b3 = w[at(c + 9)] - (wr1 * vr2 - wr2 * vr1)
+        b4 = w[at(c + 10)] - (wr2 * vr0 - wr0 * vr2)
+        b5 = w[at(c + 11)] - (wr0 * vr1 - wr1 * vr0)
         # kap = bias + (V - s qd) x vrel (the motion cross product); o, l: X V_parent + ...
         O0, O1, O2 = o0 + wr0, o1 + wr1, o2 + wr2
         L0, L1, L2 = l0 + vr0, l1 + vr1, l2 + vr2
-        w[kap] = b0 + O1 * wr2 - O2 * wr1
-        w[kap + 1] = b1 + O2 * wr0 - O0 * wr2
-        w[kap + 2] = b2 + O0 * wr1 - O1 * wr0
-        w[kap + 3] = b3 + O1 * vr2 - O2 * vr1 + L1 * wr2 - L2 * wr1
-        w[kap + 4] = b4 + O2 * vr0 - O0 * vr2 + L2 * wr0 - L0 * wr2
-        w[kap + 5] = b5 + O0 * vr1 - O1 * vr0 + L0 * wr1 - L1 * wr0
+        w[at(kap)] = b0 + O1 * wr2 - O2 * wr1
+        w[at(kap + 1)] = b1 + O2 * wr0 - O0 * wr2
+        w[at(kap + 2)] = b2 + O0 * wr1 - O1 * wr0
+        w[at(kap + 3)] = b3 + O1 * vr2 - O2 * vr1 + L1 * wr2 - L2 * wr1
+        w[at(kap + 4)] = b4 + O2 * vr0 - O0 * vr2 + L2 * wr0 - L0 * wr2
+        w[at(kap + 5)] = b5 + O0 * vr1 - O1 * vr0 + L0 * wr1 - L1 * wr0
         o0, o1, o2, l0, l1, l2 = O0, O1, O2, L0, L1, L2
         # the parent's modal columns [R^T E L; R^T Ghat] in child axes
         E = rot + 9 * SR_E
@@ -199,31 +199,31 @@ def joint_kinematics(mi, mf, w, k):
         gh = mi[W_GHAT]
         psi = mi[W_PSI] + 6 * NM * k
         for a in range(nmp):
-            el0 = w[E] * mf[L + a] + w[E + 1] * mf[L + NM + a] + w[E + 2] * mf[L + 2 * NM + a]
-            el1 = w[E + 3] * mf[L + a] + w[E + 4] * mf[L + NM + a] + w[E + 5] * mf[L + 2 * NM + a]
-            el2 = w[E + 6] * mf[L + a] + w[E + 7] * mf[L + NM + a] + w[E + 8] * mf[L + 2 * NM + a]
-            g0, g1, g2 = w[gh + a], w[gh + NM + a], w[gh + 2 * NM + a]
+            el0 = w[at(E)] * mf[at(L + a)] + w[at(E + 1)] * mf[at(L + NM + a)] + w[at(E + 2)] * mf[at(L + 2 * NM + a)]
+            el1 = w[at(E + 3)] * mf[at(L + a)] + w[at(E + 4)] * mf[at(L + NM + a)] + w[at(E + 5)] * mf[at(L + 2 * NM + a)]
+            el2 = w[at(E + 6)] * mf[at(L + a)] + w[at(E + 7)] * mf[at(L + NM + a)] + w[at(E + 8)] * mf[at(L + 2 * NM + a)]
+            g0, g1, g2 = w[at(gh + a)], w[at(gh + NM + a)], w[at(gh + 2 * NM + a)]
             for i in range(3):
-                r0, r1, r2 = w[Rpc + i], w[Rpc + 3 + i], w[Rpc + 6 + i]
-                w[psi + i * NM + a] = r0 * el0 + r1 * el1 + r2 * el2
-                w[psi + (3 + i) * NM + a] = r0 * g0 + r1 * g1 + r2 * g2
+                r0, r1, r2 = w[at(Rpc + i)], w[at(Rpc + 3 + i)], w[at(Rpc + 6 + i)]
+                w[at(psi + i * NM + a)] = r0 * el0 + r1 * el1 + r2 * el2
+                w[at(psi + (3 + i) * NM + a)] = r0 * g0 + r1 * g1 + r2 * g2
     else:
         for i in range(6):
-            w[kap + i] = 0.0
-    w[Vk] = o0 + s0
-    w[Vk + 1] = o1 + s1
-    w[Vk + 2] = o2 + s2
-    w[Vk + 3] = l0
-    w[Vk + 4] = l1
-    w[Vk + 5] = l2
+            w[at(kap + i)] = 0.0
+    w[at(Vk)] = o0 + s0
+    w[at(Vk + 1)] = o1 + s1
+    w[at(Vk + 2)] = o2 + s2
+    w[at(Vk + 3)] = l0
+    w[at(Vk + 4)] = l1
+    w[at(Vk + 5)] = l2
     # + V x (s qd)
     W0, W1, W2 = o0 + s0, o1 + s1, o2 + s2
-    w[kap] += W1 * s2 - W2 * s1
-    w[kap + 1] += W2 * s0 - W0 * s2
-    w[kap + 2] += W0 * s1 - W1 * s0
-    w[kap + 3] += l1 * s2 - l2 * s1
-    w[kap + 4] += l2 * s0 - l0 * s2
-    w[kap + 5] += l0 * s1 - l1 * s0
+    w[at(kap)] += W1 * s2 - W2 * s1
+    w[at(kap + 1)] += W2 * s0 - W0 * s2
+    w[at(kap + 2)] += W0 * s1 - W1 * s0
+    w[at(kap + 3)] += l1 * s2 - l2 * s1
+    w[at(kap + 4)] += l2 * s0 - l0 * s2
+    w[at(kap + 5)] += l0 * s1 - l1 * s0
 
 
 @njit(cache=True)
@@ -233,69 +233,72 @@ def body_inertia(mi, mf, w, k):
 
     Sums the lumped nodes (see module docstring); b holds the node Coriolis,
     centrifugal and foreshortening-rate terms, not gravity (gravity enters as the
-    base acceleration) nor elastic forces.
+    base acceleration) nor elastic forces. The rigid 6 x 6 block and its bias accumulate in
+    registers; the modal rows and columns in W_MB.
     """
-    nb = mi[DIM_NB]
     NM = mi[DIM_NM]
     NX = 6 + NM
-    nm = mi[mi[MI_NM] + k]
+    nm = modes_of(mi, k)
     n = 6 + nm
     Mb = mi[W_MB] + NX * NX * k
     bb = mi[W_BB] + NX * k
     for i in range(n):
-        w[bb + i] = 0.0
+        w[at(bb + i)] = 0.0
         for j in range(n):
-            w[Mb + i * NX + j] = 0.0
+            w[at(Mb + i * NX + j)] = 0.0
     Vk = mi[W_V] + 6 * k
-    om0, om1, om2 = w[Vk], w[Vk + 1], w[Vk + 2]
-    ieta = mi[W_POS] + nb + mi[mi[MI_MO] + k]
-    ietad = mi[W_VEL] + nb + mi[mi[MI_MO] + k]
-    wxv0 = om1 * w[Vk + 5] - om2 * w[Vk + 4]
-    wxv1 = om2 * w[Vk + 3] - om0 * w[Vk + 5]
-    wxv2 = om0 * w[Vk + 4] - om1 * w[Vk + 3]
+    om0, om1, om2 = w[at(Vk)], w[at(Vk + 1)], w[at(Vk + 2)]
+    eta = mi[W_POS] + first_mode(mi, k)
+    etad = mi[W_VEL] + first_mode(mi, k)
+    wxv0 = om1 * w[at(Vk + 5)] - om2 * w[at(Vk + 4)]
+    wxv1 = om2 * w[at(Vk + 3)] - om0 * w[at(Vk + 5)]
+    wxv2 = om0 * w[at(Vk + 4)] - om1 * w[at(Vk + 3)]
     ndm, ndp0, ndG, ndS = mi[MF_ND_M], mi[MF_ND_P0], mi[MF_ND_G], mi[MF_ND_S]
     gh = mi[W_GHAT]
     se = mi[W_SEP]
-    # the rigid 6 x 6 block and its bias accumulate in registers:
-    # sum m (|r|^2 I - r r^T), sum m r (the m skew(r) blocks), sum m, and the bias force
+    # the rigid block: sum m (|r|^2 I - r r^T), sum m r (the m skew(r) blocks), sum m; its bias force
     I00 = I01 = I02 = I11 = I12 = I22 = 0.0
     c0 = c1 = c2 = 0.0
     mass = 0.0
     f0 = f1 = f2 = n0 = n1 = n2 = 0.0
-    for j in range(mi[mi[MI_NODE_OFF] + k], mi[mi[MI_NODE_OFF] + k + 1]):
-        mj = mf[ndm + j]
+    for j in range(mi[at(mi[MI_NODE_OFF] + k)], mi[at(mi[MI_NODE_OFF] + k + 1)]):
+        mj = mf[at(ndm + j)]
         G = ndG + 3 * NM * j
         S = ndS + NM * NM * j
+        # S eta, eta^T S eta (foreshortening) and eta_dot^T S eta_dot (its rate term)
         fs = 0.0
         sd = 0.0
         for a in range(nm):
             s1 = 0.0
             s2 = 0.0
             for f in range(nm):
-                s1 += mf[S + a * NM + f] * w[ieta + f]
-                s2 += mf[S + a * NM + f] * w[ietad + f]
-            w[se + a] = s1
-            fs += s1 * w[ieta + a]
-            sd += s2 * w[ietad + a]
-        r0 = mf[ndp0 + 3 * j]
-        r1 = mf[ndp0 + 3 * j + 1]
-        r2 = mf[ndp0 + 3 * j + 2]
-        for a in range(nm):
-            e = w[ieta + a]
-            r0 += mf[G + a] * e
-            r1 += mf[G + NM + a] * e
-            r2 += mf[G + 2 * NM + a] * e
-        r0 += 0.5 * fs
+                sf = mf[at(S + a * NM + f)]
+                s1 += sf * w[at(eta + f)]
+                s2 += sf * w[at(etad + f)]
+            w[at(se + a)] = s1
+            fs += s1 * w[at(eta + a)]
+            sd += s2 * w[at(etad + a)]
+        # position r = p0 + G eta + e_x fs / 2, Ghat = G + e_x (S eta)^T, rate r_dot = Ghat eta_dot
+        r0 = mf[at(ndp0 + 3 * j)] + 0.5 * fs
+        r1 = mf[at(ndp0 + 3 * j + 1)]
+        r2 = mf[at(ndp0 + 3 * j + 2)]
         d0 = d1 = d2 = 0.0
         for a in range(nm):
-            g0 = mf[G + a] + w[se + a]
-            w[gh + a] = g0
-            w[gh + NM + a] = mf[G + NM + a]
-            w[gh + 2 * NM + a] = mf[G + 2 * NM + a]
-            ed = w[ietad + a]
+            e = w[at(eta + a)]
+            ed = w[at(etad + a)]
+            g0 = mf[at(G + a)]
+            g1 = mf[at(G + NM + a)]
+            g2 = mf[at(G + 2 * NM + a)]
+            r0 += g0 * e
+            r1 += g1 * e
+            r2 += g2 * e
+            g0 += w[at(se + a)]
+            w[at(gh + a)] = g0
+            w[at(gh + NM + a)] = g1
+            w[at(gh + 2 * NM + a)] = g2
             d0 += g0 * ed
-            d1 += mf[G + NM + a] * ed
-            d2 += mf[G + 2 * NM + a] * ed
+            d1 += g1 * ed
+            d2 += g2 * ed
         # classical acceleration bias of the node: w x v + w x (w x r) + 2 w x rd + e_x sd
         wr0 = om1 * r2 - om2 * r1
         wr1 = om2 * r0 - om0 * r2
@@ -320,61 +323,61 @@ def body_inertia(mi, mf, w, k):
         f0 += mj * be0
         f1 += mj * be1
         f2 += mj * be2
-        # modal columns: omega rows m r x Ghat, v rows m Ghat, modal rows m Ghat^T Ghat
+        # modal columns: omega rows m r x Ghat, v rows m Ghat, modal rows m Ghat^T Ghat and m Ghat^T beta
         for a in range(nm):
-            g0, g1, g2 = w[gh + a], w[gh + NM + a], w[gh + 2 * NM + a]
-            w[Mb + 6 + a] += mj * (r1 * g2 - r2 * g1)
-            w[Mb + NX + 6 + a] += mj * (r2 * g0 - r0 * g2)
-            w[Mb + 2 * NX + 6 + a] += mj * (r0 * g1 - r1 * g0)
-            w[Mb + 3 * NX + 6 + a] += mj * g0
-            w[Mb + 4 * NX + 6 + a] += mj * g1
-            w[Mb + 5 * NX + 6 + a] += mj * g2
+            g0, g1, g2 = w[at(gh + a)], w[at(gh + NM + a)], w[at(gh + 2 * NM + a)]
+            w[at(Mb + 6 + a)] += mj * (r1 * g2 - r2 * g1)
+            w[at(Mb + NX + 6 + a)] += mj * (r2 * g0 - r0 * g2)
+            w[at(Mb + 2 * NX + 6 + a)] += mj * (r0 * g1 - r1 * g0)
+            w[at(Mb + 3 * NX + 6 + a)] += mj * g0
+            w[at(Mb + 4 * NX + 6 + a)] += mj * g1
+            w[at(Mb + 5 * NX + 6 + a)] += mj * g2
             row = Mb + (6 + a) * NX + 6
             for f in range(a, nm):
-                w[row + f] += mj * (g0 * w[gh + f] + g1 * w[gh + NM + f] + g2 * w[gh + 2 * NM + f])
-            w[bb + 6 + a] += mj * (g0 * be0 + g1 * be1 + g2 * be2)
+                w[at(row + f)] += mj * (g0 * w[at(gh + f)] + g1 * w[at(gh + NM + f)] + g2 * w[at(gh + 2 * NM + f)])
+            w[at(bb + 6 + a)] += mj * (g0 * be0 + g1 * be1 + g2 * be2)
     # node rotary inertia (constant in the body frame): sum J, sum J Lambda, sum Lambda^T J Lambda
     Js = mi[MF_JSUM] + 9 * k
     JL = mi[MF_JL] + 3 * NM * k
     LJL = mi[MF_LJL] + NM * NM * k
-    w[Mb] = I00 + mf[Js]
-    w[Mb + 1] = I01 + mf[Js + 1]
-    w[Mb + 2] = I02 + mf[Js + 2]
-    w[Mb + NX + 1] = I11 + mf[Js + 4]
-    w[Mb + NX + 2] = I12 + mf[Js + 5]
-    w[Mb + 2 * NX + 2] = I22 + mf[Js + 8]
+    w[at(Mb)] = I00 + mf[at(Js)]
+    w[at(Mb + 1)] = I01 + mf[at(Js + 1)]
+    w[at(Mb + 2)] = I02 + mf[at(Js + 2)]
+    w[at(Mb + NX + 1)] = I11 + mf[at(Js + 4)]
+    w[at(Mb + NX + 2)] = I12 + mf[at(Js + 5)]
+    w[at(Mb + 2 * NX + 2)] = I22 + mf[at(Js + 8)]
     # omega-v block: m skew(r) (moment = m r x a), and m I
-    w[Mb + 4] = -c2
-    w[Mb + 5] = c1
-    w[Mb + NX + 3] = c2
-    w[Mb + NX + 5] = -c0
-    w[Mb + 2 * NX + 3] = -c1
-    w[Mb + 2 * NX + 4] = c0
-    w[Mb + 3 * NX + 3] = mass
-    w[Mb + 4 * NX + 4] = mass
-    w[Mb + 5 * NX + 5] = mass
+    w[at(Mb + 4)] = -c2
+    w[at(Mb + 5)] = c1
+    w[at(Mb + NX + 3)] = c2
+    w[at(Mb + NX + 5)] = -c0
+    w[at(Mb + 2 * NX + 3)] = -c1
+    w[at(Mb + 2 * NX + 4)] = c0
+    w[at(Mb + 3 * NX + 3)] = mass
+    w[at(Mb + 4 * NX + 4)] = mass
+    w[at(Mb + 5 * NX + 5)] = mass
     for i in range(3):
         for a in range(nm):
-            w[Mb + i * NX + 6 + a] += mf[JL + i * NM + a]
+            w[at(Mb + i * NX + 6 + a)] += mf[at(JL + i * NM + a)]
     for a in range(nm):
         for f in range(a, nm):
-            w[Mb + (6 + a) * NX + 6 + f] += mf[LJL + a * NM + f]
+            w[at(Mb + (6 + a) * NX + 6 + f)] += mf[at(LJL + a * NM + f)]
     # h = J omega + JL eta_dot; moment bias omega x h
-    h0 = mf[Js] * om0 + mf[Js + 1] * om1 + mf[Js + 2] * om2
-    h1 = mf[Js + 3] * om0 + mf[Js + 4] * om1 + mf[Js + 5] * om2
-    h2 = mf[Js + 6] * om0 + mf[Js + 7] * om1 + mf[Js + 8] * om2
+    h0 = mf[at(Js)] * om0 + mf[at(Js + 1)] * om1 + mf[at(Js + 2)] * om2
+    h1 = mf[at(Js + 3)] * om0 + mf[at(Js + 4)] * om1 + mf[at(Js + 5)] * om2
+    h2 = mf[at(Js + 6)] * om0 + mf[at(Js + 7)] * om1 + mf[at(Js + 8)] * om2
     for a in range(nm):
-        ed = w[ietad + a]
-        h0 += mf[JL + a] * ed
-        h1 += mf[JL + NM + a] * ed
-        h2 += mf[JL + 2 * NM + a] * ed
-    w[bb] += n0 + om1 * h2 - om2 * h1
-    w[bb + 1] += n1 + om2 * h0 - om0 * h2
-    w[bb + 2] += n2 + om0 * h1 - om1 * h0
-    w[bb + 3] += f0
-    w[bb + 4] += f1
-    w[bb + 5] += f2
+        ed = w[at(etad + a)]
+        h0 += mf[at(JL + a)] * ed
+        h1 += mf[at(JL + NM + a)] * ed
+        h2 += mf[at(JL + 2 * NM + a)] * ed
+    w[at(bb)] += n0 + om1 * h2 - om2 * h1
+    w[at(bb + 1)] += n1 + om2 * h0 - om0 * h2
+    w[at(bb + 2)] += n2 + om0 * h1 - om1 * h0
+    w[at(bb + 3)] += f0
+    w[at(bb + 4)] += f1
+    w[at(bb + 5)] += f2
     # symmetrize
     for i in range(n):
         for j in range(i + 1, n):
-            w[Mb + j * NX + i] = w[Mb + i * NX + j]
+            w[at(Mb + j * NX + i)] = w[at(Mb + i * NX + j)]

@@ -3,7 +3,7 @@ from numba import njit
 
 from .aba import forward_dynamics
 from .integrate import advance, stage_vector
-from .layout import W_ACC
+from .layout import W_ACC, at
 from .outputs import station_state, world_poses
 
 

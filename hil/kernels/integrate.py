@@ -16,7 +16,7 @@ from numba import njit
 from . import profiles
 from .aba import forward_dynamics
 from .layout import (DIM_NB, DIM_NQ, JOINT_PRESCRIBED, METHOD_IMEX, METHOD_RK4, MI_DRIVE, W_ACC, W_K1, W_K2, W_K3,
-                     W_K4, W_PE, W_PS, W_VS)
+                     W_K4, W_PE, W_PS, W_VS, at)
 
 
 _STAGES = (4, 2, 1)
@@ -64,9 +64,9 @@ def _stage_state(method, stage, h, nq, pos, vel, acc_prev, k1, k2, ps, vs, pe):
 
 
 @njit(cache=True)
-def stage_vector(mi, w, slot):
-    """The work block of one of the integrators' stage vectors (nq entries)."""
-    o = mi[slot]
+def stage_vector(mi, w, block):
+    """The work block (its header slot W_*) of one of the integrators' stage vectors (nq entries)."""
+    o = mi[at(block)]
     return w[o:o + mi[DIM_NQ]]
 
 

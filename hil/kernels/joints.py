@@ -12,7 +12,7 @@ from numba import njit
 from . import profiles
 from .layout import (DIM_NB, DIM_NETA, DIM_NQ, JOINT_PRESCRIBED, JOINT_ROTOR_HELD, JP_BACKLASH, JP_BRAKE,
                      JP_BRAKE_VS, JP_COUL_VS, JP_STRIBECK, JP_STRIB_VS, MF_COULOMB, MF_DSPRING, MF_JPAR, MF_KSPRING,
-                     MF_MOT_INERTIA, MF_VISCOUS, MI_DRIVE, MI_MOT, N_JP)
+                     MF_MOT_INERTIA, MF_VISCOUS, MI_DRIVE, MI_MOT, N_JP, at)
 
 
 @njit(cache=True)
@@ -20,15 +20,15 @@ def impose_prescribed_motion(mi, mf, t, pos, vel, out_pos, o_pos, out_vel, o_vel
     """Copy the state (pos, vel) to out_pos[o_pos:], out_vel[o_vel:], with each prescribed joint
     at its profile's angle and rate at time t; its acceleration goes to out_qdd[o_qdd + k]."""
     for i in range(mi[DIM_NQ]):
-        out_pos[o_pos + i] = pos[i]
-        out_vel[o_vel + i] = vel[i]
+        out_pos[at(o_pos + i)] = pos[at(i)]
+        out_vel[at(o_vel + i)] = vel[at(i)]
     drive = mi[MI_DRIVE]
     for k in range(mi[DIM_NB]):
-        if mi[drive + k] == JOINT_PRESCRIBED:
+        if mi[at(drive + k)] == JOINT_PRESCRIBED:
             q, qd, qdd = profiles.evaluate(mi, mf, k, t)
-            out_pos[o_pos + k] = q
-            out_vel[o_vel + k] = qd
-            out_qdd[o_qdd + k] = qdd
+            out_pos[at(o_pos + k)] = q
+            out_vel[at(o_vel + k)] = qd
+            out_qdd[at(o_qdd + k)] = qdd
 
 
 @njit(cache=True)
@@ -39,14 +39,15 @@ def link_torques(mi, mf, pos, o_pos, vel, o_vel, tau, tauj, o_tauj):
     rotors = nb + mi[DIM_NETA]
     mot = mi[MI_MOT]
     for k in range(nb):
-        qd = vel[o_vel + k]
-        r = mi[mot + k]
+        qd = vel[at(o_vel + k)]
+        r = mi[at(mot + k)]
         if r >= 0:
             jp = mi[MF_JPAR] + k * N_JP
-            tauj[o_tauj + k] = spring_torque(mf[mi[MF_KSPRING] + k], mf[mi[MF_DSPRING] + k], mf[jp + JP_BACKLASH],
-                                             pos[o_pos + rotors + r] - pos[o_pos + k], vel[o_vel + rotors + r] - qd)
+            tauj[at(o_tauj + k)] = spring_torque(mf[at(mi[MF_KSPRING] + k)], mf[at(mi[MF_DSPRING] + k)],
+                                                 mf[at(jp + JP_BACKLASH)], pos[at(o_pos + rotors + r)] - pos[at(o_pos + k)],
+                                                 vel[at(o_vel + rotors + r)] - qd)
         else:
-            tauj[o_tauj + k] = tau[k] - joint_friction(mi, mf, k, qd)
+            tauj[at(o_tauj + k)] = tau[k] - joint_friction(mi, mf, k, qd)
 
 
 @njit(cache=True)
@@ -58,15 +59,15 @@ def rotor_accelerations(mi, mf, vel, o_vel, tau, tauj, o_tauj, acc):
     mot = mi[MI_MOT]
     drive = mi[MI_DRIVE]
     for k in range(nb):
-        r = mi[mot + k]
+        r = mi[at(mot + k)]
         if r < 0:
             continue
-        if mi[drive + k] == JOINT_ROTOR_HELD:
+        if mi[at(drive + k)] == JOINT_ROTOR_HELD:
             acc[rotors + r] = 0.0
         else:
-            phd = vel[o_vel + rotors + r]
-            acc[rotors + r] = ((tau[k] - tauj[o_tauj + k] - joint_friction(mi, mf, k, phd))
-                               / mf[mi[MF_MOT_INERTIA] + k])
+            phd = vel[at(o_vel + rotors + r)]
+            acc[rotors + r] = ((tau[k] - tauj[at(o_tauj + k)] - joint_friction(mi, mf, k, phd))
+                               / mf[at(mi[MF_MOT_INERTIA] + k)])
 
 
 @njit(cache=True)
@@ -115,5 +116,5 @@ def friction(viscous, coulomb, smoothing, stribeck, stribeck_vs, brake, brake_vs
 def joint_friction(mi, mf, k, rate):
     """friction() with joint k's parameters (viscous, coulomb and the jpar columns JP_*)."""
     jp = mi[MF_JPAR] + k * N_JP
-    return friction(mf[mi[MF_VISCOUS] + k], mf[mi[MF_COULOMB] + k], mf[jp + JP_COUL_VS], mf[jp + JP_STRIBECK],
-                    mf[jp + JP_STRIB_VS], mf[jp + JP_BRAKE], mf[jp + JP_BRAKE_VS], rate)
+    return friction(mf[at(mi[MF_VISCOUS] + k)], mf[at(mi[MF_COULOMB] + k)], mf[at(jp + JP_COUL_VS)], mf[at(jp + JP_STRIBECK)],
+                    mf[at(jp + JP_STRIB_VS)], mf[at(jp + JP_BRAKE)], mf[at(jp + JP_BRAKE_VS)], rate)

@@ -13,11 +13,19 @@ C-ordered array of the shape its entry below gives, so element [k, i, j] of a bl
 views (hil.model.assembly.KernelModel.view, Work.view), so the drives and fault effects change
 them in place while the kernels run.
 
-The module-level integers are compile-time constants for numba.
+Indices into the flat arrays go through ``at`` (np.uintp): numba wraps a negative signed index
+around the array end, a compare and select on every access LLVM can only drop when it proves the
+index non-negative, which it cannot for an offset read from mi; unsigned indices skip it (40 % of
+the forward dynamics). The module-level integers are compile-time constants for numba.
 """
 from __future__ import annotations
 
 from typing import Callable, NamedTuple
+
+import numpy as np
+from numba import njit
+
+at = np.uintp     # an index into a flat array: w[at(offset + i)]
 
 
 class Sizes(NamedTuple):
@@ -213,6 +221,30 @@ MOTION_CONSTANT = 0
 MOTION_SPINUP = 1
 MOTION_CYCLOIDAL = 2
 MOTION_TABLE = 3
+
+
+@njit(cache=True)
+def parent_of(mi, k):
+    """Body k's parent (-1: the base)."""
+    return mi[at(mi[MI_PARENT] + k)]
+
+
+@njit(cache=True)
+def modes_of(mi, k):
+    """Number of modes of body k."""
+    return mi[at(mi[MI_NM] + k)]
+
+
+@njit(cache=True)
+def first_mode(mi, k):
+    """Index of body k's first modal coordinate in the state vector."""
+    return mi[DIM_NB] + mi[at(mi[MI_MO] + k)]
+
+
+@njit(cache=True)
+def drive_of(mi, k):
+    """Joint k's JOINT_* code."""
+    return mi[at(mi[MI_DRIVE] + k)]
 
 
 def block_tables() -> tuple[tuple[str, list], ...]:

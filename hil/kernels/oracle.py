@@ -16,7 +16,7 @@ from .joints import rotor_accelerations
 from .layout import (DIM_NB, DIM_NETA, DIM_NM, DIM_NQ, JOINT_PRESCRIBED, MF_ARMATURE, MF_AXIS, MF_DMOD, MF_GRAVITY,
                      MF_KMOD, MF_MOT_INERTIA, MI_DRIVE, MI_MO, MI_MOT, MI_NM, MI_PARENT, W_AQ, W_BB, W_DIR, W_F6,
                      W_G6, W_HQ, W_KAP, W_MB, W_MQ, W_NUD, W_P, W_PB, W_PHI, W_PPC, W_PSI, W_QDD_PRES, W_RPC, W_RQ,
-                     W_TAUJ, W_VEL)
+                     W_TAUJ, W_VEL, at)
 from .spatial import cholesky_inplace, cholesky_solve
 
 
@@ -29,24 +29,24 @@ def phi_matrix(mi, w, k):
     Phi = mi[W_PHI] + 6 * NX * k
     R = mi[W_RPC] + 9 * k
     p = mi[W_PPC] + 3 * k
-    p0, p1, p2 = w[p], w[p + 1], w[p + 2]
+    p0, p1, p2 = w[at(p)], w[at(p + 1)], w[at(p + 2)]
     for i in range(6):
         for c in range(NX):
-            w[Phi + i * NX + c] = 0.0
+            w[at(Phi + i * NX + c)] = 0.0
     for i in range(3):
-        r0, r1, r2 = w[R + i], w[R + 3 + i], w[R + 6 + i]     # column i of R = row i of R^T
+        r0, r1, r2 = w[at(R + i)], w[at(R + 3 + i)], w[at(R + 6 + i)]     # column i of R = row i of R^T
         for j in range(3):
-            w[Phi + i * NX + j] = w[R + 3 * j + i]
-            w[Phi + (i + 3) * NX + j + 3] = w[R + 3 * j + i]
-        w[Phi + (i + 3) * NX] = -(r1 * p2 - r2 * p1)
-        w[Phi + (i + 3) * NX + 1] = -(r2 * p0 - r0 * p2)
-        w[Phi + (i + 3) * NX + 2] = -(r0 * p1 - r1 * p0)
-    par = mi[mi[MI_PARENT] + k]
+            w[at(Phi + i * NX + j)] = w[at(R + 3 * j + i)]
+            w[at(Phi + (i + 3) * NX + j + 3)] = w[at(R + 3 * j + i)]
+        w[at(Phi + (i + 3) * NX)] = -(r1 * p2 - r2 * p1)
+        w[at(Phi + (i + 3) * NX + 1)] = -(r2 * p0 - r0 * p2)
+        w[at(Phi + (i + 3) * NX + 2)] = -(r0 * p1 - r1 * p0)
+    par = mi[at(mi[MI_PARENT] + k)]
     if par >= 0:
         psi = mi[W_PSI] + 6 * NM * k
         for i in range(6):
-            for a in range(mi[mi[MI_NM] + par]):
-                w[Phi + i * NX + 6 + a] = w[psi + i * NM + a]
+            for a in range(mi[at(mi[MI_NM] + par)]):
+                w[at(Phi + i * NX + 6 + a)] = w[at(psi + i * NM + a)]
 
 
 @njit(cache=True)
@@ -54,7 +54,7 @@ def dof_index(mi, k, e):
     """Generalized coordinate index of body k's joint (e < 0) or its mode e."""
     if e < 0:
         return k
-    return mi[DIM_NB] + mi[mi[MI_MO] + k] + e
+    return mi[DIM_NB] + mi[at(mi[MI_MO] + k)] + e
 
 
 @njit(cache=True)
@@ -64,33 +64,33 @@ def composite_inertias(mi, mf, w, cK, cD):
     NM = mi[DIM_NM]
     NX = 6 + NM
     for k in range(nb):
-        n = 6 + mi[mi[MI_NM] + k]
+        n = 6 + mi[at(mi[MI_NM] + k)]
         P = mi[W_P] + NX * NX * k
         Mb = mi[W_MB] + NX * NX * k
         for i in range(n):
             for j in range(n):
-                w[P + i * NX + j] = w[Mb + i * NX + j]
+                w[at(P + i * NX + j)] = w[at(Mb + i * NX + j)]
         K = mi[MF_KMOD] + NM * NM * k
         D = mi[MF_DMOD] + NM * NM * k
         for a in range(n - 6):
             for b in range(n - 6):
-                w[P + (6 + a) * NX + 6 + b] += cK * mf[K + a * NM + b] + cD * mf[D + a * NM + b]
+                w[at(P + (6 + a) * NX + 6 + b)] += cK * mf[at(K + a * NM + b)] + cD * mf[at(D + a * NM + b)]
         phi_matrix(mi, w, k)
     for k in range(nb - 1, -1, -1):
-        par = mi[mi[MI_PARENT] + k]
+        par = mi[at(mi[MI_PARENT] + k)]
         if par < 0:
             continue
         Phi = mi[W_PHI] + 6 * NX * k
         C = mi[W_P] + NX * NX * k
         Pp = mi[W_P] + NX * NX * par
-        npx = 6 + mi[mi[MI_NM] + par]
+        npx = 6 + mi[at(mi[MI_NM] + par)]
         for r in range(npx):
             for c in range(npx):
                 s = 0.0
                 for i in range(6):
                     for j in range(6):
-                        s += w[Phi + i * NX + r] * w[C + i * NX + j] * w[Phi + j * NX + c]
-                w[Pp + r * NX + c] += s
+                        s += w[at(Phi + i * NX + r)] * w[at(C + i * NX + j)] * w[at(Phi + j * NX + c)]
+                w[at(Pp + r * NX + c)] += s
 
 
 @njit(cache=True)
@@ -108,54 +108,54 @@ def mass_matrix(mi, mf, w, cK, cD, M):
     G = mi[W_G6]
     d = mi[W_DIR]
     for k in range(nb):
-        nk = 6 + mi[mi[MI_NM] + k]
+        nk = 6 + mi[at(mi[MI_NM] + k)]
         for e in range(-1, nk - 6):
             col = dof_index(mi, k, e)
             for i in range(nk):
-                w[d + i] = 0.0
+                w[at(d + i)] = 0.0
             if e < 0:
                 for i in range(3):
-                    w[d + i] = mf[mi[MF_AXIS] + 3 * k + i]
+                    w[at(d + i)] = mf[at(mi[MF_AXIS] + 3 * k + i)]
             else:
-                w[d + 6 + e] = 1.0
+                w[at(d + 6 + e)] = 1.0
             C = mi[W_P] + NX * NX * k
             for i in range(nk):
                 s = 0.0
                 for j in range(nk):
-                    s += w[C + i * NX + j] * w[d + j]
-                w[F + i] = s
+                    s += w[at(C + i * NX + j)] * w[at(d + j)]
+                w[at(F + i)] = s
             # walk to the base, reading off rows of the column
             b = k
             while True:
                 ax = mi[MF_AXIS] + 3 * b
                 row = dof_index(mi, b, -1)
-                v = w[F] * mf[ax] + w[F + 1] * mf[ax + 1] + w[F + 2] * mf[ax + 2]
+                v = w[at(F)] * mf[at(ax)] + w[at(F + 1)] * mf[at(ax + 1)] + w[at(F + 2)] * mf[at(ax + 2)]
                 M[row, col] = v
                 M[col, row] = v
-                for e2 in range(mi[mi[MI_NM] + b]):
+                for e2 in range(mi[at(mi[MI_NM] + b)]):
                     row = dof_index(mi, b, e2)
-                    M[row, col] = w[F + 6 + e2]
-                    M[col, row] = w[F + 6 + e2]
-                par = mi[mi[MI_PARENT] + b]
+                    M[row, col] = w[at(F + 6 + e2)]
+                    M[col, row] = w[at(F + 6 + e2)]
+                par = mi[at(mi[MI_PARENT] + b)]
                 if par < 0:
                     break
                 Phi = mi[W_PHI] + 6 * NX * b
-                npx = 6 + mi[mi[MI_NM] + par]
+                npx = 6 + mi[at(mi[MI_NM] + par)]
                 for r in range(npx):
                     s = 0.0
                     for i in range(6):
-                        s += w[Phi + i * NX + r] * w[F + i]
-                    w[G + r] = s
+                        s += w[at(Phi + i * NX + r)] * w[at(F + i)]
+                    w[at(G + r)] = s
                 for r in range(npx):
-                    w[F + r] = w[G + r]
+                    w[at(F + r)] = w[at(G + r)]
                 b = par
     rotors = nb + mi[DIM_NETA]
     for k in range(nb):
-        rotor = mi[mi[MI_MOT] + k]
+        rotor = mi[at(mi[MI_MOT] + k)]
         if rotor >= 0:
-            M[rotors + rotor, rotors + rotor] = mf[mi[MF_MOT_INERTIA] + k]
+            M[rotors + rotor, rotors + rotor] = mf[at(mi[MF_MOT_INERTIA] + k)]
         else:
-            M[k, k] += mf[mi[MF_ARMATURE] + k]
+            M[k, k] += mf[at(mi[MF_ARMATURE] + k)]
 
 
 @njit(cache=True)
@@ -171,59 +171,59 @@ def bias_forces(mi, mf, w, el_pos, el_vel, h):
         h[i] = 0.0
     for k in range(nb):
         phi_matrix(mi, w, k)
-        par = mi[mi[MI_PARENT] + k]
+        par = mi[at(mi[MI_PARENT] + k)]
         Phi = mi[W_PHI] + 6 * NX * k
         a = mi[W_NUD] + NX * k
         kap = mi[W_KAP] + 6 * k
         for i in range(NX):
-            w[a + i] = 0.0
+            w[at(a + i)] = 0.0
         for i in range(6):
-            s = w[kap + i]
+            s = w[at(kap + i)]
             if par >= 0:
                 ap = mi[W_NUD] + NX * par
-                for c in range(6 + mi[mi[MI_NM] + par]):
-                    s += w[Phi + i * NX + c] * w[ap + c]
+                for c in range(6 + mi[at(mi[MI_NM] + par)]):
+                    s += w[at(Phi + i * NX + c)] * w[at(ap + c)]
             else:
                 for c in range(3):
-                    s -= w[Phi + i * NX + 3 + c] * mf[g + c]
-            w[a + i] = s
-        if mi[mi[MI_DRIVE] + k] == JOINT_PRESCRIBED:
+                    s -= w[at(Phi + i * NX + 3 + c)] * mf[at(g + c)]
+            w[at(a + i)] = s
+        if mi[at(mi[MI_DRIVE] + k)] == JOINT_PRESCRIBED:
             for i in range(3):
-                w[a + i] += mf[mi[MF_AXIS] + 3 * k + i] * w[mi[W_QDD_PRES] + k]
+                w[at(a + i)] += mf[at(mi[MF_AXIS] + 3 * k + i)] * w[at(mi[W_QDD_PRES] + k)]
     for k in range(nb):
-        n = 6 + mi[mi[MI_NM] + k]
+        n = 6 + mi[at(mi[MI_NM] + k)]
         F = mi[W_PB] + NX * k
         Mb = mi[W_MB] + NX * NX * k
         bb = mi[W_BB] + NX * k
         a = mi[W_NUD] + NX * k
         for i in range(n):
-            s = w[bb + i]
+            s = w[at(bb + i)]
             for j in range(n):
-                s += w[Mb + i * NX + j] * w[a + j]
-            w[F + i] = s
+                s += w[at(Mb + i * NX + j)] * w[at(a + j)]
+            w[at(F + i)] = s
         K = mi[MF_KMOD] + NM * NM * k
         D = mi[MF_DMOD] + NM * NM * k
-        e = nb + mi[mi[MI_MO] + k]
+        e = nb + mi[at(mi[MI_MO] + k)]
         for x in range(n - 6):
             s = 0.0
             for y in range(n - 6):
-                s += mf[K + x * NM + y] * el_pos[e + y] + mf[D + x * NM + y] * el_vel[e + y]
-            w[F + 6 + x] += s
+                s += mf[at(K + x * NM + y)] * el_pos[e + y] + mf[at(D + x * NM + y)] * el_vel[e + y]
+            w[at(F + 6 + x)] += s
     for k in range(nb - 1, -1, -1):
         F = mi[W_PB] + NX * k
         ax = mi[MF_AXIS] + 3 * k
-        h[k] = w[F] * mf[ax] + w[F + 1] * mf[ax + 1] + w[F + 2] * mf[ax + 2] - w[mi[W_TAUJ] + k]
-        for e in range(mi[mi[MI_NM] + k]):
-            h[dof_index(mi, k, e)] = w[F + 6 + e]
-        par = mi[mi[MI_PARENT] + k]
+        h[k] = w[at(F)] * mf[at(ax)] + w[at(F + 1)] * mf[at(ax + 1)] + w[at(F + 2)] * mf[at(ax + 2)] - w[at(mi[W_TAUJ] + k)]
+        for e in range(mi[at(mi[MI_NM] + k)]):
+            h[dof_index(mi, k, e)] = w[at(F + 6 + e)]
+        par = mi[at(mi[MI_PARENT] + k)]
         if par >= 0:
             Phi = mi[W_PHI] + 6 * NX * k
             Fp = mi[W_PB] + NX * par
-            for r in range(6 + mi[mi[MI_NM] + par]):
+            for r in range(6 + mi[at(mi[MI_NM] + par)]):
                 s = 0.0
                 for i in range(6):
-                    s += w[Phi + i * NX + r] * w[F + i]
-                w[Fp + r] += s
+                    s += w[at(Phi + i * NX + r)] * w[at(F + i)]
+                w[at(Fp + r)] += s
 
 
 @njit(cache=True)
@@ -241,25 +241,25 @@ def forward_dynamics_dense(mi, mf, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, 
     # free coordinates: all but prescribed joints (and rotors, solved separately)
     free = []
     for i in range(nb + mi[DIM_NETA]):
-        if i < nb and mi[mi[MI_DRIVE] + i] == JOINT_PRESCRIBED:
+        if i < nb and mi[at(mi[MI_DRIVE] + i)] == JOINT_PRESCRIBED:
             continue
         free.append(i)
     nf = len(free)
     A = mi[W_AQ]
     rhs = mi[W_RQ]
     for r in range(nf):
-        w[rhs + r] = -w[h + free[r]]
+        w[at(rhs + r)] = -w[at(h + free[r])]
         for c in range(nf):
-            w[A + r * nf + c] = w[Mq + free[r] * nq + free[c]]
+            w[at(A + r * nf + c)] = w[at(Mq + free[r] * nq + free[c])]
     if not cholesky_inplace(w, A, nf, nf):
         return False
     cholesky_solve(w, A, nf, nf, w, rhs, 1)
     for i in range(nq):
         acc[i] = 0.0
     for k in range(nb):
-        if mi[mi[MI_DRIVE] + k] == JOINT_PRESCRIBED:
-            acc[k] = w[mi[W_QDD_PRES] + k]
+        if mi[at(mi[MI_DRIVE] + k)] == JOINT_PRESCRIBED:
+            acc[k] = w[at(mi[W_QDD_PRES] + k)]
     for r in range(nf):
-        acc[free[r]] = w[rhs + r]
+        acc[free[r]] = w[at(rhs + r)]
     rotor_accelerations(mi, mf, w, mi[W_VEL], tau, w, mi[W_TAUJ], acc)
     return True

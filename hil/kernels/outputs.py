@@ -6,11 +6,11 @@ from numba import njit
 
 from .bodies import OUTPUT_STATIONS, SR_E, SR_R, ST_POS, ST_V_BIAS, ST_V_REL, ST_W_BIAS, ST_W_REL, station_kinematics
 from .joints import dead_band, joint_friction, spring_torque
-from .layout import (DIM_NB, DIM_NETA, DIM_NM, JOINT_PRESCRIBED, JP_BACKLASH, MF_ARMATURE, MF_DSPRING, MF_DMOD,
+from .layout import (DIM_NB, DIM_NETA, DIM_NM, JOINT_PRESCRIBED, JP_BACKLASH, MF_ARMATURE, MF_DMOD, MF_DSPRING,
                      MF_GRAVITY, MF_JPAR, MF_KMOD, MF_KSPRING, MF_MOT_INERTIA, MF_ND_G, MF_ND_M, MF_ND_P0, MF_ND_S,
                      MF_OS_L, MI_DRIVE, MI_MO, MI_MOT, MI_NM, MI_NODE_OFF, MI_OS_BODY, MI_PARENT, N_JP, W_GHAT, W_MB,
                      W_NU, W_NUD, W_POS, W_PPC, W_PW, W_RPC, W_RW, W_STATION, W_STATION_R, W_SV, W_TAU_JOINT, W_V,
-                     W_VEL)
+                     W_VEL, at)
 
 
 @njit(cache=True)
@@ -19,24 +19,24 @@ def world_poses(mi, mf, w):
     Rw0 = mi[W_RW]
     pw0 = mi[W_PW]
     for k in range(mi[DIM_NB]):
-        par = mi[mi[MI_PARENT] + k]
+        par = mi[at(mi[MI_PARENT] + k)]
         Rpc = mi[W_RPC] + 9 * k
         ppc = mi[W_PPC] + 3 * k
         Rw = Rw0 + 9 * k
         pw = pw0 + 3 * k
         if par < 0:
             for i in range(3):
-                w[pw + i] = w[ppc + i]
+                w[at(pw + i)] = w[at(ppc + i)]
                 for j in range(3):
-                    w[Rw + 3 * i + j] = w[Rpc + 3 * i + j]
+                    w[at(Rw + 3 * i + j)] = w[at(Rpc + 3 * i + j)]
         else:
             Rp = Rw0 + 9 * par
             for i in range(3):
-                w[pw + i] = (w[pw0 + 3 * par + i] + w[Rp + 3 * i] * w[ppc] + w[Rp + 3 * i + 1] * w[ppc + 1]
-                             + w[Rp + 3 * i + 2] * w[ppc + 2])
+                w[at(pw + i)] = (w[at(pw0 + 3 * par + i)] + w[at(Rp + 3 * i)] * w[at(ppc)] + w[at(Rp + 3 * i + 1)] * w[at(ppc + 1)]
+                             + w[at(Rp + 3 * i + 2)] * w[at(ppc + 2)])
                 for j in range(3):
-                    w[Rw + 3 * i + j] = (w[Rp + 3 * i] * w[Rpc + j] + w[Rp + 3 * i + 1] * w[Rpc + 3 + j]
-                                         + w[Rp + 3 * i + 2] * w[Rpc + 6 + j])
+                    w[at(Rw + 3 * i + j)] = (w[at(Rp + 3 * i)] * w[at(Rpc + j)] + w[at(Rp + 3 * i + 1)] * w[at(Rpc + 3 + j)]
+                                         + w[at(Rp + 3 * i + 2)] * w[at(Rpc + 6 + j)])
 
 
 STATION_FIELDS = 24   # station_state: position 3, rotation 9, velocity 3, angular velocity 3, specific force 3,
@@ -53,9 +53,9 @@ def station_state(mi, mf, w, s, out):
     """
     nb = mi[DIM_NB]
     NM = mi[DIM_NM]
-    k = mi[mi[MI_OS_BODY] + s]
-    nm = mi[mi[MI_NM] + k]
-    e = nb + mi[mi[MI_MO] + k]
+    k = mi[at(mi[MI_OS_BODY] + s)]
+    nm = mi[at(mi[MI_NM] + k)]
+    e = nb + mi[at(mi[MI_MO] + k)]
     station_kinematics(mi, mf, w, OUTPUT_STATIONS, s, mi[W_POS] + e, mi[W_VEL] + e, nm)
     row = mi[W_STATION]
     r = row + 3 * ST_POS
@@ -70,44 +70,44 @@ def station_state(mi, mf, w, s, out):
     a = mi[W_NUD] + (6 + NM) * k
     L = mi[MF_OS_L] + 3 * NM * s
     el0 = el1 = el2 = 0.0
-    rdd0, rdd1, rdd2 = w[vb], w[vb + 1], w[vb + 2]
+    rdd0, rdd1, rdd2 = w[at(vb)], w[at(vb + 1)], w[at(vb + 2)]
     for f in range(nm):
-        dd = w[a + 6 + f]
-        l0, l1, l2 = mf[L + f], mf[L + NM + f], mf[L + 2 * NM + f]
-        el0 += (w[E] * l0 + w[E + 1] * l1 + w[E + 2] * l2) * dd
-        el1 += (w[E + 3] * l0 + w[E + 4] * l1 + w[E + 5] * l2) * dd
-        el2 += (w[E + 6] * l0 + w[E + 7] * l1 + w[E + 8] * l2) * dd
-        rdd0 += w[gh + f] * dd
-        rdd1 += w[gh + NM + f] * dd
-        rdd2 += w[gh + 2 * NM + f] * dd
-    o0, o1, o2 = w[V], w[V + 1], w[V + 2]
-    r0, r1, r2 = w[r], w[r + 1], w[r + 2]
+        dd = w[at(a + 6 + f)]
+        l0, l1, l2 = mf[at(L + f)], mf[at(L + NM + f)], mf[at(L + 2 * NM + f)]
+        el0 += (w[at(E)] * l0 + w[at(E + 1)] * l1 + w[at(E + 2)] * l2) * dd
+        el1 += (w[at(E + 3)] * l0 + w[at(E + 4)] * l1 + w[at(E + 5)] * l2) * dd
+        el2 += (w[at(E + 6)] * l0 + w[at(E + 7)] * l1 + w[at(E + 8)] * l2) * dd
+        rdd0 += w[at(gh + f)] * dd
+        rdd1 += w[at(gh + NM + f)] * dd
+        rdd2 += w[at(gh + 2 * NM + f)] * dd
+    o0, o1, o2 = w[at(V)], w[at(V + 1)], w[at(V + 2)]
+    r0, r1, r2 = w[at(r)], w[at(r + 1)], w[at(r + 2)]
     wr = _cross(o0, o1, o2, r0, r1, r2)
-    wv = _cross(o0, o1, o2, w[V + 3], w[V + 4], w[V + 5])
+    wv = _cross(o0, o1, o2, w[at(V + 3)], w[at(V + 4)], w[at(V + 5)])
     wwr = _cross(o0, o1, o2, wr[0], wr[1], wr[2])
-    ar = _cross(w[a], w[a + 1], w[a + 2], r0, r1, r2)
-    wrd = _cross(o0, o1, o2, w[vrel], w[vrel + 1], w[vrel + 2])
-    wwrel = _cross(o0, o1, o2, w[wrel], w[wrel + 1], w[wrel + 2])
+    ar = _cross(w[at(a)], w[at(a + 1)], w[at(a + 2)], r0, r1, r2)
+    wrd = _cross(o0, o1, o2, w[at(vrel)], w[at(vrel + 1)], w[at(vrel + 2)])
+    wwrel = _cross(o0, o1, o2, w[at(wrel)], w[at(wrel + 1)], w[at(wrel + 2)])
     rdd = (rdd0, rdd1, rdd2)
     el = (el0, el1, el2)
     body = mi[W_SV]   # velocity, angular velocity, specific force, angular acceleration in body axes
     for i in range(3):
-        w[body + i] = w[V + 3 + i] + wr[i] + w[vrel + i]
-        w[body + 3 + i] = w[V + i] + w[wrel + i]
-        w[body + 6 + i] = w[a + 3 + i] + wv[i] + ar[i] + wwr[i] + 2.0 * wrd[i] + rdd[i]
-        w[body + 9 + i] = w[a + i] + el[i] + w[wb + i] + wwrel[i]
+        w[at(body + i)] = w[at(V + 3 + i)] + wr[i] + w[at(vrel + i)]
+        w[at(body + 3 + i)] = w[at(V + i)] + w[at(wrel + i)]
+        w[at(body + 6 + i)] = w[at(a + 3 + i)] + wv[i] + ar[i] + wwr[i] + 2.0 * wrd[i] + rdd[i]
+        w[at(body + 9 + i)] = w[at(a + i)] + el[i] + w[at(wb + i)] + wwrel[i]
     Rk = mi[W_RW] + 9 * k
     pw = mi[W_PW] + 3 * k
     for i in range(3):
-        ps = w[pw + i]
+        ps = w[at(pw + i)]
         for j in range(3):
-            ps += w[Rk + 3 * i + j] * w[r + j]
+            ps += w[at(Rk + 3 * i + j)] * w[at(r + j)]
         out[i] = ps
         for j in range(3):
-            out[3 + 3 * i + j] = w[Rk + 3 * i] * w[R + j] + w[Rk + 3 * i + 1] * w[R + 3 + j] + w[Rk + 3 * i + 2] * w[R + 6 + j]
+            out[3 + 3 * i + j] = w[at(Rk + 3 * i)] * w[at(R + j)] + w[at(Rk + 3 * i + 1)] * w[at(R + 3 + j)] + w[at(Rk + 3 * i + 2)] * w[at(R + 6 + j)]
         for q in range(4):
-            out[12 + 3 * q + i] = (w[Rk + 3 * i] * w[body + 3 * q] + w[Rk + 3 * i + 1] * w[body + 3 * q + 1]
-                                   + w[Rk + 3 * i + 2] * w[body + 3 * q + 2])
+            out[12 + 3 * q + i] = (w[at(Rk + 3 * i)] * w[at(body + 3 * q)] + w[at(Rk + 3 * i + 1)] * w[at(body + 3 * q + 1)]
+                                   + w[at(Rk + 3 * i + 2)] * w[at(body + 3 * q + 2)])
 
 
 @njit(cache=True)
@@ -131,57 +131,57 @@ def energy(mi, mf, w, out):
     grav = 0.0
     el = 0.0
     for k in range(nb):
-        nm = mi[mi[MI_NM] + k]
+        nm = mi[at(mi[MI_NM] + k)]
         n = 6 + nm
-        e = nb + mi[mi[MI_MO] + k]
+        e = nb + mi[at(mi[MI_MO] + k)]
         V = mi[W_V] + 6 * k
         Mb = mi[W_MB] + NX * NX * k
         for i in range(6):
-            w[nu + i] = w[V + i]
+            w[at(nu + i)] = w[at(V + i)]
         for f in range(nm):
-            w[nu + 6 + f] = w[ivel + e + f]
+            w[at(nu + 6 + f)] = w[at(ivel + e + f)]
         for i in range(n):
             s = 0.0
             for j in range(n):
-                s += w[Mb + i * NX + j] * w[nu + j]
-            kin += 0.5 * w[nu + i] * s
+                s += w[at(Mb + i * NX + j)] * w[at(nu + j)]
+            kin += 0.5 * w[at(nu + i)] * s
         K = mi[MF_KMOD] + NM * NM * k
         for a in range(nm):
             s = 0.0
             for f in range(nm):
-                s += mf[K + a * NM + f] * w[ipos + e + f]
-            el += 0.5 * w[ipos + e + a] * s
+                s += mf[at(K + a * NM + f)] * w[at(ipos + e + f)]
+            el += 0.5 * w[at(ipos + e + a)] * s
         Rk = mi[W_RW] + 9 * k
         pw = mi[W_PW] + 3 * k
-        for j in range(mi[mi[MI_NODE_OFF] + k], mi[mi[MI_NODE_OFF] + k + 1]):
+        for j in range(mi[at(mi[MI_NODE_OFF] + k)], mi[at(mi[MI_NODE_OFF] + k + 1)]):
             G = mi[MF_ND_G] + 3 * NM * j
             S = mi[MF_ND_S] + NM * NM * j
             fs = 0.0
             for a in range(nm):
                 s = 0.0
                 for f in range(nm):
-                    s += mf[S + a * NM + f] * w[ipos + e + f]
-                fs += s * w[ipos + e + a]
-            r0 = mf[mi[MF_ND_P0] + 3 * j] + 0.5 * fs
-            r1 = mf[mi[MF_ND_P0] + 3 * j + 1]
-            r2 = mf[mi[MF_ND_P0] + 3 * j + 2]
+                    s += mf[at(S + a * NM + f)] * w[at(ipos + e + f)]
+                fs += s * w[at(ipos + e + a)]
+            r0 = mf[at(mi[MF_ND_P0] + 3 * j)] + 0.5 * fs
+            r1 = mf[at(mi[MF_ND_P0] + 3 * j + 1)]
+            r2 = mf[at(mi[MF_ND_P0] + 3 * j + 2)]
             for a in range(nm):
-                x = w[ipos + e + a]
-                r0 += mf[G + a] * x
-                r1 += mf[G + NM + a] * x
-                r2 += mf[G + 2 * NM + a] * x
-            mj = mf[mi[MF_ND_M] + j]
+                x = w[at(ipos + e + a)]
+                r0 += mf[at(G + a)] * x
+                r1 += mf[at(G + NM + a)] * x
+                r2 += mf[at(G + 2 * NM + a)] * x
+            mj = mf[at(mi[MF_ND_M] + j)]
             for i in range(3):
-                pw_i = w[pw + i] + w[Rk + 3 * i] * r0 + w[Rk + 3 * i + 1] * r1 + w[Rk + 3 * i + 2] * r2
-                grav -= mj * mf[g + i] * pw_i
-        rotor = mi[mi[MI_MOT] + k]
+                pw_i = w[at(pw + i)] + w[at(Rk + 3 * i)] * r0 + w[at(Rk + 3 * i + 1)] * r1 + w[at(Rk + 3 * i + 2)] * r2
+                grav -= mj * mf[at(g + i)] * pw_i
+        rotor = mi[at(mi[MI_MOT] + k)]
         if rotor >= 0:
             ir = rotors + rotor
-            kin += 0.5 * mf[mi[MF_MOT_INERTIA] + k] * w[ivel + ir] ** 2
-            backlash = mf[mi[MF_JPAR] + N_JP * k + JP_BACKLASH]
-            el += 0.5 * mf[mi[MF_KSPRING] + k] * dead_band(w[ipos + ir] - w[ipos + k], backlash) ** 2
-        elif mi[mi[MI_DRIVE] + k] != JOINT_PRESCRIBED:
-            kin += 0.5 * mf[mi[MF_ARMATURE] + k] * w[ivel + k] ** 2
+            kin += 0.5 * mf[at(mi[MF_MOT_INERTIA] + k)] * w[at(ivel + ir)] ** 2
+            backlash = mf[at(mi[MF_JPAR] + N_JP * k + JP_BACKLASH)]
+            el += 0.5 * mf[at(mi[MF_KSPRING] + k)] * dead_band(w[at(ipos + ir)] - w[at(ipos + k)], backlash) ** 2
+        elif mi[at(mi[MI_DRIVE] + k)] != JOINT_PRESCRIBED:
+            kin += 0.5 * mf[at(mi[MF_ARMATURE] + k)] * w[at(ivel + k)] ** 2
     out[0] = kin
     out[1] = grav
     out[2] = el
@@ -202,27 +202,27 @@ def power(mi, mf, w, tau, out):
     pin = 0.0
     pd = 0.0
     for k in range(nb):
-        qd = w[ivel + k]
-        rotor = mi[mi[MI_MOT] + k]
-        if mi[mi[MI_DRIVE] + k] == JOINT_PRESCRIBED:
-            pin += w[mi[W_TAU_JOINT] + k] * qd
+        qd = w[at(ivel + k)]
+        rotor = mi[at(mi[MI_MOT] + k)]
+        if mi[at(mi[MI_DRIVE] + k)] == JOINT_PRESCRIBED:
+            pin += w[at(mi[W_TAU_JOINT] + k)] * qd
         elif rotor >= 0:   # friction and brake act on the rotor; the damper only in contact (backlash)
             ir = rotors + rotor
-            phd = w[ivel + ir]
+            phd = w[at(ivel + ir)]
             pin += tau[k] * phd
-            backlash = mf[mi[MF_JPAR] + N_JP * k + JP_BACKLASH]
-            damper = spring_torque(0.0, mf[mi[MF_DSPRING] + k], backlash, w[ipos + ir] - w[ipos + k], phd - qd)
+            backlash = mf[at(mi[MF_JPAR] + N_JP * k + JP_BACKLASH)]
+            damper = spring_torque(0.0, mf[at(mi[MF_DSPRING] + k)], backlash, w[at(ipos + ir)] - w[at(ipos + k)], phd - qd)
             pd += joint_friction(mi, mf, k, phd) * phd + damper * (phd - qd)
         else:
             pin += tau[k] * qd
             pd += joint_friction(mi, mf, k, qd) * qd
-        nm = mi[mi[MI_NM] + k]
-        e = nb + mi[mi[MI_MO] + k]
+        nm = mi[at(mi[MI_NM] + k)]
+        e = nb + mi[at(mi[MI_MO] + k)]
         D = mi[MF_DMOD] + NM * NM * k
         for a in range(nm):
             s = 0.0
             for f in range(nm):
-                s += mf[D + a * NM + f] * w[ivel + e + f]
-            pd += w[ivel + e + a] * s
+                s += mf[at(D + a * NM + f)] * w[at(ivel + e + f)]
+            pd += w[at(ivel + e + a)] * s
     out[0] = pin
     out[1] = pd

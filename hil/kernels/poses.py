@@ -8,7 +8,7 @@ from numba import njit
 
 from .aba import kinematics_base_to_tip, prepare
 from .bodies import OUTPUT_STATIONS, SR_R, ST_POS, station_kinematics
-from .layout import DIM_NB, MI_MO, MI_NM, MI_OS_BODY, W_POS, W_PW, W_RW, W_STATION, W_STATION_R, W_VEL
+from .layout import DIM_NB, MI_MO, MI_NM, MI_OS_BODY, W_POS, W_PW, W_RW, W_STATION, W_STATION_R, W_VEL, at
 from .outputs import world_poses
 
 
@@ -25,18 +25,18 @@ def body_poses(mi, mf, w, t, pos, vel):
 def station_frame(mi, mf, w, s, out):
     """out (12,): world position (3) and rotation matrix row-major (9) of output station s, after
     body_poses."""
-    k = mi[mi[MI_OS_BODY] + s]
-    e = mi[DIM_NB] + mi[mi[MI_MO] + k]
-    station_kinematics(mi, mf, w, OUTPUT_STATIONS, s, mi[W_POS] + e, mi[W_VEL] + e, mi[mi[MI_NM] + k])
+    k = mi[at(mi[MI_OS_BODY] + s)]
+    e = mi[DIM_NB] + mi[at(mi[MI_MO] + k)]
+    station_kinematics(mi, mf, w, OUTPUT_STATIONS, s, mi[W_POS] + e, mi[W_VEL] + e, mi[at(mi[MI_NM] + k)])
     r = mi[W_STATION] + 3 * ST_POS
     R = mi[W_STATION_R] + 9 * SR_R
     Rk = mi[W_RW] + 9 * k
     pw = mi[W_PW] + 3 * k
     for i in range(3):
-        p = w[pw + i]
+        p = w[at(pw + i)]
         for j in range(3):
-            p += w[Rk + 3 * i + j] * w[r + j]
-            out[3 + 3 * i + j] = w[Rk + 3 * i] * w[R + j] + w[Rk + 3 * i + 1] * w[R + 3 + j] + w[Rk + 3 * i + 2] * w[R + 6 + j]
+            p += w[at(Rk + 3 * i + j)] * w[at(r + j)]
+            out[3 + 3 * i + j] = w[at(Rk + 3 * i)] * w[at(R + j)] + w[at(Rk + 3 * i + 1)] * w[at(R + 3 + j)] + w[at(Rk + 3 * i + 2)] * w[at(R + 6 + j)]
         out[i] = p
 
 

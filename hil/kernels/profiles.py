@@ -2,7 +2,7 @@
 import numpy as np
 from numba import njit
 from .layout import (MF_PROF_PAR, MF_TAB_C, MF_TAB_T, MI_PROF_KIND, MI_TAB_N, MI_TAB_OFF, MOTION_CYCLOIDAL,
-                     MOTION_SPINUP, MOTION_TABLE)
+                     MOTION_SPINUP, MOTION_TABLE, at)
 
 
 @njit(cache=True)
@@ -30,37 +30,37 @@ def cycloidal(t, k, T):
 def table(t, mf, ot, oc, n):
     """Piecewise cubic q(t) = c0 + c1 s + c2 s^2 + c3 s^3, s = t - t_i, of the n samples with times at
     mf[ot:] and coefficient rows (4 each) at mf[oc:]; held outside the table."""
-    if t <= mf[ot]:
-        return mf[oc], 0.0, 0.0
-    if t >= mf[ot + n - 1]:
-        return mf[oc + 4 * (n - 1)], 0.0, 0.0
+    if t <= mf[at(ot)]:
+        return mf[at(oc)], 0.0, 0.0
+    if t >= mf[at(ot + n - 1)]:
+        return mf[at(oc + 4 * (n - 1))], 0.0, 0.0
     lo = 0
     hi = n - 1
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if mf[ot + mid] <= t:
+        if mf[at(ot + mid)] <= t:
             lo = mid
         else:
             hi = mid
-    s = t - mf[ot + lo]
+    s = t - mf[at(ot + lo)]
     c = oc + 4 * lo
-    c0, c1, c2, c3 = mf[c], mf[c + 1], mf[c + 2], mf[c + 3]
+    c0, c1, c2, c3 = mf[at(c)], mf[at(c + 1)], mf[at(c + 2)], mf[at(c + 3)]
     return c0 + s * (c1 + s * (c2 + s * c3)), c1 + s * (2.0 * c2 + 3.0 * s * c3), 2.0 * c2 + 6.0 * s * c3
 
 
 @njit(cache=True)
 def evaluate(mi, mf, k, t):
     """(q, qd, qdd) of the prescribed joint k at time t."""
-    kind = mi[mi[MI_PROF_KIND] + k]
+    kind = mi[at(mi[MI_PROF_KIND] + k)]
     par = mi[MF_PROF_PAR] + 4 * k
-    q0 = mf[par]
+    q0 = mf[at(par)]
     if kind == MOTION_SPINUP:
-        q, qd, qdd = spinup(t, mf[par + 1], mf[par + 2])
+        q, qd, qdd = spinup(t, mf[at(par + 1)], mf[at(par + 2)])
     elif kind == MOTION_CYCLOIDAL:
-        q, qd, qdd = cycloidal(t, mf[par + 1], mf[par + 2])
+        q, qd, qdd = cycloidal(t, mf[at(par + 1)], mf[at(par + 2)])
     elif kind == MOTION_TABLE:
-        a = mi[mi[MI_TAB_OFF] + k]
-        return table(t, mf, mi[MF_TAB_T] + a, mi[MF_TAB_C] + 4 * a, mi[mi[MI_TAB_N] + k])
+        a = mi[at(mi[MI_TAB_OFF] + k)]
+        return table(t, mf, mi[MF_TAB_T] + a, mi[MF_TAB_C] + 4 * a, mi[at(mi[MI_TAB_N] + k)])
     else:
         q, qd, qdd = 0.0, 0.0, 0.0
     return q0 + q, qd, qdd

@@ -10,21 +10,23 @@ element (i, j) at o + 3 i + j; an n x n block with row stride `stride` at o + i 
 import numpy as np
 from numba import njit
 
+from .layout import at
+
 
 @njit(cache=True)
 def axis_rotation(x, y, z, c, s, w, o):
     """w[o:o + 9] = rotation of angle q about the unit axis (x, y, z), given c = cos q, s = sin q
     (Rodrigues)."""
     t = 1.0 - c
-    w[o] = t * x * x + c
-    w[o + 1] = t * x * y - s * z
-    w[o + 2] = t * x * z + s * y
-    w[o + 3] = t * x * y + s * z
-    w[o + 4] = t * y * y + c
-    w[o + 5] = t * y * z - s * x
-    w[o + 6] = t * x * z - s * y
-    w[o + 7] = t * y * z + s * x
-    w[o + 8] = t * z * z + c
+    w[at(o)] = t * x * x + c
+    w[at(o + 1)] = t * x * y - s * z
+    w[at(o + 2)] = t * x * z + s * y
+    w[at(o + 3)] = t * x * y + s * z
+    w[at(o + 4)] = t * y * y + c
+    w[at(o + 5)] = t * y * z - s * x
+    w[at(o + 6)] = t * x * z - s * y
+    w[at(o + 7)] = t * y * z + s * x
+    w[at(o + 8)] = t * z * z + c
 
 
 @njit(cache=True)
@@ -36,27 +38,27 @@ def xyz_rotation(a, b, c, w, oR, oE, obias, ad, bd, cd):
     ca, sa = np.cos(a), np.sin(a)
     cb, sb = np.cos(b), np.sin(b)
     cc, sc = np.cos(c), np.sin(c)
-    w[oR] = cb * cc
-    w[oR + 1] = -cb * sc
-    w[oR + 2] = sb
-    w[oR + 3] = ca * sc + sa * sb * cc
-    w[oR + 4] = ca * cc - sa * sb * sc
-    w[oR + 5] = -sa * cb
-    w[oR + 6] = sa * sc - ca * sb * cc
-    w[oR + 7] = sa * cc + ca * sb * sc
-    w[oR + 8] = ca * cb
-    w[oE] = 1.0
-    w[oE + 1] = 0.0
-    w[oE + 2] = sb
-    w[oE + 3] = 0.0
-    w[oE + 4] = ca
-    w[oE + 5] = -sa * cb
-    w[oE + 6] = 0.0
-    w[oE + 7] = sa
-    w[oE + 8] = ca * cb
-    w[obias] = cb * bd * cd
-    w[obias + 1] = -sa * ad * bd + (-ca * cb * ad + sa * sb * bd) * cd
-    w[obias + 2] = ca * ad * bd + (-sa * cb * ad - ca * sb * bd) * cd
+    w[at(oR)] = cb * cc
+    w[at(oR + 1)] = -cb * sc
+    w[at(oR + 2)] = sb
+    w[at(oR + 3)] = ca * sc + sa * sb * cc
+    w[at(oR + 4)] = ca * cc - sa * sb * sc
+    w[at(oR + 5)] = -sa * cb
+    w[at(oR + 6)] = sa * sc - ca * sb * cc
+    w[at(oR + 7)] = sa * cc + ca * sb * sc
+    w[at(oR + 8)] = ca * cb
+    w[at(oE)] = 1.0
+    w[at(oE + 1)] = 0.0
+    w[at(oE + 2)] = sb
+    w[at(oE + 3)] = 0.0
+    w[at(oE + 4)] = ca
+    w[at(oE + 5)] = -sa * cb
+    w[at(oE + 6)] = 0.0
+    w[at(oE + 7)] = sa
+    w[at(oE + 8)] = ca * cb
+    w[at(obias)] = cb * bd * cd
+    w[at(obias + 1)] = -sa * ad * bd + (-ca * cb * ad + sa * sb * bd) * cd
+    w[at(obias + 2)] = ca * ad * bd + (-sa * cb * ad - ca * sb * bd) * cd
 
 
 @njit(cache=True)
@@ -65,19 +67,19 @@ def cholesky_inplace(A, o, n, stride):
     not positive definite."""
     for j in range(n):
         rj = o + j * stride
-        s = A[rj + j]
+        s = A[at(rj + j)]
         for i in range(j):
-            s -= A[rj + i] * A[rj + i]
+            s -= A[at(rj + i)] * A[at(rj + i)]
         if s <= 0.0:
             return False
         d = np.sqrt(s)
-        A[rj + j] = d
+        A[at(rj + j)] = d
         for i in range(j + 1, n):
             ri = o + i * stride
-            s = A[ri + j]
+            s = A[at(ri + j)]
             for c in range(j):
-                s -= A[ri + c] * A[rj + c]
-            A[ri + j] = s / d
+                s -= A[at(ri + c)] * A[at(rj + c)]
+            A[at(ri + j)] = s / d
     return True
 
 
@@ -86,12 +88,12 @@ def cholesky_solve(L, o, n, stride, b, ob, step):
     """Solve (L L^T) x = b in place for the n entries b[ob + i step], L the factor at L[o]."""
     for i in range(n):
         ri = o + i * stride
-        s = b[ob + i * step]
+        s = b[at(ob + i * step)]
         for c in range(i):
-            s -= L[ri + c] * b[ob + c * step]
-        b[ob + i * step] = s / L[ri + i]
+            s -= L[at(ri + c)] * b[at(ob + c * step)]
+        b[at(ob + i * step)] = s / L[at(ri + i)]
     for i in range(n - 1, -1, -1):
-        s = b[ob + i * step]
+        s = b[at(ob + i * step)]
         for c in range(i + 1, n):
-            s -= L[o + c * stride + i] * b[ob + c * step]
-        b[ob + i * step] = s / L[o + i * stride + i]
+            s -= L[at(o + c * stride + i)] * b[at(ob + c * step)]
+        b[at(ob + i * step)] = s / L[at(o + i * stride + i)]
