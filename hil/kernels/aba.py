@@ -52,10 +52,10 @@ from numba import njit
 from .bodies import body_inertia, joint_kinematics
 from .joints import impose_prescribed_motion, link_torques, rotor_accelerations
 from .layout import (DIM_NB, DIM_NM, JOINT_PRESCRIBED, MF_ARMATURE, MF_AXIS, MF_DMOD, MF_GRAVITY, MF_KMOD, MI_DRIVE,
-                     MI_MO, MI_NM, MI_PARENT, W_BB, W_D, W_FJ, W_F_INBOARD, W_IA, W_IA_HINGE, W_IA_PARENT, W_IA_PSI,
-                     W_KAP, W_LFF, W_MB, W_NUD, W_P, W_PA, W_PA_HINGE, W_PB, W_POS, W_PPC, W_PSI, W_QDD_PRES,
-                     W_ROT33, W_RPC, W_TAUJ, W_TAU_JOINT, W_U, W_UJ, W_VEL, W_Y, W_YB, at)
-from .spatial import cholesky_inplace, cholesky_solve
+                     MI_MO, MI_NM, MI_PARENT, W_BB, W_D, W_FJ, W_F_INBOARD, W_IA_HINGE, W_IA_PSI, W_KAP, W_LFF, W_MB,
+                     W_NUD, W_P, W_PA_HINGE, W_PB, W_POS, W_PPC, W_PSI, W_QDD_PRES, W_RPC, W_TAUJ, W_TAU_JOINT, W_U,
+                     W_UJ, W_VEL, W_Y, W_YB, at, drive_of, modes_of, parent_of)
+from .spatial import cholesky_inplace, rotate, rotate_symmetric
 
 
 @njit(cache=True)
@@ -157,41 +157,59 @@ def articulated_inertias_tip_to_base(mi, mf, w):
 
 @njit(cache=True)
 def eliminate_modes(mi, w, k):
-    """Lff = chol(P_ff), Y = P_ff^-1 P_fr, y = P_ff^-1 p_f, IA = P_rr - P_rf Y, pA = p_r - P_rf y."""
+    """Lff = chol(P_ff), Y = P_ff^-1 P_fr, y = P_ff^-1 p_f, then in place IA = P_rr - P_rf Y and
+    pA = p_r - P_rf y: what remains of P(k), p(k) in their rigid rows and columns."""
     NM = mi[DIM_NM]
     NX = 6 + NM
-    nm = mi[at(mi[MI_NM] + k)]
+    nm = modes_of(mi, k)
+    if nm == 0:
+        return True
     P = mi[W_P] + NX * NX * k
     p = mi[W_PB] + NX * k
     Lff = mi[W_LFF] + NM * NM * k
     Y = mi[W_Y] + 6 * NM * k
     y = mi[W_YB] + NM * k
-    IA = mi[W_IA] + 36 * k
-    pA = mi[W_PA] + 6 * k
     for a in range(nm):
         for b in range(a + 1):
             w[at(Lff + a * NM + b)] = w[at(P + (6 + a) * NX + 6 + b)]
     if not cholesky_inplace(w, Lff, nm, NM):
         return False
+    # the seven right-hand sides [P_fr, p_f] by one forward and one backward substitution
     for a in range(nm):
+        La = Lff + a * NM
+        d = w[at(La + a)]
         for i in range(6):
-            w[at(Y + 6 * a + i)] = w[at(P + (6 + a) * NX + i)]
-        w[at(y + a)] = w[at(p + 6 + a)]
+            s = w[at(P + (6 + a) * NX + i)]
+            for c in range(a):
+                s -= w[at(La + c)] * w[at(Y + 6 * c + i)]
+            w[at(Y + 6 * a + i)] = s / d
+        s = w[at(p + 6 + a)]
+        for c in range(a):
+            s -= w[at(La + c)] * w[at(y + c)]
+        w[at(y + a)] = s / d
+    for a in range(nm - 1, -1, -1):
+        d = w[at(Lff + a * NM + a)]
+        for i in range(6):
+            s = w[at(Y + 6 * a + i)]
+            for c in range(a + 1, nm):
+                s -= w[at(Lff + c * NM + a)] * w[at(Y + 6 * c + i)]
+            w[at(Y + 6 * a + i)] = s / d
+        s = w[at(y + a)]
+        for c in range(a + 1, nm):
+            s -= w[at(Lff + c * NM + a)] * w[at(y + c)]
+        w[at(y + a)] = s / d
     for i in range(6):
-        cholesky_solve(w, Lff, nm, NM, w, Y + i, 6)
-    cholesky_solve(w, Lff, nm, NM, w, y, 1)
-    for i in range(6):
-        Pi = P + i * NX + 6
+        Pi = P + i * NX
         s = w[at(p + i)]
         for a in range(nm):
-            s -= w[at(Pi + a)] * w[at(y + a)]
-        w[at(pA + i)] = s
+            s -= w[at(Pi + 6 + a)] * w[at(y + a)]
+        w[at(p + i)] = s
         for j in range(i, 6):
-            s = w[at(P + i * NX + j)]
+            s = w[at(Pi + j)]
             for a in range(nm):
-                s -= w[at(Pi + a)] * w[at(Y + 6 * a + j)]
-            w[at(IA + 6 * i + j)] = s
-            w[at(IA + 6 * j + i)] = s
+                s -= w[at(Pi + 6 + a)] * w[at(Y + 6 * a + j)]
+            w[at(Pi + j)] = s
+            w[at(P + j * NX + i)] = s
     return True
 
 
@@ -199,21 +217,22 @@ def eliminate_modes(mi, w, k):
 def eliminate_hinge(mi, mf, w, k):
     """U = IA s; a torque-driven joint: D = s^T U + armature, u = tau - s^T pA, Ia = IA - U U^T / D,
     pa = pA + U u / D; a prescribed one: Ia = IA, pa = pA + U q_ddot. False if D <= 0."""
+    NX = 6 + mi[DIM_NM]
     ax = mi[MF_AXIS] + 3 * k
     ax0, ax1, ax2 = mf[at(ax)], mf[at(ax + 1)], mf[at(ax + 2)]
-    IA = mi[W_IA] + 36 * k
-    pA = mi[W_PA] + 6 * k
+    IA = mi[W_P] + NX * NX * k
+    pA = mi[W_PB] + NX * k
     U = mi[W_U] + 6 * k
     Ia = mi[W_IA_HINGE]
     pa = mi[W_PA_HINGE]
     for i in range(6):
-        w[at(U + i)] = w[at(IA + 6 * i)] * ax0 + w[at(IA + 6 * i + 1)] * ax1 + w[at(IA + 6 * i + 2)] * ax2
-    if mi[at(mi[MI_DRIVE] + k)] == JOINT_PRESCRIBED:
+        w[at(U + i)] = w[at(IA + NX * i)] * ax0 + w[at(IA + NX * i + 1)] * ax1 + w[at(IA + NX * i + 2)] * ax2
+    if drive_of(mi, k) == JOINT_PRESCRIBED:
         qdd = w[at(mi[W_QDD_PRES] + k)]
         for i in range(6):
             w[at(pa + i)] = w[at(pA + i)] + w[at(U + i)] * qdd
             for j in range(6):
-                w[at(Ia + 6 * i + j)] = w[at(IA + 6 * i + j)]
+                w[at(Ia + 6 * i + j)] = w[at(IA + NX * i + j)]
         return True
     d = w[at(U)] * ax0 + w[at(U + 1)] * ax1 + w[at(U + 2)] * ax2 + mf[at(mi[MF_ARMATURE] + k)]
     if not d > 0.0:
@@ -225,7 +244,7 @@ def eliminate_hinge(mi, mf, w, k):
         Ui = w[at(U + i)] / d
         w[at(pa + i)] = w[at(pA + i)] + Ui * u
         for j in range(6):
-            w[at(Ia + 6 * i + j)] = w[at(IA + 6 * i + j)] - Ui * w[at(U + j)]
+            w[at(Ia + 6 * i + j)] = w[at(IA + NX * i + j)] - Ui * w[at(U + j)]
     return True
 
 
@@ -236,8 +255,8 @@ def add_to_parent(mi, w, k):
     Ia Psi."""
     NM = mi[DIM_NM]
     NX = 6 + NM
-    par = mi[at(mi[MI_PARENT] + k)]
-    nmp = mi[at(mi[MI_NM] + par)]
+    par = parent_of(mi, k)
+    nmp = modes_of(mi, par)
     R = mi[W_RPC] + 9 * k
     origin = mi[W_PPC] + 3 * k
     Ia = mi[W_IA_HINGE]
@@ -252,11 +271,7 @@ def add_to_parent(mi, w, k):
             s += w[at(Ia + 6 * i + j)] * w[at(kap + j)]
         w[at(f + i)] = s
     force_to_parent(w, R, origin, f, 1, p, 1)
-    Ip = mi[W_IA_PARENT]
-    inertia_to_parent(w, R, origin, Ia, Ip, mi[W_ROT33])
-    for i in range(6):
-        for j in range(6):
-            w[at(P + i * NX + j)] += w[at(Ip + 6 * i + j)]
+    inertia_to_parent(w, R, origin, Ia, P, NX)
     if nmp == 0:
         return
     psi = mi[W_PSI] + 6 * NM * k
@@ -297,56 +312,74 @@ def force_to_parent(w, R, p, f, step, o, ostep):
     f0 = w[at(f + 3 * step)]
     f1 = w[at(f + 4 * step)]
     f2 = w[at(f + 5 * step)]
-    g0 = w[at(R)] * f0 + w[at(R + 1)] * f1 + w[at(R + 2)] * f2
-    g1 = w[at(R + 3)] * f0 + w[at(R + 4)] * f1 + w[at(R + 5)] * f2
-    g2 = w[at(R + 6)] * f0 + w[at(R + 7)] * f1 + w[at(R + 8)] * f2
+    r00, r01, r02, r10, r11, r12, r20, r21, r22 = (w[at(R)], w[at(R + 1)], w[at(R + 2)], w[at(R + 3)], w[at(R + 4)],
+                                                   w[at(R + 5)], w[at(R + 6)], w[at(R + 7)], w[at(R + 8)])
+    g0 = r00 * f0 + r01 * f1 + r02 * f2
+    g1 = r10 * f0 + r11 * f1 + r12 * f2
+    g2 = r20 * f0 + r21 * f1 + r22 * f2
     p0, p1, p2 = w[at(p)], w[at(p + 1)], w[at(p + 2)]
-    w[at(o)] += w[at(R)] * n0 + w[at(R + 1)] * n1 + w[at(R + 2)] * n2 + p1 * g2 - p2 * g1
-    w[at(o + ostep)] += w[at(R + 3)] * n0 + w[at(R + 4)] * n1 + w[at(R + 5)] * n2 + p2 * g0 - p0 * g2
-    w[at(o + 2 * ostep)] += w[at(R + 6)] * n0 + w[at(R + 7)] * n1 + w[at(R + 8)] * n2 + p0 * g1 - p1 * g0
+    w[at(o)] += r00 * n0 + r01 * n1 + r02 * n2 + p1 * g2 - p2 * g1
+    w[at(o + ostep)] += r10 * n0 + r11 * n1 + r12 * n2 + p2 * g0 - p0 * g2
+    w[at(o + 2 * ostep)] += r20 * n0 + r21 * n1 + r22 * n2 + p0 * g1 - p1 * g0
     w[at(o + 3 * ostep)] += g0
     w[at(o + 4 * ostep)] += g1
     w[at(o + 5 * ostep)] += g2
 
 
 @njit(cache=True)
-def inertia_to_parent(w, R, p, Ia, out, tmp):
-    """out (6 x 6, row stride 6) = X^T Ia X for Ia = [[A, B], [B^T, C]] in child axes at the child
-    origin, X = [[R^T, 0], [-R^T skew(p), R^T]]: each 3 x 3 block turned into the parent's axes
-    (A' = R A R^T, ...; tmp holds block R^T), then moved to the parent's origin:
-    B'' = B' + skew(p) C', A'' = A' + skew(p) B'^T - B'' skew(p), C'' = C'."""
-    for bi, bj in ((0, 0), (0, 3), (3, 3)):
-        for i in range(3):
-            for j in range(3):
-                w[at(tmp + 3 * i + j)] = (w[at(Ia + 6 * (bi + i) + bj)] * w[at(R + 3 * j)]
-                                      + w[at(Ia + 6 * (bi + i) + bj + 1)] * w[at(R + 3 * j + 1)]
-                                      + w[at(Ia + 6 * (bi + i) + bj + 2)] * w[at(R + 3 * j + 2)])
-        for i in range(3):
-            for j in range(3):
-                w[at(out + 6 * (bi + i) + bj + j)] = (w[at(R + 3 * i)] * w[at(tmp + j)] + w[at(R + 3 * i + 1)] * w[at(tmp + 3 + j)]
-                                                  + w[at(R + 3 * i + 2)] * w[at(tmp + 6 + j)])
+def inertia_to_parent(w, R, p, Ia, P, NX):
+    """P[0:6, 0:6] (row stride NX) += X^T Ia X for Ia = [[A, B], [B^T, C]] (6 x 6 at w[Ia]) in child
+    axes at the child origin, X = [[R^T, 0], [-R^T skew(p), R^T]]: each 3 x 3 block turned into the
+    parent's axes, A' = R A R^T, B' = R B R^T, C' = R C R^T, then moved to the parent's origin:
+    B'' = B' + skew(p) C', A'' = A' + skew(p) B'^T - B'' skew(p), C'' = C' (about 200 multiplications
+    where the dense product takes 340)."""
+    r00, r01, r02, r10, r11, r12, r20, r21, r22 = (w[at(R)], w[at(R + 1)], w[at(R + 2)], w[at(R + 3)], w[at(R + 4)],
+                                                   w[at(R + 5)], w[at(R + 6)], w[at(R + 7)], w[at(R + 8)])
+    a00, a01, a02, a11, a12, a22 = rotate_symmetric(r00, r01, r02, r10, r11, r12, r20, r21, r22,
+                                                    w[at(Ia)], w[at(Ia + 1)], w[at(Ia + 2)], w[at(Ia + 7)],
+                                                    w[at(Ia + 8)], w[at(Ia + 14)])
+    c00, c01, c02, c11, c12, c22 = rotate_symmetric(r00, r01, r02, r10, r11, r12, r20, r21, r22,
+                                                    w[at(Ia + 21)], w[at(Ia + 22)], w[at(Ia + 23)], w[at(Ia + 28)],
+                                                    w[at(Ia + 29)], w[at(Ia + 35)])
+    b00, b01, b02, b10, b11, b12, b20, b21, b22 = rotate(r00, r01, r02, r10, r11, r12, r20, r21, r22,
+                                                         w[at(Ia + 3)], w[at(Ia + 4)], w[at(Ia + 5)], w[at(Ia + 9)],
+                                                         w[at(Ia + 10)], w[at(Ia + 11)], w[at(Ia + 15)],
+                                                         w[at(Ia + 16)], w[at(Ia + 17)])
     p0, p1, p2 = w[at(p)], w[at(p + 1)], w[at(p + 2)]
-    # A' += skew(p) B'^T: column j is p x (row j of B')
-    for j in range(3):
-        b0, b1, b2 = w[at(out + 6 * j + 3)], w[at(out + 6 * j + 4)], w[at(out + 6 * j + 5)]
-        w[at(out + j)] += p1 * b2 - p2 * b1
-        w[at(out + 6 + j)] += p2 * b0 - p0 * b2
-        w[at(out + 12 + j)] += p0 * b1 - p1 * b0
+    # A' += skew(p) B'^T: column j of the sum is p x (row j of B')
+    a00 += p1 * b02 - p2 * b01
+    a01 += p1 * b12 - p2 * b11
+    a02 += p1 * b22 - p2 * b21
+    a11 += p2 * b10 - p0 * b12
+    a12 += p2 * b20 - p0 * b22
+    a22 += p0 * b21 - p1 * b20
     # B'' = B' + skew(p) C': column j gains p x (column j of C')
-    for j in range(3):
-        c0, c1, c2 = w[at(out + 21 + j)], w[at(out + 27 + j)], w[at(out + 33 + j)]
-        w[at(out + 3 + j)] += p1 * c2 - p2 * c1
-        w[at(out + 9 + j)] += p2 * c0 - p0 * c2
-        w[at(out + 15 + j)] += p0 * c1 - p1 * c0
+    b00 += p1 * c02 - p2 * c01
+    b10 += p2 * c00 - p0 * c02
+    b20 += p0 * c01 - p1 * c00
+    b01 += p1 * c12 - p2 * c11
+    b11 += p2 * c01 - p0 * c12
+    b21 += p0 * c11 - p1 * c01
+    b02 += p1 * c22 - p2 * c12
+    b12 += p2 * c02 - p0 * c22
+    b22 += p0 * c12 - p1 * c02
     # A'' = A' - B'' skew(p): row i gains p x (row i of B'')
-    for i in range(3):
-        b0, b1, b2 = w[at(out + 6 * i + 3)], w[at(out + 6 * i + 4)], w[at(out + 6 * i + 5)]
-        w[at(out + 6 * i)] += p1 * b2 - p2 * b1
-        w[at(out + 6 * i + 1)] += p2 * b0 - p0 * b2
-        w[at(out + 6 * i + 2)] += p0 * b1 - p1 * b0
-    for i in range(3):
-        for j in range(3):
-            w[at(out + 6 * (3 + j) + i)] = w[at(out + 6 * i + 3 + j)]
+    a00 += p1 * b02 - p2 * b01
+    a01 += p2 * b00 - p0 * b02
+    a02 += p0 * b01 - p1 * b00
+    a11 += p2 * b10 - p0 * b12
+    a12 += p0 * b11 - p1 * b10
+    a22 += p0 * b21 - p1 * b20
+    upper = (a00, a01, a02, b00, b01, b02, a11, a12, b10, b11, b12, a22, b20, b21, b22,
+             c00, c01, c02, c11, c12, c22)
+    n = 0
+    for i in range(6):
+        for j in range(i, 6):
+            x = upper[n]
+            n += 1
+            w[at(P + i * NX + j)] += x
+            if j != i:
+                w[at(P + j * NX + i)] += x
 
 
 @njit(cache=True)
@@ -410,12 +443,12 @@ def accelerations_base_to_tip(mi, mf, w, acc):
                 s += w[at(Y + 6 * e + i)] * w[at(nud + i)]
             w[at(nud + 6 + e)] = -s
             acc[base + e] = -s
-        IA = mi[W_IA] + 36 * k
-        pA = mi[W_PA] + 6 * k
+        IA = mi[W_P] + NX * NX * k       # what eliminate_modes left of P(k) and p(k)
+        pA = mi[W_PB] + NX * k
         fj = mi[W_FJ] + 6 * k
         for i in range(6):
             s = w[at(pA + i)]
             for j in range(6):
-                s += w[at(IA + 6 * i + j)] * w[at(nud + j)]
+                s += w[at(IA + NX * i + j)] * w[at(nud + j)]
             w[at(fj + i)] = s
         w[at(mi[W_TAU_JOINT] + k)] = w[at(fj)] * ax0 + w[at(fj + 1)] * ax1 + w[at(fj + 2)] * ax2

@@ -153,21 +153,17 @@ W_MB = _w("Mb", lambda s: (s.nb1, s.NX, s.NX))              # extended body iner
 W_BB = _w("bb", lambda s: (s.nb1, s.NX))                    # its velocity-product force b_m(k)
 W_SEP = _w("S_eta", lambda s: (s.NM,))                      # a node's S eta
 # articulated_inertias_tip_to_base
-W_P = _w("P", lambda s: (s.nb1, s.NX, s.NX))                # extended articulated inertia P(k)
-W_PB = _w("p", lambda s: (s.nb1, s.NX))                     # its bias force z(k)
+W_P = _w("P", lambda s: (s.nb1, s.NX, s.NX))                # extended articulated inertia P(k); IA after the modes
+W_PB = _w("p", lambda s: (s.nb1, s.NX))                     # its bias force z(k); pA after the modes
 W_LFF = _w("Lff", lambda s: (s.nb1, s.NM, s.NM))            # Cholesky factor of P_ff(k)
 W_Y = _w("Y", lambda s: (s.nb1, s.NM, 6))                   # P_ff^-1 P_fr
 W_YB = _w("y", lambda s: (s.nb1, s.NM))                     # P_ff^-1 p_f
-W_IA = _w("IA", lambda s: (s.nb1, 6, 6))                    # articulated inertia, modes eliminated
-W_PA = _w("pA", lambda s: (s.nb1, 6))                       # its bias force
 W_U = _w("U", lambda s: (s.nb1, 6))                         # IA s
 W_D = _w("D", lambda s: (s.nb1,))                           # s^T IA s + armature
 W_UJ = _w("u", lambda s: (s.nb1,))                          # tau - s^T pA
 W_IA_HINGE = _w("Ia", lambda s: (6, 6))                     # articulated inertia passed inboard
 W_PA_HINGE = _w("pa", lambda s: (6,))                       # and its bias force
 W_F_INBOARD = _w("f_inboard", lambda s: (6,))              # pa + Ia kap, the force passed inboard
-W_IA_PARENT = _w("Ia_parent", lambda s: (6, 6))             # Ia in the parent's axes at its origin
-W_ROT33 = _w("rot33", lambda s: (3, 3))                    # a 3 x 3 block times R^T
 W_IA_PSI = _w("Ia_Psi", lambda s: (6, s.NM))                # Ia Psi
 W_COL = _w("col", lambda s: (s.NM,))                        # a right-hand side of the modal solve
 # accelerations_base_to_tip

@@ -97,3 +97,36 @@ def cholesky_solve(L, o, n, stride, b, ob, step):
         for c in range(i + 1, n):
             s -= L[at(o + c * stride + i)] * b[at(ob + c * step)]
         b[at(ob + i * step)] = s / L[at(o + i * stride + i)]
+
+
+@njit(cache=True)
+def rotate_symmetric(r00, r01, r02, r10, r11, r12, r20, r21, r22, a00, a01, a02, a11, a12, a22):
+    """R A R^T for a symmetric A, as its upper triangle (x00, x01, x02, x11, x12, x22)."""
+    t00 = a00 * r00 + a01 * r01 + a02 * r02
+    t01 = a00 * r10 + a01 * r11 + a02 * r12
+    t02 = a00 * r20 + a01 * r21 + a02 * r22
+    t10 = a01 * r00 + a11 * r01 + a12 * r02
+    t11 = a01 * r10 + a11 * r11 + a12 * r12
+    t12 = a01 * r20 + a11 * r21 + a12 * r22
+    t20 = a02 * r00 + a12 * r01 + a22 * r02
+    t21 = a02 * r10 + a12 * r11 + a22 * r12
+    t22 = a02 * r20 + a12 * r21 + a22 * r22
+    return (r00 * t00 + r01 * t10 + r02 * t20, r00 * t01 + r01 * t11 + r02 * t21, r00 * t02 + r01 * t12 + r02 * t22,
+            r10 * t01 + r11 * t11 + r12 * t21, r10 * t02 + r11 * t12 + r12 * t22, r20 * t02 + r21 * t12 + r22 * t22)
+
+
+@njit(cache=True)
+def rotate(r00, r01, r02, r10, r11, r12, r20, r21, r22, b00, b01, b02, b10, b11, b12, b20, b21, b22):
+    """R B R^T for a general B, row-major."""
+    t00 = b00 * r00 + b01 * r01 + b02 * r02
+    t01 = b00 * r10 + b01 * r11 + b02 * r12
+    t02 = b00 * r20 + b01 * r21 + b02 * r22
+    t10 = b10 * r00 + b11 * r01 + b12 * r02
+    t11 = b10 * r10 + b11 * r11 + b12 * r12
+    t12 = b10 * r20 + b11 * r21 + b12 * r22
+    t20 = b20 * r00 + b21 * r01 + b22 * r02
+    t21 = b20 * r10 + b21 * r11 + b22 * r12
+    t22 = b20 * r20 + b21 * r21 + b22 * r22
+    return (r00 * t00 + r01 * t10 + r02 * t20, r00 * t01 + r01 * t11 + r02 * t21, r00 * t02 + r01 * t12 + r02 * t22,
+            r10 * t00 + r11 * t10 + r12 * t20, r10 * t01 + r11 * t11 + r12 * t21, r10 * t02 + r11 * t12 + r12 * t22,
+            r20 * t00 + r21 * t10 + r22 * t20, r20 * t01 + r21 * t11 + r22 * t21, r20 * t02 + r21 * t12 + r22 * t22)
