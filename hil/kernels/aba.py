@@ -47,8 +47,8 @@ parent) and orders modal vectors modes first; here the rigid part comes first.
 The pass inboard is Featherstone's: P(parent) += Phi^T Ia Phi, p(parent) += Phi^T (pa + Ia kap)
 with Phi = [X, Psi] (seed 002's z_R+ leaves kap out of z(k) and adds it here, its "Fix 2").
 """
-from numba import njit
 
+from .jit import kernel
 from .bodies import body_inertia, joint_kinematics
 from .joints import impose_prescribed_motion, link_torques, rotor_accelerations
 from .layout import (DIM_NB, DIM_NM, JOINT_PRESCRIBED, MF_ARMATURE, MF_AXIS, MF_DMOD, MF_GRAVITY, MF_KMOD, MI_DRIVE,
@@ -58,7 +58,7 @@ from .layout import (DIM_NB, DIM_NM, JOINT_PRESCRIBED, MF_ARMATURE, MF_AXIS, MF_
 from .spatial import cholesky_inplace, rotate, rotate_symmetric
 
 
-@njit(cache=True)
+@kernel
 def forward_dynamics(mi, mf, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, acc):
     """Generalized accelerations acc (joints, modes, rotors) of the state (pos, vel) at time t.
 
@@ -78,26 +78,26 @@ def forward_dynamics(mi, mf, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, acc):
     return True
 
 
-@njit(cache=True)
+@kernel
 def prepare(mi, mf, w, t, pos, vel):
     """Copy the state into the work buffers, imposing prescribed joint motion at time t."""
     impose_prescribed_motion(mi, mf, t, pos, vel, w, mi[W_POS], w, mi[W_VEL], w, mi[W_QDD_PRES])
 
 
-@njit(cache=True)
+@kernel
 def joint_torques(mi, mf, w, tau):
     """Link-side torque each joint receives (drive minus friction, or the Spong spring), at the prepared state."""
     link_torques(mi, mf, w, mi[W_POS], w, mi[W_VEL], tau, w, mi[W_TAUJ])
 
 
-@njit(cache=True)
+@kernel
 def kinematics_base_to_tip(mi, mf, w):
     """Joint transforms, twists, velocity-product accelerations and modal maps of every body."""
     for k in range(mi[DIM_NB]):
         joint_kinematics(mi, mf, w, k)
 
 
-@njit(cache=True)
+@kernel
 def forward_kinematics(mi, mf, w):
     """kinematics_base_to_tip and each body's M_m(k), b_m(k) (Mb, bb): what the energy and the oracle read."""
     for k in range(mi[DIM_NB]):
@@ -105,7 +105,7 @@ def forward_kinematics(mi, mf, w):
         body_inertia(mi, mf, w, k)
 
 
-@njit(cache=True)
+@kernel
 def body_inertias(mi, mf, w, el_pos, el_vel, cK, cD):
     """Mb, bb of every body, and the articulated quantities the tip-to-base pass starts from:
     P(k) = M_m(k) + cK K + cD D (the implicit integrator's added modal mass), p(k) = b_m(k) + K eta
@@ -139,7 +139,7 @@ def body_inertias(mi, mf, w, el_pos, el_vel, cK, cD):
                     w[at(P + (6 + a) * NX + 6 + b)] += cK * mf[at(K + a * NM + b)] + cD * mf[at(D + a * NM + b)]
 
 
-@njit(cache=True)
+@kernel
 def articulated_inertias_tip_to_base(mi, mf, w):
     """Seed 002 eqs. 7.10 and 7.11 (with the errata of the module docstring), tip to base: each
     body's modes, then its hinge, eliminated, and what is left passed to its parent. False if an
@@ -155,7 +155,7 @@ def articulated_inertias_tip_to_base(mi, mf, w):
     return True
 
 
-@njit(cache=True)
+@kernel
 def eliminate_modes(mi, w, k):
     """Lff = chol(P_ff), Y = P_ff^-1 P_fr, y = P_ff^-1 p_f, then in place IA = P_rr - P_rf Y and
     pA = p_r - P_rf y: what remains of P(k), p(k) in their rigid rows and columns."""
@@ -213,7 +213,7 @@ def eliminate_modes(mi, w, k):
     return True
 
 
-@njit(cache=True)
+@kernel
 def eliminate_hinge(mi, mf, w, k):
     """U = IA s; a torque-driven joint: D = s^T U + armature, u = tau - s^T pA, Ia = IA - U U^T / D,
     pa = pA + U u / D; a prescribed one: Ia = IA, pa = pA + U q_ddot. False if D <= 0."""
@@ -248,7 +248,7 @@ def eliminate_hinge(mi, mf, w, k):
     return True
 
 
-@njit(cache=True)
+@kernel
 def add_to_parent(mi, w, k):
     """P(parent) += Phi^T Ia Phi, p(parent) += Phi^T (pa + Ia kap), Phi = [X, Psi]: the rigid block
     by the structured transform X^T Ia X (inertia_to_parent), the modal rows and columns through
@@ -302,7 +302,7 @@ def add_to_parent(mi, w, k):
             w[at(P + (6 + a) * NX + i)] = w[at(P + i * NX + 6 + a)]
 
 
-@njit(cache=True)
+@kernel
 def force_to_parent(w, R, p, f, step, o, ostep):
     """w[o + i ostep] += (X^T f)_i for the force f = w[f + i step] in child axes at the child origin:
     [R n + p x (R f); R f] in the parent's axes about its origin (R = Rpc, p = ppc)."""
@@ -326,7 +326,7 @@ def force_to_parent(w, R, p, f, step, o, ostep):
     w[at(o + 5 * ostep)] += g2
 
 
-@njit(cache=True)
+@kernel
 def inertia_to_parent(w, R, p, Ia, P, NX):
     """P[0:6, 0:6] (row stride NX) += X^T Ia X for Ia = [[A, B], [B^T, C]] (6 x 6 at w[Ia]) in child
     axes at the child origin, X = [[R^T, 0], [-R^T skew(p), R^T]]: each 3 x 3 block turned into the
@@ -382,7 +382,7 @@ def inertia_to_parent(w, R, p, Ia, P, NX):
                 w[at(P + j * NX + i)] += x
 
 
-@njit(cache=True)
+@kernel
 def accelerations_base_to_tip(mi, mf, w, acc):
     """Seed 002 eq. 7.12 (with the erratum of the module docstring), base to tip: each joint's
     acceleration, then its body's modal accelerations; nud(k) = [a_k; eta_ddot_k], the joint wrench

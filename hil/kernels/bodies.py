@@ -22,8 +22,8 @@ Rxyz(Lambda eta) R0 (see spatial.xyz_rotation).
 Arrays are the flat model (mi, mf) and work w of hil.kernels.layout.
 """
 import numpy as np
-from numba import njit
 
+from .jit import kernel
 from .layout import (DIM_NB, DIM_NM, MF_AXIS, MF_JL, MF_JSUM, MF_LJL, MF_ND_G, MF_ND_M, MF_ND_P0, MF_ND_S, MF_OS_G,
                      MF_OS_L, MF_OS_P0, MF_OS_R0, MF_OS_S, MF_ST_G, MF_ST_L, MF_ST_P0, MF_ST_R0, MF_ST_S, MI_MO,
                      MI_NM, MI_NODE_OFF, MI_PARENT, W_BB, W_GHAT, W_KAP, W_MB, W_POS, W_PPC, W_PSI, W_RPC, W_SEP,
@@ -42,7 +42,7 @@ ST_WREL_C, ST_VREL_C, ST_WBIAS_C, ST_VBIAS_C = range(7, 11)
 SR_R, SR_DEF, SR_E, SR_JOINT = range(4)
 
 
-@njit(cache=True)
+@kernel
 def station_kinematics(mi, mf, w, table, s, ieta, ietad, nm):
     """Deformed pose and rates of station s of `table`, on a body whose nm modal coordinates sit at
     w[ieta:] and their rates at w[ietad:], in that body's axes (W_STATION rows ST_*, W_STATION_R
@@ -107,7 +107,7 @@ def station_kinematics(mi, mf, w, table, s, ieta, ietad, nm):
     w[at(row + 3 * ST_V_BIAS + 2)] = 0.0
 
 
-@njit(cache=True)
+@kernel
 def joint_kinematics(mi, mf, w, k):
     """Pose, twist, velocity-product acceleration and modal map of body k from its parent's (parent
     quantities must be done): Rpc, ppc (child axes and origin in the parent frame), V, kap and Psi.
@@ -226,7 +226,7 @@ def joint_kinematics(mi, mf, w, k):
     w[at(kap + 5)] += l0 * s1 - l1 * s0
 
 
-@njit(cache=True)
+@kernel
 def body_inertia(mi, mf, w, k):
     """Extended mass matrix M(k) (6 + nm square, W_MB) and velocity-product bias b(k) (W_BB) of
     body k, after joint_kinematics.

@@ -11,18 +11,18 @@
 Every method is written as stages around a single forward_dynamics call site.
 """
 import numpy as np
-from numba import njit
 
+from .jit import kernel
 from . import profiles
 from .aba import forward_dynamics
 from .layout import (DIM_NB, DIM_NQ, JOINT_PRESCRIBED, METHOD_IMEX, METHOD_RK4, MI_DRIVE, W_ACC, W_K1, W_K2, W_K3,
-                     W_K4, W_PE, W_PS, W_VS, at)
+                     W_K4, W_PE, W_PS, W_VS)
 
 
 _STAGES = (4, 2, 1)
 
 
-@njit(cache=True)
+@kernel
 def _stage_state(method, stage, h, nq, pos, vel, acc_prev, k1, k2, ps, vs, pe):
     """State, time offset and implicit coefficients at which stage `stage` evaluates."""
     if method == METHOD_RK4:
@@ -63,24 +63,18 @@ def _stage_state(method, stage, h, nq, pos, vel, acc_prev, k1, k2, ps, vs, pe):
     return 0.0
 
 
-@njit(cache=True)
-def stage_vector(mi, w, block):
-    """The work block (its header slot W_*) of one of the integrators' stage vectors (nq entries)."""
-    o = mi[at(block)]
-    return w[o:o + mi[DIM_NQ]]
-
-
-@njit(cache=True)
+@kernel
 def advance(mi, mf, w, t, pos, vel, tau, dt, nsub, method):
     """Advance (pos, vel) in place from t to t + dt with nsub substeps; False on a singular inertia
     or a non-finite state. One call per outer step: the model (mi, mf) and work w of
     hil.kernels.layout, the state and the drive torques held over the step."""
     nq = mi[DIM_NQ]
     h = dt / nsub
-    k1, k2 = stage_vector(mi, w, W_K1), stage_vector(mi, w, W_K2)
-    k3, k4 = stage_vector(mi, w, W_K3), stage_vector(mi, w, W_K4)
-    ps, vs = stage_vector(mi, w, W_PS), stage_vector(mi, w, W_VS)
-    pe, acc = stage_vector(mi, w, W_PE), stage_vector(mi, w, W_ACC)
+    # the stage vectors: views of their work blocks (kernels count no references, so views are free)
+    k1, k2 = w[mi[W_K1]:mi[W_K1] + nq], w[mi[W_K2]:mi[W_K2] + nq]
+    k3, k4 = w[mi[W_K3]:mi[W_K3] + nq], w[mi[W_K4]:mi[W_K4] + nq]
+    ps, vs = w[mi[W_PS]:mi[W_PS] + nq], w[mi[W_VS]:mi[W_VS] + nq]
+    pe, acc = w[mi[W_PE]:mi[W_PE] + nq], w[mi[W_ACC]:mi[W_ACC] + nq]
     imex = method == METHOD_IMEX
     cK = 0.25 * h * h if imex else 0.0
     cD = 0.5 * h if imex else 0.0

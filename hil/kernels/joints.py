@@ -7,15 +7,15 @@ buffers given as (array, offset) pairs, so the articulated-body kernel passes it
 and the DAE kernel its own buffers without either creating views.
 """
 import numpy as np
-from numba import njit
 
+from .jit import kernel
 from . import profiles
 from .layout import (DIM_NB, DIM_NETA, DIM_NQ, JOINT_PRESCRIBED, JOINT_ROTOR_HELD, JP_BACKLASH, JP_BRAKE,
                      JP_BRAKE_VS, JP_COUL_VS, JP_STRIBECK, JP_STRIB_VS, MF_COULOMB, MF_DSPRING, MF_JPAR, MF_KSPRING,
                      MF_MOT_INERTIA, MF_VISCOUS, MI_DRIVE, MI_MOT, N_JP, at)
 
 
-@njit(cache=True)
+@kernel
 def impose_prescribed_motion(mi, mf, t, pos, vel, out_pos, o_pos, out_vel, o_vel, out_qdd, o_qdd):
     """Copy the state (pos, vel) to out_pos[o_pos:], out_vel[o_vel:], with each prescribed joint
     at its profile's angle and rate at time t; its acceleration goes to out_qdd[o_qdd + k]."""
@@ -31,7 +31,7 @@ def impose_prescribed_motion(mi, mf, t, pos, vel, out_pos, o_pos, out_vel, o_vel
             out_qdd[at(o_qdd + k)] = qdd
 
 
-@njit(cache=True)
+@kernel
 def link_torques(mi, mf, pos, o_pos, vel, o_vel, tau, tauj, o_tauj):
     """Link-side torque each joint receives, tauj[o_tauj + k]: the drive torque tau[k] minus friction,
     or for a Spong joint its spring torque (state at pos[o_pos:], vel[o_vel:])."""
@@ -50,7 +50,7 @@ def link_torques(mi, mf, pos, o_pos, vel, o_vel, tau, tauj, o_tauj):
             tauj[at(o_tauj + k)] = tau[k] - joint_friction(mi, mf, k, qd)
 
 
-@njit(cache=True)
+@kernel
 def rotor_accelerations(mi, mf, vel, o_vel, tau, tauj, o_tauj, acc):
     """Spong rotor equation B phi_ddot = tau - k (phi - q) - d (phi_dot - q_dot) - friction into
     acc[rotor index]; a rotor held by its brake (JOINT_ROTOR_HELD) does not accelerate."""
@@ -70,7 +70,7 @@ def rotor_accelerations(mi, mf, vel, o_vel, tau, tauj, o_tauj, acc):
                                / mf[at(mi[MF_MOT_INERTIA] + k)])
 
 
-@njit(cache=True)
+@kernel
 def dead_band(deflection, backlash):
     """Spring deflection beyond a dead band of total width `backlash` (0 inside, continuous at its edges)."""
     half = 0.5 * backlash
@@ -81,7 +81,7 @@ def dead_band(deflection, backlash):
     return 0.0
 
 
-@njit(cache=True)
+@kernel
 def spring_torque(stiffness, damping, backlash, deflection, rate):
     """Spong joint torque k dz(phi - q) + d (phi_dot - q_dot) on the link. With backlash the gear teeth
     are apart inside the dead band: neither spring nor damper transmits torque there."""
@@ -90,7 +90,7 @@ def spring_torque(stiffness, damping, backlash, deflection, rate):
     return stiffness * dead_band(deflection, backlash) + damping * rate
 
 
-@njit(cache=True)
+@kernel
 def friction(viscous, coulomb, smoothing, stribeck, stribeck_vs, brake, brake_vs, rate):
     """Friction torque opposing the rate: viscous, tanh-smoothed Coulomb with an optional Stribeck
     breakaway torque decaying as exp(-(rate / v_st)^2), and a slipping holding brake, whose kinetic
@@ -112,7 +112,7 @@ def friction(viscous, coulomb, smoothing, stribeck, stribeck_vs, brake, brake_vs
     return f
 
 
-@njit(cache=True)
+@kernel
 def joint_friction(mi, mf, k, rate):
     """friction() with joint k's parameters (viscous, coulomb and the jpar columns JP_*)."""
     jp = mi[MF_JPAR] + k * N_JP

@@ -23,7 +23,8 @@ from __future__ import annotations
 from typing import Callable, NamedTuple
 
 import numpy as np
-from numba import njit
+
+from .jit import kernel
 
 at = np.uintp     # an index into a flat array: w[at(offset + i)]
 
@@ -219,25 +220,25 @@ MOTION_CYCLOIDAL = 2
 MOTION_TABLE = 3
 
 
-@njit(cache=True)
+@kernel
 def parent_of(mi, k):
     """Body k's parent (-1: the base)."""
     return mi[at(mi[MI_PARENT] + k)]
 
 
-@njit(cache=True)
+@kernel
 def modes_of(mi, k):
     """Number of modes of body k."""
     return mi[at(mi[MI_NM] + k)]
 
 
-@njit(cache=True)
+@kernel
 def first_mode(mi, k):
     """Index of body k's first modal coordinate in the state vector."""
     return mi[DIM_NB] + mi[at(mi[MI_MO] + k)]
 
 
-@njit(cache=True)
+@kernel
 def drive_of(mi, k):
     """Joint k's JOINT_* code."""
     return mi[at(mi[MI_DRIVE] + k)]

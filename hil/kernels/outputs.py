@@ -2,8 +2,8 @@
 
 They read the state the last evaluation prepared (work blocks pos, vel) and what it solved.
 """
-from numba import njit
 
+from .jit import kernel
 from .bodies import OUTPUT_STATIONS, SR_E, SR_R, ST_POS, ST_V_BIAS, ST_V_REL, ST_W_BIAS, ST_W_REL, station_kinematics
 from .joints import dead_band, joint_friction, spring_torque
 from .layout import (DIM_NB, DIM_NETA, DIM_NM, JOINT_PRESCRIBED, JP_BACKLASH, MF_ARMATURE, MF_DMOD, MF_DSPRING,
@@ -13,7 +13,7 @@ from .layout import (DIM_NB, DIM_NETA, DIM_NM, JOINT_PRESCRIBED, JP_BACKLASH, MF
                      W_VEL, at)
 
 
-@njit(cache=True)
+@kernel
 def world_poses(mi, mf, w):
     """World rotation Rw[k] and origin pw[k] of every body frame (after the kinematics)."""
     Rw0 = mi[W_RW]
@@ -43,7 +43,7 @@ STATION_FIELDS = 24   # station_state: position 3, rotation 9, velocity 3, angul
                       # angular acceleration 3
 
 
-@njit(cache=True)
+@kernel
 def station_state(mi, mf, w, s, out):
     """World kinematics of output station s after forward_dynamics and world_poses.
 
@@ -110,12 +110,12 @@ def station_state(mi, mf, w, s, out):
                                    + w[at(Rk + 3 * i + 2)] * w[at(body + 3 * q + 2)])
 
 
-@njit(cache=True)
+@kernel
 def _cross(a0, a1, a2, b0, b1, b2):
     return a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0
 
 
-@njit(cache=True)
+@kernel
 def energy(mi, mf, w, out):
     """out = [kinetic, gravity potential, elastic] at the prepared state (after forward_kinematics)."""
     nb = mi[DIM_NB]
@@ -187,7 +187,7 @@ def energy(mi, mf, w, out):
     out[2] = el
 
 
-@njit(cache=True)
+@kernel
 def power(mi, mf, w, tau, out):
     """out = [drive power in, dissipated power] at the state of the last forward_dynamics.
 

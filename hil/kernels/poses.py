@@ -4,15 +4,15 @@ A run log holds joint angles and modal coordinates per row; reports and scene ex
 the bodies and stations were, row by row, without the rates, inertias or dynamics. These kernels
 run only the joints' pose recursion (bodies.joint_kinematics with zero rates) and the world poses.
 """
-from numba import njit
 
+from .jit import kernel
 from .aba import kinematics_base_to_tip, prepare
 from .bodies import OUTPUT_STATIONS, SR_R, ST_POS, station_kinematics
 from .layout import DIM_NB, MI_MO, MI_NM, MI_OS_BODY, W_POS, W_PW, W_RW, W_STATION, W_STATION_R, W_VEL, at
 from .outputs import world_poses
 
 
-@njit(cache=True)
+@kernel
 def body_poses(mi, mf, w, t, pos, vel):
     """World rotation Rw[k] and origin pw[k] of every body at coordinates pos (time t: the
     prescribed joints' profiles; pass zero rates in vel)."""
@@ -21,7 +21,7 @@ def body_poses(mi, mf, w, t, pos, vel):
     world_poses(mi, mf, w)
 
 
-@njit(cache=True)
+@kernel
 def station_frame(mi, mf, w, s, out):
     """out (12,): world position (3) and rotation matrix row-major (9) of output station s, after
     body_poses."""
@@ -40,7 +40,7 @@ def station_frame(mi, mf, w, s, out):
         out[i] = p
 
 
-@njit(cache=True)
+@kernel
 def station_trajectory(mi, mf, w, t, rows, vel, stations, out):
     """out[i, j] (12,) = station_frame of station stations[j] at coordinates rows[i], time t[i]."""
     for i in range(rows.shape[0]):

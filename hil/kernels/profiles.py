@@ -1,11 +1,11 @@
 """Prescribed joint-angle laws evaluated inside the kernels (angle, rate, acceleration)."""
 import numpy as np
-from numba import njit
+from .jit import kernel
 from .layout import (MF_PROF_PAR, MF_TAB_C, MF_TAB_T, MI_PROF_KIND, MI_TAB_N, MI_TAB_OFF, MOTION_CYCLOIDAL,
                      MOTION_SPINUP, MOTION_TABLE, at)
 
 
-@njit(cache=True)
+@kernel
 def spinup(t, omega, T):
     """Smooth spin-up (Kane, Ryan & Banerjee 1987; seed 003 ex. 4.1): rate omega after T."""
     if t < T:
@@ -17,7 +17,7 @@ def spinup(t, omega, T):
     return omega * (t - 0.5 * T), omega, 0.0
 
 
-@njit(cache=True)
+@kernel
 def cycloidal(t, k, T):
     """Seed 004 eq. (44): q = k (t - T/pi sin(pi t / T)), rest to rest on [0, 2T], then held."""
     if t >= 2.0 * T:
@@ -26,7 +26,7 @@ def cycloidal(t, k, T):
     return k * (t - np.sin(c * t) / c), k * (1.0 - np.cos(c * t)), k * c * np.sin(c * t)
 
 
-@njit(cache=True)
+@kernel
 def table(t, mf, ot, oc, n):
     """Piecewise cubic q(t) = c0 + c1 s + c2 s^2 + c3 s^3, s = t - t_i, of the n samples with times at
     mf[ot:] and coefficient rows (4 each) at mf[oc:]; held outside the table."""
@@ -48,7 +48,7 @@ def table(t, mf, ot, oc, n):
     return c0 + s * (c1 + s * (c2 + s * c3)), c1 + s * (2.0 * c2 + 3.0 * s * c3), 2.0 * c2 + 6.0 * s * c3
 
 
-@njit(cache=True)
+@kernel
 def evaluate(mi, mf, k, t):
     """(q, qd, qdd) of the prescribed joint k at time t."""
     kind = mi[at(mi[MI_PROF_KIND] + k)]

@@ -8,12 +8,12 @@ Matrices live in flat arrays (hil.kernels.layout): a 3 x 3 matrix at offset o ho
 element (i, j) at o + 3 i + j; an n x n block with row stride `stride` at o + i stride + j.
 """
 import numpy as np
-from numba import njit
 
+from .jit import kernel
 from .layout import at
 
 
-@njit(cache=True)
+@kernel
 def axis_rotation(x, y, z, c, s, w, o):
     """w[o:o + 9] = rotation of angle q about the unit axis (x, y, z), given c = cos q, s = sin q
     (Rodrigues)."""
@@ -29,7 +29,7 @@ def axis_rotation(x, y, z, c, s, w, o):
     w[at(o + 8)] = t * z * z + c
 
 
-@njit(cache=True)
+@kernel
 def xyz_rotation(a, b, c, w, oR, oE, obias, ad, bd, cd):
     """Cross-section rotation w[oR:oR + 9] = Rx(a) Ry(b) Rz(c) of the small-rotation vector (a, b, c),
     w[oE:oE + 9] = E, which maps the rotation-vector rate to the angular velocity in the unrotated
@@ -61,7 +61,7 @@ def xyz_rotation(a, b, c, w, oR, oE, obias, ad, bd, cd):
     w[at(obias + 2)] = ca * ad * bd + (-sa * cb * ad - ca * sb * bd) * cd
 
 
-@njit(cache=True)
+@kernel
 def cholesky_inplace(A, o, n, stride):
     """Lower Cholesky factor of the n x n block at A[o] (row stride `stride`), in place. False if
     not positive definite."""
@@ -83,7 +83,7 @@ def cholesky_inplace(A, o, n, stride):
     return True
 
 
-@njit(cache=True)
+@kernel
 def cholesky_solve(L, o, n, stride, b, ob, step):
     """Solve (L L^T) x = b in place for the n entries b[ob + i step], L the factor at L[o]."""
     for i in range(n):
@@ -99,7 +99,7 @@ def cholesky_solve(L, o, n, stride, b, ob, step):
         b[at(ob + i * step)] = s / L[at(o + i * stride + i)]
 
 
-@njit(cache=True)
+@kernel
 def rotate_symmetric(r00, r01, r02, r10, r11, r12, r20, r21, r22, a00, a01, a02, a11, a12, a22):
     """R A R^T for a symmetric A, as its upper triangle (x00, x01, x02, x11, x12, x22)."""
     t00 = a00 * r00 + a01 * r01 + a02 * r02
@@ -115,7 +115,7 @@ def rotate_symmetric(r00, r01, r02, r10, r11, r12, r20, r21, r22, a00, a01, a02,
             r10 * t01 + r11 * t11 + r12 * t21, r10 * t02 + r11 * t12 + r12 * t22, r20 * t02 + r21 * t12 + r22 * t22)
 
 
-@njit(cache=True)
+@kernel
 def rotate(r00, r01, r02, r10, r11, r12, r20, r21, r22, b00, b01, b02, b10, b11, b12, b20, b21, b22):
     """R B R^T for a general B, row-major."""
     t00 = b00 * r00 + b01 * r01 + b02 * r02
