@@ -52,9 +52,9 @@ from .jit import kernel
 from .bodies import body_inertia, joint_kinematics
 from .joints import impose_prescribed_motion, link_torques, rotor_accelerations
 from .layout import (DIM_NB, DIM_NM, JOINT_PRESCRIBED, MF_ARMATURE, MF_AXIS, MF_DMOD, MF_GRAVITY, MF_KMOD, MI_DRIVE,
-                     MI_MO, MI_NM, MI_PARENT, W_BB, W_D, W_FJ, W_F_INBOARD, W_IA_HINGE, W_IA_PSI, W_KAP, W_LFF, W_MB,
-                     W_NUD, W_P, W_PA_HINGE, W_PB, W_POS, W_PPC, W_PSI, W_QDD_PRES, W_RPC, W_TAUJ, W_TAU_JOINT, W_U,
-                     W_UJ, W_VEL, W_Y, W_YB, at, drive_of, modes_of, parent_of)
+                     MI_MO, MI_NM, MI_PARENT, W_BB, W_D, W_FJ, W_F_INBOARD, W_IA_HINGE, W_IA_PSI, W_KAP, W_LFF,
+                     W_LFF_INV, W_MB, W_NUD, W_P, W_PA_HINGE, W_PB, W_POS, W_PPC, W_PSI, W_QDD_PRES, W_RPC, W_TAUJ,
+                     W_TAU_JOINT, W_U, W_UJ, W_VEL, W_Z, W_ZB, at, drive_of, first_mode, modes_of, parent_of)
 from .spatial import cholesky_inplace, rotate, rotate_symmetric
 
 
@@ -157,8 +157,9 @@ def articulated_inertias_tip_to_base(mi, mf, w):
 
 @kernel
 def eliminate_modes(mi, w, k):
-    """Lff = chol(P_ff), Y = P_ff^-1 P_fr, y = P_ff^-1 p_f, then in place IA = P_rr - P_rf Y and
-    pA = p_r - P_rf y: what remains of P(k), p(k) in their rigid rows and columns."""
+    """Lff = chol(P_ff), Z = Lff^-1 P_fr, z = Lff^-1 p_f, then in place IA = P_rr - Z^T Z and
+    pA = p_r - Z^T z (P_rf P_ff^-1 P_fr = Z^T Z): what remains of P(k), p(k) in their rigid rows and
+    columns. The six columns of P_fr and p_f are substituted together, in registers."""
     NM = mi[DIM_NM]
     NX = 6 + NM
     nm = modes_of(mi, k)
@@ -167,49 +168,79 @@ def eliminate_modes(mi, w, k):
     P = mi[W_P] + NX * NX * k
     p = mi[W_PB] + NX * k
     Lff = mi[W_LFF] + NM * NM * k
-    Y = mi[W_Y] + 6 * NM * k
-    y = mi[W_YB] + NM * k
+    Z = mi[W_Z] + 6 * NM * k
+    z = mi[W_ZB] + NM * k
+    inv = mi[W_LFF_INV] + NM * k
     for a in range(nm):
         for b in range(a + 1):
             w[at(Lff + a * NM + b)] = w[at(P + (6 + a) * NX + 6 + b)]
-    if not cholesky_inplace(w, Lff, nm, NM):
+    if not cholesky_inplace(w, Lff, nm, NM, w, inv):
         return False
-    # the seven right-hand sides [P_fr, p_f] by one forward and one backward substitution
+    s00 = s01 = s02 = s03 = s04 = s05 = s11 = s12 = s13 = s14 = s15 = 0.0
+    s22 = s23 = s24 = s25 = s33 = s34 = s35 = s44 = s45 = s55 = 0.0
+    t0 = t1 = t2 = t3 = t4 = t5 = 0.0
     for a in range(nm):
-        La = Lff + a * NM
-        d = w[at(La + a)]
-        for i in range(6):
-            s = w[at(P + (6 + a) * NX + i)]
-            for c in range(a):
-                s -= w[at(La + c)] * w[at(Y + 6 * c + i)]
-            w[at(Y + 6 * a + i)] = s / d
-        s = w[at(p + 6 + a)]
+        Pa = P + (6 + a) * NX
+        x0, x1, x2, x3, x4, x5 = (w[at(Pa)], w[at(Pa + 1)], w[at(Pa + 2)], w[at(Pa + 3)], w[at(Pa + 4)],
+                                  w[at(Pa + 5)])
+        xb = w[at(p + 6 + a)]
         for c in range(a):
-            s -= w[at(La + c)] * w[at(y + c)]
-        w[at(y + a)] = s / d
-    for a in range(nm - 1, -1, -1):
-        d = w[at(Lff + a * NM + a)]
-        for i in range(6):
-            s = w[at(Y + 6 * a + i)]
-            for c in range(a + 1, nm):
-                s -= w[at(Lff + c * NM + a)] * w[at(Y + 6 * c + i)]
-            w[at(Y + 6 * a + i)] = s / d
-        s = w[at(y + a)]
-        for c in range(a + 1, nm):
-            s -= w[at(Lff + c * NM + a)] * w[at(y + c)]
-        w[at(y + a)] = s / d
+            lac = w[at(Lff + a * NM + c)]
+            Zc = Z + 6 * c
+            x0 -= lac * w[at(Zc)]
+            x1 -= lac * w[at(Zc + 1)]
+            x2 -= lac * w[at(Zc + 2)]
+            x3 -= lac * w[at(Zc + 3)]
+            x4 -= lac * w[at(Zc + 4)]
+            x5 -= lac * w[at(Zc + 5)]
+            xb -= lac * w[at(z + c)]
+        r = w[at(inv + a)]
+        x0, x1, x2, x3, x4, x5, xb = x0 * r, x1 * r, x2 * r, x3 * r, x4 * r, x5 * r, xb * r
+        Za = Z + 6 * a
+        w[at(Za)], w[at(Za + 1)], w[at(Za + 2)] = x0, x1, x2
+        w[at(Za + 3)], w[at(Za + 4)], w[at(Za + 5)] = x3, x4, x5
+        w[at(z + a)] = xb
+        s00 += x0 * x0
+        s01 += x0 * x1
+        s02 += x0 * x2
+        s03 += x0 * x3
+        s04 += x0 * x4
+        s05 += x0 * x5
+        s11 += x1 * x1
+        s12 += x1 * x2
+        s13 += x1 * x3
+        s14 += x1 * x4
+        s15 += x1 * x5
+        s22 += x2 * x2
+        s23 += x2 * x3
+        s24 += x2 * x4
+        s25 += x2 * x5
+        s33 += x3 * x3
+        s34 += x3 * x4
+        s35 += x3 * x5
+        s44 += x4 * x4
+        s45 += x4 * x5
+        s55 += x5 * x5
+        t0 += x0 * xb
+        t1 += x1 * xb
+        t2 += x2 * xb
+        t3 += x3 * xb
+        t4 += x4 * xb
+        t5 += x5 * xb
+    ztz = (s00, s01, s02, s03, s04, s05, s11, s12, s13, s14, s15, s22, s23, s24, s25, s33, s34, s35, s44, s45, s55)
+    n = 0
     for i in range(6):
-        Pi = P + i * NX
-        s = w[at(p + i)]
-        for a in range(nm):
-            s -= w[at(Pi + 6 + a)] * w[at(y + a)]
-        w[at(p + i)] = s
         for j in range(i, 6):
-            s = w[at(Pi + j)]
-            for a in range(nm):
-                s -= w[at(Pi + 6 + a)] * w[at(Y + 6 * a + j)]
-            w[at(Pi + j)] = s
-            w[at(P + j * NX + i)] = s
+            w[at(P + i * NX + j)] -= ztz[n]
+            if j != i:
+                w[at(P + j * NX + i)] -= ztz[n]
+            n += 1
+    w[at(p)] -= t0
+    w[at(p + 1)] -= t1
+    w[at(p + 2)] -= t2
+    w[at(p + 3)] -= t3
+    w[at(p + 4)] -= t4
+    w[at(p + 5)] -= t5
     return True
 
 
@@ -433,16 +464,27 @@ def accelerations_base_to_tip(mi, mf, w, acc):
         w[at(nud)] += ax0 * qdd
         w[at(nud + 1)] += ax1 * qdd
         w[at(nud + 2)] += ax2 * qdd
-        nm = mi[at(mi[MI_NM] + k)]
-        Y = mi[W_Y] + 6 * NM * k
-        y = mi[W_YB] + NM * k
-        base = nb + mi[at(mi[MI_MO] + k)]
+        # eta_ddot = -P_ff^-1 (p_f + P_fr a) = -Lff^-T (z + Z a)
+        nm = modes_of(mi, k)
+        Lff = mi[W_LFF] + NM * NM * k
+        inv = mi[W_LFF_INV] + NM * k
+        Z = mi[W_Z] + 6 * NM * k
+        z = mi[W_ZB] + NM * k
+        ed = nud + 6
+        a0, a1, a2, a3, a4, a5 = (w[at(nud)], w[at(nud + 1)], w[at(nud + 2)], w[at(nud + 3)], w[at(nud + 4)],
+                                  w[at(nud + 5)])
         for e in range(nm):
-            s = w[at(y + e)]
-            for i in range(6):
-                s += w[at(Y + 6 * e + i)] * w[at(nud + i)]
-            w[at(nud + 6 + e)] = -s
-            acc[base + e] = -s
+            Ze = Z + 6 * e
+            w[at(ed + e)] = -(w[at(z + e)] + w[at(Ze)] * a0 + w[at(Ze + 1)] * a1 + w[at(Ze + 2)] * a2
+                              + w[at(Ze + 3)] * a3 + w[at(Ze + 4)] * a4 + w[at(Ze + 5)] * a5)
+        for e in range(nm - 1, -1, -1):
+            s = w[at(ed + e)]
+            for c in range(e + 1, nm):
+                s -= w[at(Lff + c * NM + e)] * w[at(ed + c)]
+            w[at(ed + e)] = s * w[at(inv + e)]
+        base = first_mode(mi, k)
+        for e in range(nm):
+            acc[base + e] = w[at(ed + e)]
         IA = mi[W_P] + NX * NX * k       # what eliminate_modes left of P(k) and p(k)
         pA = mi[W_PB] + NX * k
         fj = mi[W_FJ] + 6 * k

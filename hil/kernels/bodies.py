@@ -24,10 +24,10 @@ Arrays are the flat model (mi, mf) and work w of hil.kernels.layout.
 import numpy as np
 
 from .jit import kernel
-from .layout import (DIM_NB, DIM_NM, MF_AXIS, MF_JL, MF_JSUM, MF_LJL, MF_ND_G, MF_ND_M, MF_ND_P0, MF_ND_S, MF_OS_G,
-                     MF_OS_L, MF_OS_P0, MF_OS_R0, MF_OS_S, MF_ST_G, MF_ST_L, MF_ST_P0, MF_ST_R0, MF_ST_S, MI_MO,
-                     MI_NM, MI_NODE_OFF, MI_PARENT, W_BB, W_GHAT, W_KAP, W_MB, W_POS, W_PPC, W_PSI, W_RPC, W_SEP,
-                     W_STATION, W_STATION_R, W_V, W_VEL, at, first_mode, modes_of)
+from .layout import (DIM_NB, DIM_NM, MF_AXIS, MF_JL, MF_JSUM, MF_MFF0, MF_MG, MF_MS, MF_ND_G, MF_ND_M, MF_ND_P0,
+                     MF_ND_S, MF_OS_G, MF_OS_L, MF_OS_P0, MF_OS_R0, MF_OS_S, MF_ST_G, MF_ST_L, MF_ST_P0, MF_ST_R0,
+                     MF_ST_S, MI_AXIAL, MI_MO, MI_NM, MI_NODE_OFF, MI_PARENT, W_BB, W_GHAT, W_KAP, W_MB, W_POS,
+                     W_PPC, W_PSI, W_RPC, W_SEP, W_STATION, W_STATION_R, W_V, W_VEL, at, first_mode, modes_of)
 from .spatial import axis_rotation, xyz_rotation
 
 # station tables of station_kinematics
@@ -254,8 +254,8 @@ def body_inertia(mi, mf, w, k):
     wxv1 = om2 * w[at(Vk + 3)] - om0 * w[at(Vk + 5)]
     wxv2 = om0 * w[at(Vk + 4)] - om1 * w[at(Vk + 3)]
     ndm, ndp0, ndG, ndS = mi[MF_ND_M], mi[MF_ND_P0], mi[MF_ND_G], mi[MF_ND_S]
-    gh = mi[W_GHAT]
     se = mi[W_SEP]
+    axial = mi[at(mi[MI_AXIAL] + k)]      # some node moves along x with the modes (G has an axial row)
     # the rigid block: sum m (|r|^2 I - r r^T), sum m r (the m skew(r) blocks), sum m; its bias force
     I00 = I01 = I02 = I11 = I12 = I22 = 0.0
     c0 = c1 = c2 = 0.0
@@ -292,11 +292,7 @@ def body_inertia(mi, mf, w, k):
             r0 += g0 * e
             r1 += g1 * e
             r2 += g2 * e
-            g0 += w[at(se + a)]
-            w[at(gh + a)] = g0
-            w[at(gh + NM + a)] = g1
-            w[at(gh + 2 * NM + a)] = g2
-            d0 += g0 * ed
+            d0 += (g0 + w[at(se + a)]) * ed
             d1 += g1 * ed
             d2 += g2 * ed
         # classical acceleration bias of the node: w x v + w x (w x r) + 2 w x rd + e_x sd
@@ -323,23 +319,28 @@ def body_inertia(mi, mf, w, k):
         f0 += mj * be0
         f1 += mj * be1
         f2 += mj * be2
-        # modal columns: omega rows m r x Ghat, v rows m Ghat, modal rows m Ghat^T Ghat and m Ghat^T beta
+        # modal columns, the node's part: omega rows m r x Ghat, modal rows m Ghat^T beta and
+        # m (Ghat^T Ghat - G^T G) = m (u s^T + s u^T + s s^T), u the axial row of G, s = S eta
         for a in range(nm):
-            g0, g1, g2 = w[at(gh + a)], w[at(gh + NM + a)], w[at(gh + 2 * NM + a)]
+            sa = w[at(se + a)]
+            ua = mf[at(G + a)]
+            g0, g1, g2 = ua + sa, mf[at(G + NM + a)], mf[at(G + 2 * NM + a)]     # Ghat's column a
             w[at(Mb + 6 + a)] += mj * (r1 * g2 - r2 * g1)
             w[at(Mb + NX + 6 + a)] += mj * (r2 * g0 - r0 * g2)
             w[at(Mb + 2 * NX + 6 + a)] += mj * (r0 * g1 - r1 * g0)
-            w[at(Mb + 3 * NX + 6 + a)] += mj * g0
-            w[at(Mb + 4 * NX + 6 + a)] += mj * g1
-            w[at(Mb + 5 * NX + 6 + a)] += mj * g2
-            row = Mb + (6 + a) * NX + 6
-            for f in range(a, nm):
-                w[at(row + f)] += mj * (g0 * w[at(gh + f)] + g1 * w[at(gh + NM + f)] + g2 * w[at(gh + 2 * NM + f)])
             w[at(bb + 6 + a)] += mj * (g0 * be0 + g1 * be1 + g2 * be2)
+            row = Mb + (6 + a) * NX + 6
+            if axial:
+                for f in range(a, nm):
+                    sf = w[at(se + f)]
+                    w[at(row + f)] += mj * (ua * sf + sa * mf[at(G + f)] + sa * sf)
+            else:
+                msa = mj * sa
+                for f in range(a, nm):
+                    w[at(row + f)] += msa * w[at(se + f)]
     # node rotary inertia (constant in the body frame): sum J, sum J Lambda, sum Lambda^T J Lambda
     Js = mi[MF_JSUM] + 9 * k
     JL = mi[MF_JL] + 3 * NM * k
-    LJL = mi[MF_LJL] + NM * NM * k
     w[at(Mb)] = I00 + mf[at(Js)]
     w[at(Mb + 1)] = I01 + mf[at(Js + 1)]
     w[at(Mb + 2)] = I02 + mf[at(Js + 2)]
@@ -359,9 +360,20 @@ def body_inertia(mi, mf, w, k):
     for i in range(3):
         for a in range(nm):
             w[at(Mb + i * NX + 6 + a)] += mf[at(JL + i * NM + a)]
+    # the v rows of the modal columns, sum m Ghat = sum m G + e_x (sum m S eta)^T, and the modal block at
+    # eta = 0, sum m G^T G + sum Lambda^T J Lambda (constants of the body)
+    mG = mi[MF_MG] + 3 * NM * k
+    mS = mi[MF_MS] + NM * NM * k
+    Mff0 = mi[MF_MFF0] + NM * NM * k
     for a in range(nm):
+        x = 0.0
+        for f in range(nm):
+            x += mf[at(mS + a * NM + f)] * w[at(eta + f)]
+        w[at(Mb + 3 * NX + 6 + a)] = mf[at(mG + a)] + x
+        w[at(Mb + 4 * NX + 6 + a)] = mf[at(mG + NM + a)]
+        w[at(Mb + 5 * NX + 6 + a)] = mf[at(mG + 2 * NM + a)]
         for f in range(a, nm):
-            w[at(Mb + (6 + a) * NX + 6 + f)] += mf[at(LJL + a * NM + f)]
+            w[at(Mb + (6 + a) * NX + 6 + f)] += mf[at(Mff0 + a * NM + f)]
     # h = J omega + JL eta_dot; moment bias omega x h
     h0 = mf[at(Js)] * om0 + mf[at(Js + 1)] * om1 + mf[at(Js + 2)] * om2
     h1 = mf[at(Js + 3)] * om0 + mf[at(Js + 4)] * om1 + mf[at(Js + 5)] * om2

@@ -112,6 +112,10 @@ MF_ND_S = _mf("nd_S", lambda s: (s.nnode, s.NM, s.NM))
 MF_JSUM = _mf("Jsum", lambda s: (s.nb, 3, 3))
 MF_JL = _mf("JL", lambda s: (s.nb, 3, s.NM))
 MF_LJL = _mf("LJL", lambda s: (s.nb, s.NM, s.NM))
+# per body: sum m G, sum m S of its nodes and its modal block at eta = 0, sum m G^T G + sum L^T J L
+MF_MG = _mf("mG", lambda s: (s.nb, 3, s.NM))
+MF_MS = _mf("mS", lambda s: (s.nb, s.NM, s.NM))
+MF_MFF0 = _mf("Mff0", lambda s: (s.nb, s.NM, s.NM))
 MF_KMOD = _mf("Kmod", lambda s: (s.nb, s.NM, s.NM))
 MF_DMOD = _mf("Dmod", lambda s: (s.nb, s.NM, s.NM))
 MF_GRAVITY = _mf("gravity", lambda s: (3,))
@@ -133,6 +137,7 @@ MI_TAB_N = _mi("tab_n", lambda s: (s.nb,))
 MI_MOT = _mi("mot", lambda s: (s.nb,))                      # rotor index, -1 for a stiff joint
 MI_NODE_OFF = _mi("node_off", lambda s: (s.nb + 1,))        # nodes of body k: node_off[k] .. node_off[k + 1]
 MI_OS_BODY = _mi("os_body", lambda s: (s.ns,))              # the body an output station sits on
+MI_AXIAL = _mi("axial", lambda s: (s.nb,))                  # 1: a node of the body moves along x with its modes
 
 # ----------------------------------------------------------------------------- work
 # The state the last evaluation solved (the prescribed joints' motion imposed) and its joint laws
@@ -157,8 +162,8 @@ W_SEP = _w("S_eta", lambda s: (s.NM,))                      # a node's S eta
 W_P = _w("P", lambda s: (s.nb1, s.NX, s.NX))                # extended articulated inertia P(k); IA after the modes
 W_PB = _w("p", lambda s: (s.nb1, s.NX))                     # its bias force z(k); pA after the modes
 W_LFF = _w("Lff", lambda s: (s.nb1, s.NM, s.NM))            # Cholesky factor of P_ff(k)
-W_Y = _w("Y", lambda s: (s.nb1, s.NM, 6))                   # P_ff^-1 P_fr
-W_YB = _w("y", lambda s: (s.nb1, s.NM))                     # P_ff^-1 p_f
+W_Z = _w("Z", lambda s: (s.nb1, s.NM, 6))                   # Lff^-1 P_fr
+W_ZB = _w("z", lambda s: (s.nb1, s.NM))                     # Lff^-1 p_f
 W_U = _w("U", lambda s: (s.nb1, 6))                         # IA s
 W_D = _w("D", lambda s: (s.nb1,))                           # s^T IA s + armature
 W_UJ = _w("u", lambda s: (s.nb1,))                          # tau - s^T pA
@@ -166,7 +171,7 @@ W_IA_HINGE = _w("Ia", lambda s: (6, 6))                     # articulated inerti
 W_PA_HINGE = _w("pa", lambda s: (6,))                       # and its bias force
 W_F_INBOARD = _w("f_inboard", lambda s: (6,))              # pa + Ia kap, the force passed inboard
 W_IA_PSI = _w("Ia_Psi", lambda s: (6, s.NM))                # Ia Psi
-W_COL = _w("col", lambda s: (s.NM,))                        # a right-hand side of the modal solve
+W_LFF_INV = _w("Lff_inv", lambda s: (s.nb1, s.NM))         # reciprocals of the diagonal of Lff(k)
 # accelerations_base_to_tip
 W_NUD = _w("nud", lambda s: (s.nb1, s.NX))                  # extended acceleration [a; eta_ddot]
 W_FJ = _w("fj", lambda s: (s.nb1, 6))                       # joint interaction wrench
@@ -184,6 +189,7 @@ W_MQ = _w("Mq", lambda s: (s.nq, s.nq))                     # the oracle's mass 
 W_HQ = _w("hq", lambda s: (s.nq,))                          # and bias
 W_AQ = _w("Aq", lambda s: (s.nq, s.nq))                     # its free block, factorised
 W_RQ = _w("rq", lambda s: (s.nq,))
+W_DQ = _w("dq", lambda s: (s.nq,))                         # reciprocals of its factor's diagonal
 # the integrators' stage vectors (hil.kernels.integrate)
 W_K1 = _w("k1", lambda s: (s.nq,))
 W_K2 = _w("k2", lambda s: (s.nq,))

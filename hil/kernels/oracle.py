@@ -14,9 +14,9 @@ from numba import njit
 from .aba import forward_kinematics, joint_torques, prepare
 from .joints import rotor_accelerations
 from .layout import (DIM_NB, DIM_NETA, DIM_NM, DIM_NQ, JOINT_PRESCRIBED, MF_ARMATURE, MF_AXIS, MF_DMOD, MF_GRAVITY,
-                     MF_KMOD, MF_MOT_INERTIA, MI_DRIVE, MI_MO, MI_MOT, MI_NM, MI_PARENT, W_AQ, W_BB, W_DIR, W_F6,
-                     W_G6, W_HQ, W_KAP, W_MB, W_MQ, W_NUD, W_P, W_PB, W_PHI, W_PPC, W_PSI, W_QDD_PRES, W_RPC, W_RQ,
-                     W_TAUJ, W_VEL, at)
+                     MF_KMOD, MF_MOT_INERTIA, MI_DRIVE, MI_MO, MI_MOT, MI_NM, MI_PARENT, W_AQ, W_BB, W_DIR, W_DQ,
+                     W_F6, W_G6, W_HQ, W_KAP, W_MB, W_MQ, W_NUD, W_P, W_PB, W_PHI, W_PPC, W_PSI, W_QDD_PRES, W_RPC,
+                     W_RQ, W_TAUJ, W_VEL, at)
 from .spatial import cholesky_inplace, cholesky_solve
 
 
@@ -251,7 +251,7 @@ def forward_dynamics_dense(mi, mf, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, 
         w[at(rhs + r)] = -w[at(h + free[r])]
         for c in range(nf):
             w[at(A + r * nf + c)] = w[at(Mq + free[r] * nq + free[c])]
-    if not cholesky_inplace(w, A, nf, nf):
+    if not cholesky_inplace(w, A, nf, nf, w, mi[W_DQ]):
         return False
     cholesky_solve(w, A, nf, nf, w, rhs, 1)
     for i in range(nq):

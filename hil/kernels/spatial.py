@@ -62,9 +62,9 @@ def xyz_rotation(a, b, c, w, oR, oE, obias, ad, bd, cd):
 
 
 @kernel
-def cholesky_inplace(A, o, n, stride):
-    """Lower Cholesky factor of the n x n block at A[o] (row stride `stride`), in place. False if
-    not positive definite."""
+def cholesky_inplace(A, o, n, stride, inv, oinv):
+    """Lower Cholesky factor of the n x n block at A[o] (row stride `stride`), in place, and the
+    reciprocals of its diagonal in inv[oinv:oinv + n]. False if not positive definite."""
     for j in range(n):
         rj = o + j * stride
         s = A[at(rj + j)]
@@ -73,13 +73,15 @@ def cholesky_inplace(A, o, n, stride):
         if s <= 0.0:
             return False
         d = np.sqrt(s)
+        r = 1.0 / d
         A[at(rj + j)] = d
+        inv[at(oinv + j)] = r
         for i in range(j + 1, n):
             ri = o + i * stride
             s = A[at(ri + j)]
             for c in range(j):
                 s -= A[at(ri + c)] * A[at(rj + c)]
-            A[at(ri + j)] = s / d
+            A[at(ri + j)] = s * r
     return True
 
 

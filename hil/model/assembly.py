@@ -358,6 +358,9 @@ def assemble(model: md.Model) -> Assembled:
     Jsum = np.zeros((nb, 3, 3))
     JL = np.zeros((nb, 3, NM))
     LJL = np.zeros((nb, NM, NM))
+    mG = np.zeros((nb, 3, NM))
+    mS = np.zeros((nb, NM, NM))
+    Mff0 = np.zeros((nb, NM, NM))
 
     def add_node(mass, p0, J, G, L, S):
         nd["m"].append(mass)
@@ -393,6 +396,10 @@ def assemble(model: md.Model) -> Assembled:
             Jsum[k] += nd["J"][j]
             JL[k] += nd["J"][j] @ nd["L"][j]
             LJL[k] += nd["L"][j].T @ nd["J"][j] @ nd["L"][j]
+            mG[k] += nd["m"][j] * nd["G"][j]
+            mS[k] += nd["m"][j] * nd["S"][j]
+            Mff0[k] += nd["m"][j] * nd["G"][j].T @ nd["G"][j]
+        Mff0[k] += LJL[k]
         if md_ is not None:
             n = md_.nm
             Kmod[k, :n, :n] = md_.K
@@ -438,7 +445,9 @@ def assemble(model: md.Model) -> Assembled:
         mot=mot, mot_inertia=mot_inertia, kspring=kspring, dspring=dspring,
         st_p0=st_p0, st_R0=st_R0, st_G=st_G, st_L=st_L, st_S=st_S,
         node_off=np.array(node_off, np.int64), nd_m=nd_arrays["m"], nd_p0=nd_arrays["p0"], nd_J=nd_arrays["J"],
-        nd_G=nd_arrays["G"], nd_L=nd_arrays["L"], nd_S=nd_arrays["S"], Jsum=Jsum, JL=JL, LJL=LJL, Kmod=Kmod, Dmod=Dmod,
+        nd_G=nd_arrays["G"], nd_L=nd_arrays["L"], nd_S=nd_arrays["S"], Jsum=Jsum, JL=JL, LJL=LJL, mG=mG, mS=mS,
+        Mff0=Mff0, axial=np.array([np.any(nd_arrays["G"][node_off[k]:node_off[k + 1], 0] != 0) for k in range(nb)],
+                                  np.int64).reshape(nb), Kmod=Kmod, Dmod=Dmod,
         gravity=np.asarray(model.gravity_m_s2, float),
         os_body=os_body, os_p0=os_p0, os_R0=os_R0, os_G=os_G, os_L=os_L, os_S=os_S,
     )
