@@ -19,10 +19,10 @@ from hil.model import spec as md
 from hil.model.assembly import Assembled, assemble, make_work
 from hil.kernels import integrate
 from hil.kernels.cycle import step_and_sample
-from hil.kernels.aba import forward_dynamics, forward_kinematics, prepare
-from hil.kernels.oracle import mass_matrix
+from hil.kernels.aba import forward_kinematics, prepare
+from hil.kernels.oracle import mass_matrix_at
 from hil.kernels import screw_dae, screw_dae_arrays, screw_dae_step
-from hil.kernels.outputs import STATION_FIELDS, energy, power, station_state, world_poses
+from hil.kernels.outputs import STATION_FIELDS, energy, evaluate, power, station_state
 from hil.model.linearize import static_forces, step_frequencies_hz, stiffness_and_mass
 from hil.kernels.layout import (JOINT_PRESCRIBED, JP_BACKLASH, JP_COUL_VS, JP_STRIBECK, METHOD_RK4, METHOD_IMEX,
                                 METHOD_EULER)
@@ -184,15 +184,23 @@ class Plant:
         self.evaluate()
 
     def _warm_up(self) -> None:
-        """Compile and run every kernel a cycle uses once, on a copy of the state."""
+        """Compile (or load from the cache) and run the step kernel once, on a copy of the state (the
+        step with output stations: output_stations)."""
         p, v = self.pos.copy(), self.vel.copy()
-        integrate.advance(*self._kernel, 0.0, p, v, self.tau, self.dt, self.plan.substeps, self._method)
-        step_and_sample(*self._kernel, 0.0, p, v, self.tau, self.dt, self.plan.substeps, self._method,
-                        np.zeros(1, np.int64), np.zeros((1, 24)))
-        if self.dae is not None:
-            p, v = self.pos.copy(), self.vel.copy()
+        if self.dae is None:
+            integrate.advance(*self._kernel, 0.0, p, v, self.tau, self.dt, self.plan.substeps, self._method)
+        else:
             screw_dae_step.advance(self.dae, self.dae_work, 0.0, p, v, self.tau, self.dt, self.plan.substeps,
                                    self._method)
+        self.evaluate()
+
+    def _warm_up_sampled(self) -> None:
+        """output_stations' step kernel, as _warm_up (each costs the start-up a cache load)."""
+        p, v = self.pos.copy(), self.vel.copy()
+        if self.dae is None:
+            step_and_sample(*self._kernel, 0.0, p, v, self.tau, self.dt, self.plan.substeps, self._method,
+                            np.zeros(1, np.int64), np.zeros((1, 24)))
+        else:
             screw_dae_step.step_and_sample(self.dae, self.dae_work, 0.0, p, v, self.tau, self.dt, self.plan.substeps,
                                            self._method, np.zeros(1, np.int64), np.zeros((1, 24)))
         self.evaluate()
@@ -203,7 +211,7 @@ class Plant:
         step() within the same kernel call. A later call replaces the set."""
         self._out_index = np.ascontiguousarray(stations, dtype=np.int64)
         self.station_out = np.zeros((len(self._out_index), STATION_FIELDS))
-        self.evaluate()
+        self._warm_up_sampled()
         for i, s in enumerate(self._out_index):
             if self.dae is None:
                 station_state(*self._kernel, s, self.station_out[i])
@@ -239,13 +247,10 @@ class Plant:
     def evaluate(self) -> np.ndarray:
         """Solve the accelerations at the current state (with the plant's formulation; the
         articulated-body work buffers that station(), energy() and power() read are filled too)."""
-        forward_dynamics(*self._kernel, self.t, self.pos, self.vel, self.tau, self.pos, self.vel, 0.0, 0.0, self.acc)
-        world_poses(*self._kernel)
+        evaluate(*self._kernel, self.t, self.pos, self.vel, self.tau, self.acc)
         if self.dae is not None:
             screw_dae.forward_dynamics(self.dae, self.dae_work, self.t, self.pos, self.vel, self.tau, self.pos,
                                        self.vel, 0.0, 0.0, self.acc)
-        self.pos[: self.layout.n_joints] = self.work.pos[: self.layout.n_joints]
-        self.vel[: self.layout.n_joints] = self.work.vel[: self.layout.n_joints]
         return self.acc
 
     def energy(self) -> tuple[float, float, float]:
@@ -342,11 +347,8 @@ def apparent_inertias(plant: Plant) -> np.ndarray:
     prescribed joint."""
     km, lay = plant.km, plant.layout
     nj, nq = lay.n_joints, lay.nq
-    w = make_work(km).w
-    prepare(km.mi, km.mf, w, plant.t, plant.pos, np.zeros(nq))
-    forward_kinematics(km.mi, km.mf, w)
     M = np.zeros((nq, nq))
-    mass_matrix(km.mi, km.mf, w, 0.0, 0.0, M)
+    mass_matrix_at(km.mi, km.mf, make_work(km).w, plant.t, plant.pos, np.zeros(nq), M)
     free = np.array([i for i in range(nq) if i >= nj or km.drive[i] != JOINT_PRESCRIBED], np.int64)
     inv_diag = np.zeros(nq)
     if free.size:

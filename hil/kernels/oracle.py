@@ -12,6 +12,7 @@ grow with nq^2.
 from numba import njit
 
 from .aba import forward_kinematics, joint_torques, prepare
+from .jit import kernel
 from .joints import rotor_accelerations
 from .layout import (DIM_NB, DIM_NETA, DIM_NM, DIM_NQ, JOINT_PRESCRIBED, MF_ARMATURE, MF_AXIS, MF_DMOD, MF_GRAVITY,
                      MF_KMOD, MF_MOT_INERTIA, MI_DRIVE, MI_MO, MI_MOT, MI_NM, MI_PARENT, W_AQ, W_BB, W_DIR, W_DQ,
@@ -20,7 +21,7 @@ from .layout import (DIM_NB, DIM_NETA, DIM_NM, DIM_NQ, JOINT_PRESCRIBED, MF_ARMA
 from .spatial import cholesky_inplace, cholesky_solve
 
 
-@njit(cache=True)
+@kernel
 def phi_matrix(mi, w, k):
     """Phi(k) = [X, Psi] (W_PHI): X = [[R^T, 0], [-R^T skew(p), R^T]] from Rpc, ppc, and the
     parent's modal columns Psi; for a root body X maps the base acceleration."""
@@ -49,7 +50,7 @@ def phi_matrix(mi, w, k):
                 w[at(Phi + i * NX + 6 + a)] = w[at(psi + i * NM + a)]
 
 
-@njit(cache=True)
+@kernel
 def dof_index(mi, k, e):
     """Generalized coordinate index of body k's joint (e < 0) or its mode e."""
     if e < 0:
@@ -57,7 +58,7 @@ def dof_index(mi, k, e):
     return mi[DIM_NB] + mi[at(mi[MI_MO] + k)] + e
 
 
-@njit(cache=True)
+@kernel
 def composite_inertias(mi, mf, w, cK, cD):
     """C(k) = M(k) + sum_children Phi^T C_rr(child) Phi, plus the implicit added modal mass (in W_P)."""
     nb = mi[DIM_NB]
@@ -93,7 +94,7 @@ def composite_inertias(mi, mf, w, cK, cD):
                 w[at(Pp + r * NX + c)] += s
 
 
-@njit(cache=True)
+@kernel
 def mass_matrix(mi, mf, w, cK, cD, M):
     """Joint-and-modal mass matrix M (nq x nq; rotor rows/columns diagonal) at the prepared state."""
     nb = mi[DIM_NB]
@@ -158,7 +159,7 @@ def mass_matrix(mi, mf, w, cK, cD, M):
             M[k, k] += mf[at(mi[MF_ARMATURE] + k)]
 
 
-@njit(cache=True)
+@kernel
 def bias_forces(mi, mf, w, el_pos, el_vel, h):
     """Newton-Euler generalized forces h = C(q, qd) + K eta + D eta_dot + gravity - drive,
     at zero free accelerations (prescribed joints at their prescribed acceleration)."""
@@ -263,3 +264,27 @@ def forward_dynamics_dense(mi, mf, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, 
         acc[free[r]] = w[at(rhs + r)]
     rotor_accelerations(mi, mf, w, mi[W_VEL], tau, w, mi[W_TAUJ], acc)
     return True
+
+
+@kernel
+def rest_forces(mi, mf, w, pos, zero, h):
+    """h = the generalized forces at rest at pos with zero drive torque (bias_forces at zero rates,
+    elastic forces at pos, gravity), with each rotor row the Spong spring acting on it; zero: nq
+    zeros (rates and torques). One call for hil.model.linearize."""
+    prepare(mi, mf, w, 0.0, pos, zero)
+    joint_torques(mi, mf, w, zero)
+    forward_kinematics(mi, mf, w)
+    bias_forces(mi, mf, w, pos, zero, h)
+    rotors = mi[DIM_NB] + mi[DIM_NETA]
+    for k in range(mi[DIM_NB]):
+        r = mi[at(mi[MI_MOT] + k)]
+        if r >= 0:
+            h[rotors + r] = w[at(mi[W_TAUJ] + k)]
+
+
+@kernel
+def mass_matrix_at(mi, mf, w, t, pos, zero, M):
+    """M = mass_matrix at the configuration pos, time t (zero: nq zero rates)."""
+    prepare(mi, mf, w, t, pos, zero)
+    forward_kinematics(mi, mf, w)
+    mass_matrix(mi, mf, w, 0.0, 0.0, M)

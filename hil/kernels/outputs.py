@@ -4,6 +4,7 @@ They read the state the last evaluation prepared (work blocks pos, vel) and what
 """
 
 from .jit import kernel
+from .aba import forward_dynamics
 from .bodies import OUTPUT_STATIONS, SR_E, SR_R, ST_POS, ST_V_BIAS, ST_V_REL, ST_W_BIAS, ST_W_REL, station_kinematics
 from .joints import dead_band, joint_friction, spring_torque
 from .layout import (DIM_NB, DIM_NETA, DIM_NM, JOINT_PRESCRIBED, JP_BACKLASH, MF_ARMATURE, MF_DMOD, MF_DSPRING,
@@ -226,3 +227,17 @@ def power(mi, mf, w, tau, out):
             pd += w[at(ivel + e + a)] * s
     out[0] = pin
     out[1] = pd
+
+
+@kernel
+def evaluate(mi, mf, w, t, pos, vel, tau, acc):
+    """The state solved in one call: forward_dynamics at (pos, vel) with the drive torques tau
+    (accelerations into acc, reactions and kinematics into the work), world_poses, and the
+    prescribed joints' angles and rates at time t written back into pos and vel. False as
+    forward_dynamics."""
+    ok = forward_dynamics(mi, mf, w, t, pos, vel, tau, pos, vel, 0.0, 0.0, acc)
+    world_poses(mi, mf, w)
+    for k in range(mi[DIM_NB]):
+        pos[k] = w[at(mi[W_POS] + k)]
+        vel[k] = w[at(mi[W_VEL] + k)]
+    return ok

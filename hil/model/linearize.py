@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from hil.model.assembly import Assembled, make_work
-from hil.kernels.aba import forward_dynamics, forward_kinematics, joint_torques, prepare
-from hil.kernels.oracle import bias_forces, mass_matrix
+from hil.kernels.aba import forward_dynamics
+from hil.kernels.oracle import mass_matrix_at, rest_forces
 from hil.kernels.layout import JOINT_PRESCRIBED, JP_BACKLASH
 
 RK4_STABILITY = 2.0 * math.sqrt(2.0)   # |omega h| limit of classical RK4 on the imaginary axis
@@ -50,14 +50,8 @@ def static_forces(asm: Assembled, pos: np.ndarray, w=None) -> np.ndarray:
     torque that holds the arm still at pos; h[modes] = 0 is the static deflection."""
     km = asm.km
     w = make_work(km) if w is None else w
-    nq = asm.layout.nq
-    zero = np.zeros(nq)
-    h = np.zeros(nq)
-    prepare(km.mi, km.mf, w.w, 0.0, pos, zero)
-    joint_torques(km.mi, km.mf, w.w, np.zeros(max(asm.layout.n_joints, 1)))
-    forward_kinematics(km.mi, km.mf, w.w)
-    bias_forces(km.mi, km.mf, w.w, pos, zero, h)
-    _add_spring_rows(asm, w, h)
+    h = np.zeros(asm.layout.nq)
+    rest_forces(km.mi, km.mf, w.w, pos, np.zeros(asm.layout.nq), h)
     return h
 
 
@@ -70,27 +64,14 @@ def stiffness_and_mass(asm: Assembled, pos: np.ndarray, eps: float = 1e-7) -> tu
     km = asm.km
     w = make_work(km)
     nq = asm.layout.nq
-    zero = np.zeros(nq)
-    tau = np.zeros(max(asm.layout.n_joints, 1))
     K = np.zeros((nq, nq))
     for i in range(nq):
         dp = np.zeros(nq)
         dp[i] = eps
         K[:, i] = (static_forces(asm, pos + dp, w) - static_forces(asm, pos - dp, w)) / (2 * eps)
-    prepare(km.mi, km.mf, w.w, 0.0, pos, zero)
-    joint_torques(km.mi, km.mf, w.w, tau)
-    forward_kinematics(km.mi, km.mf, w.w)
     M = np.zeros((nq, nq))
-    mass_matrix(km.mi, km.mf, w.w, 0.0, 0.0, M)
+    mass_matrix_at(km.mi, km.mf, w.w, 0.0, pos, np.zeros(nq), M)
     return 0.5 * (K + K.T), M
-
-
-def _add_spring_rows(asm: Assembled, w, h: np.ndarray) -> None:
-    """Rotor rows of h: the Spong spring acting on each rotor coordinate."""
-    km = asm.km
-    for k in range(asm.layout.n_joints):
-        if km.mot[k] >= 0:
-            h[asm.layout.motor_index(k)] = w.tauj[k]
 
 
 @dataclass
