@@ -5,7 +5,7 @@ body-coordinate form (README References: RBDA, Table 7.1), with two errors of th
 equations corrected (each checked against the composite-body mass matrix of kernels/oracle.py
 in tests/test_dynamics_algebra.py):
 
-* per body, the modal coordinates are eliminated first with a Cholesky solve of
+* per body, the modal coordinates are eliminated first with a Cholesky factor of
   the n_m x n_m block P_ff (no Woodbury step: eq. 7.10 inverts Gamma(k), which is
   always singular), then the hinge coordinate;
 * the modal acceleration is eta_ddot = -P_ff^-1 (P_fr a + p_f), where p_f holds
@@ -13,48 +13,51 @@ in tests/test_dynamics_algebra.py):
 
 forward_dynamics runs the passes:
 
-  impose_prescribed_motion, link_torques   joint laws (hil.kernels.joints)
-  kinematics_base_to_tip                   poses, twists V, kap, Psi (hil.kernels.bodies)
-  body_inertias                            M_m(k), b_m(k), elastic forces; P(k), p(k) start there
-  articulated_inertias_tip_to_base         modes, then the hinge eliminated; P(parent) += ...
-  accelerations_base_to_tip                joint and modal accelerations, joint wrenches
-  rotor_accelerations                      Spong rotors (hil.kernels.joints)
+  prepare, joint_torques            the state with prescribed motion imposed; joint laws (joints.py)
+  kinematics_base_to_tip            poses, twists V, kap, Psi of every body (bodies.py)
+  body_inertias                     M_m(k), b_m(k) of every body; P(k), p(k) start from them
+  articulated_inertias_tip_to_base  per body eliminate_modes, eliminate_hinge, add_to_parent
+  accelerations_base_to_tip         joint and modal accelerations, joint wrenches
+  rotor_accelerations               Spong rotors (joints.py)
 
 Cost linear in the number of bodies, cubic in modes per body. Gravity enters as the base
 acceleration -g, so body accelerations returned here are specific forces (what an
 accelerometer senses) in their linear part.
 
 Symbols: work blocks of hil.kernels.layout for body k (s = [axis; 0] its joint's motion
-subspace, parent = the inboard body). Seed 002 numbers bodies tip to base (its k + 1 is our
-parent) and orders modal vectors modes first; here the rigid part comes first.
+subspace, "parent" the inboard body, f the modal and r the rigid rows and columns). Seed 002
+numbers bodies tip to base (its k + 1 is our parent) and orders modal vectors modes first;
+here the rigid part comes first.
 
-  here     holds                                           seed 002                  RBDA Table 7.1
-  Mb, bb   extended body inertia, velocity-product force  M_m(k) 3.25, b_m(k) 3.39  I_i, p_i
-  P, p     extended articulated inertia and bias force    P(k) 7.10, z(k) 7.11      -
-           (body + children + K eta + D eta_dot)
-  Lff      Cholesky factor of the modal block P_ff         D_f(k) = P^ff (7.10)      -
-  Y, y     P_ff^-1 P_fr, P_ff^-1 p_f                       g*(k), -nu_f(k) (7.11)    -
-  IA, pA   rigid articulated inertia and bias, modes out  P_R(k), z_R(k)            I^A_i, p^A_i
-  U        IA s                                            G_R(k) D_R(k)             U_i
-  D        s^T IA s + n^2 J_r (armature)                   D_R(k)                    D_i
-  u        tau - s^T pA                                    eps_R(k)                  u_i
-  Ia, pa   passed inboard: IA - U U^T / D, pA + U u / D    P_R+(k), z_R+(k)          I^a_i, p^a_i - I^a_i c_i
-  X, Psi   parent's extended acceleration -> body k's:     phi*(t_k+1, k) A*(k+1)    iX_lambda(i)
-           a_k = X a_parent + Psi eta_ddot_parent + ...    (7.12)
-  kap      velocity-product acceleration of the joint     a_mR(k) 3.27              c_i
-  nud      extended acceleration [a; eta_ddot]             alpha_m(k) 3.26, 7.12     a_i
+  here    holds                                             seed 002 (eq.)             RBDA Table 7.1
+  Mb, bb  extended body inertia, velocity-product force    M_m(k) 3.25, b_m(k) 3.39   I_i, p_i
+  P, p    extended articulated inertia and bias force      P(k) 7.10, z(k) 7.11       -
+          (body, children, K eta + D eta_dot)
+  Lff     Cholesky factor of P_ff                           D_f(k) = P^ff (7.10)       -
+  Z, z    Lff^-1 P_fr, Lff^-1 p_f: P_rf P_ff^-1 P_fr       g(k) mu*(k) = Z^T Z,       -
+          = Z^T Z                                           nu_f(k) = -Lff^-T z (7.11)
+  IA, pA  P_rr - Z^T Z, p_r - Z^T z (in P's and p's rigid  P_R(k), z_R(k)             I^A_i, p^A_i
+          rows: the modes eliminated)
+  U       IA s                                              G_R(k) D_R(k)              U_i
+  D       s^T IA s + n^2 J_r (the armature)                 D_R(k)                     D_i
+  u       tau - s^T pA                                      eps_R(k)                   u_i
+  Ia, pa  IA - U U^T / D, pA + U u / D: passed inboard      P_R+(k), z_R+(k)           I^a_i, p^a_i - I^a_i c_i
+  X, Psi  the parent's extended acceleration to body k's:   phi*(t_k+1, k) A*(k+1)     iX_lambda(i)
+          a_k = X a_parent + Psi eta_ddot_parent + ...      (7.12)
+  kap     velocity-product acceleration of the joint       a_mR(k) 3.27               c_i
+  nud     extended acceleration [a_k; eta_ddot_k]           alpha_m(k) 3.26, 7.12      a_i
 
 The pass inboard is Featherstone's: P(parent) += Phi^T Ia Phi, p(parent) += Phi^T (pa + Ia kap)
-with Phi = [X, Psi] (seed 002's z_R+ leaves kap out of z(k) and adds it here, its "Fix 2").
+with Phi = [X, Psi]; seed 002 instead carries P a_mR in z(k), the printed 7.12 then subtracts it
+a second time.
 """
-
-from .jit import kernel
 from .bodies import body_inertia, joint_kinematics
+from .jit import kernel
 from .joints import impose_prescribed_motion, link_torques, rotor_accelerations
-from .layout import (DIM_NB, DIM_NM, JOINT_PRESCRIBED, MF_ARMATURE, MF_AXIS, MF_DMOD, MF_GRAVITY, MF_KMOD, MI_DRIVE,
-                     MI_MO, MI_NM, MI_PARENT, W_BB, W_D, W_FJ, W_F_INBOARD, W_IA_HINGE, W_IA_PSI, W_KAP, W_LFF,
-                     W_LFF_INV, W_MB, W_NUD, W_P, W_PA_HINGE, W_PB, W_POS, W_PPC, W_PSI, W_QDD_PRES, W_RPC, W_TAUJ,
-                     W_TAU_JOINT, W_U, W_UJ, W_VEL, W_Z, W_ZB, at, drive_of, first_mode, modes_of, parent_of)
+from .layout import (DIM_NB, DIM_NM, JOINT_PRESCRIBED, MF_ARMATURE, MF_AXIS, MF_DMOD, MF_GRAVITY, MF_KMOD, W_BB, W_D,
+                     W_FJ, W_F_INBOARD, W_IA_HINGE, W_IA_PSI, W_KAP, W_LFF, W_LFF_INV, W_MB, W_NUD, W_P, W_PA_HINGE,
+                     W_PB, W_POS, W_PPC, W_PSI, W_QDD_PRES, W_RPC, W_TAUJ, W_TAU_JOINT, W_U, W_UJ, W_VEL, W_Z, W_ZB,
+                     at, drive_of, first_mode, modes_of, parent_of)
 from .spatial import cholesky_inplace, rotate, rotate_symmetric
 
 
@@ -115,7 +118,7 @@ def body_inertias(mi, mf, w, el_pos, el_vel, cK, cD):
     NX = 6 + NM
     for k in range(nb):
         body_inertia(mi, mf, w, k)
-        nm = mi[at(mi[MI_NM] + k)]
+        nm = modes_of(mi, k)
         n = 6 + nm
         Mb = mi[W_MB] + NX * NX * k
         P = mi[W_P] + NX * NX * k
@@ -127,7 +130,7 @@ def body_inertias(mi, mf, w, el_pos, el_vel, cK, cD):
                 w[at(P + i * NX + j)] = w[at(Mb + i * NX + j)]
         K = mi[MF_KMOD] + NM * NM * k
         D = mi[MF_DMOD] + NM * NM * k
-        e = nb + mi[at(mi[MI_MO] + k)]
+        e = first_mode(mi, k)
         for a in range(nm):
             s = 0.0
             for b in range(nm):
@@ -144,13 +147,12 @@ def articulated_inertias_tip_to_base(mi, mf, w):
     """Seed 002 eqs. 7.10 and 7.11 (with the errata of the module docstring), tip to base: each
     body's modes, then its hinge, eliminated, and what is left passed to its parent. False if an
     articulated inertia is not positive definite."""
-    parent = mi[MI_PARENT]
     for k in range(mi[DIM_NB] - 1, -1, -1):
         if not eliminate_modes(mi, w, k):
             return False
         if not eliminate_hinge(mi, mf, w, k):
             return False
-        if mi[at(parent + k)] >= 0:
+        if parent_of(mi, k) >= 0:
             add_to_parent(mi, w, k)
     return True
 
@@ -423,7 +425,7 @@ def accelerations_base_to_tip(mi, mf, w, acc):
     NX = 6 + NM
     g = mi[MF_GRAVITY]
     for k in range(nb):
-        par = mi[at(mi[MI_PARENT] + k)]
+        par = parent_of(mi, k)
         R = mi[W_RPC] + 9 * k
         p = mi[W_PPC] + 3 * k
         kap = mi[W_KAP] + 6 * k
@@ -442,7 +444,7 @@ def accelerations_base_to_tip(mi, mf, w, acc):
             w[at(nud + i)] = w[at(R + i)] * al0 + w[at(R + 3 + i)] * al1 + w[at(R + 6 + i)] * al2 + w[at(kap + i)]
             w[at(nud + 3 + i)] = w[at(R + i)] * v0 + w[at(R + 3 + i)] * v1 + w[at(R + 6 + i)] * v2 + w[at(kap + 3 + i)]
         if par >= 0:
-            nmp = mi[at(mi[MI_NM] + par)]
+            nmp = modes_of(mi, par)
             psi = mi[W_PSI] + 6 * NM * k
             ed = mi[W_NUD] + NX * par + 6
             for i in range(6):
@@ -453,7 +455,7 @@ def accelerations_base_to_tip(mi, mf, w, acc):
         ax = mi[MF_AXIS] + 3 * k
         ax0, ax1, ax2 = mf[at(ax)], mf[at(ax + 1)], mf[at(ax + 2)]
         U = mi[W_U] + 6 * k
-        if mi[at(mi[MI_DRIVE] + k)] == JOINT_PRESCRIBED:
+        if drive_of(mi, k) == JOINT_PRESCRIBED:
             qdd = w[at(mi[W_QDD_PRES] + k)]
         else:
             s = w[at(mi[W_UJ] + k)]

@@ -24,20 +24,18 @@ Arrays are the flat model (mi, mf) and work w of hil.kernels.layout.
 import numpy as np
 
 from .jit import kernel
-from .layout import (DIM_NB, DIM_NM, MF_AXIS, MF_JL, MF_JSUM, MF_MFF0, MF_MG, MF_MS, MF_ND_G, MF_ND_M, MF_ND_P0,
-                     MF_ND_S, MF_OS_G, MF_OS_L, MF_OS_P0, MF_OS_R0, MF_OS_S, MF_ST_G, MF_ST_L, MF_ST_P0, MF_ST_R0,
-                     MF_ST_S, MI_AXIAL, MI_MO, MI_NM, MI_NODE_OFF, MI_PARENT, W_BB, W_GHAT, W_KAP, W_MB, W_POS,
-                     W_PPC, W_PSI, W_RPC, W_SEP, W_STATION, W_STATION_R, W_V, W_VEL, at, first_mode, modes_of)
-from .spatial import axis_rotation, xyz_rotation
+from .layout import (DIM_NM, MF_AXIS, MF_JL, MF_JSUM, MF_MFF0, MF_MG, MF_MS, MF_ND_G, MF_ND_M, MF_ND_P0, MF_ND_S,
+                     MF_OS_G, MF_OS_L, MF_OS_P0, MF_OS_R0, MF_OS_S, MF_ST_G, MF_ST_L, MF_ST_P0, MF_ST_R0, MF_ST_S,
+                     MI_AXIAL, MI_NODE_OFF, W_BB, W_GHAT, W_KAP, W_MB, W_POS, W_PPC, W_PSI, W_RPC, W_SEP, W_STATION,
+                     W_STATION_R, W_V, W_VEL, at, first_mode, modes_of, parent_of)
+from .spatial import axis_rotation, load3, load9, matmul3, mul3, mul3t, store3, store9, xyz_rotation
 
 # station tables of station_kinematics
 JOINT_STATIONS = 0      # the frame of joint k on its parent
 OUTPUT_STATIONS = 1     # an output station (sensors, tip)
 
-# rows of W_STATION (3 each): the station's pose and rates in its body's axes, and the relative
-# twist of a joint frame in the child's axes
+# rows of W_STATION (3 each): the station's pose and rates in its body's axes
 ST_POS, ST_THETA, ST_THETA_DOT, ST_W_REL, ST_V_REL, ST_W_BIAS, ST_V_BIAS = range(7)
-ST_WREL_C, ST_VREL_C, ST_WBIAS_C, ST_VBIAS_C = range(7, 11)
 # matrices of W_STATION_R (9 each): R = Rxyz(L eta) R0, Rxyz(L eta), its rate matrix E, the joint rotation
 SR_R, SR_DEF, SR_E, SR_JOINT = range(4)
 
@@ -92,19 +90,12 @@ def station_kinematics(mi, mf, w, table, s, ieta, ietad, nm):
         w[at(row + 3 * ST_THETA_DOT + i)] = thd
         w[at(row + 3 * ST_V_REL + i)] = v
     w[at(row + 3 * ST_POS)] += 0.5 * fs
-    th = row + 3 * ST_THETA
-    thd = row + 3 * ST_THETA_DOT
-    D = rot + 9 * SR_DEF
-    E = rot + 9 * SR_E
-    xyz_rotation(w[at(th)], w[at(th + 1)], w[at(th + 2)], w, D, E, row + 3 * ST_W_BIAS, w[at(thd)], w[at(thd + 1)], w[at(thd + 2)])
-    for i in range(3):
-        w[at(row + 3 * ST_W_REL + i)] = w[at(E + 3 * i)] * w[at(thd)] + w[at(E + 3 * i + 1)] * w[at(thd + 1)] + w[at(E + 3 * i + 2)] * w[at(thd + 2)]
-        for j in range(3):
-            w[at(rot + 9 * SR_R + 3 * i + j)] = (w[at(D + 3 * i)] * mf[at(R0 + j)] + w[at(D + 3 * i + 1)] * mf[at(R0 + 3 + j)]
-                                            + w[at(D + 3 * i + 2)] * mf[at(R0 + 6 + j)])
-    w[at(row + 3 * ST_V_BIAS)] = sd
-    w[at(row + 3 * ST_V_BIAS + 1)] = 0.0
-    w[at(row + 3 * ST_V_BIAS + 2)] = 0.0
+    th = load3(w, row + 3 * ST_THETA)
+    thd = load3(w, row + 3 * ST_THETA_DOT)
+    xyz_rotation(th[0], th[1], th[2], w, rot + 9 * SR_DEF, rot + 9 * SR_E, row + 3 * ST_W_BIAS, thd[0], thd[1], thd[2])
+    store3(w, row + 3 * ST_W_REL, mul3(load9(w, rot + 9 * SR_E), thd))
+    store9(w, rot + 9 * SR_R, matmul3(load9(w, rot + 9 * SR_DEF), load9(mf, R0)))
+    store3(w, row + 3 * ST_V_BIAS, (sd, 0.0, 0.0))
 
 
 @kernel
@@ -116,108 +107,76 @@ def joint_kinematics(mi, mf, w, k):
     X = [[E, 0], [-E skew(p), E]] with E = Rpc^T, p = ppc (Featherstone's motion transform from the
     parent), Psi (6 x nm of the parent) the parent's modes moving the joint station, in child axes;
     for a root body a_parent is the base acceleration [0; -g]."""
-    nb = mi[DIM_NB]
     NM = mi[DIM_NM]
-    par = mi[at(mi[MI_PARENT] + k)]
-    nmp = 0 if par < 0 else mi[at(mi[MI_NM] + par)]
-    ipos = mi[W_POS]
-    ivel = mi[W_VEL]
+    par = parent_of(mi, k)
+    nmp = 0 if par < 0 else modes_of(mi, par)
     row = mi[W_STATION]
     rot = mi[W_STATION_R]
-    ax = mi[MF_AXIS] + 3 * k
-    ax0, ax1, ax2 = mf[at(ax)], mf[at(ax + 1)], mf[at(ax + 2)]
-    q = w[at(ipos + k)]
-    qd = w[at(ivel + k)]
-    Rj = rot + 9 * SR_JOINT
-    axis_rotation(ax0, ax1, ax2, np.cos(q), np.sin(q), w, Rj)
+    s = load3(mf, mi[MF_AXIS] + 3 * k)
+    q = w[at(mi[W_POS] + k)]
+    qd = w[at(mi[W_VEL] + k)]
+    axis_rotation(s[0], s[1], s[2], np.cos(q), np.sin(q), w, rot + 9 * SR_JOINT)
+    Rj = load9(w, rot + 9 * SR_JOINT)
     Rpc = mi[W_RPC] + 9 * k
     ppc = mi[W_PPC] + 3 * k
-    if nmp > 0:
-        e = nb + mi[at(mi[MI_MO] + par)]
-        station_kinematics(mi, mf, w, JOINT_STATIONS, k, ipos + e, ivel + e, nmp)
-        Rs = rot + 9 * SR_R
-        for i in range(3):
-            w[at(ppc + i)] = w[at(row + 3 * ST_POS + i)]
-            for j in range(3):
-                w[at(Rpc + 3 * i + j)] = w[at(Rs + 3 * i)] * w[at(Rj + j)] + w[at(Rs + 3 * i + 1)] * w[at(Rj + 3 + j)] \
-                    + w[at(Rs + 3 * i + 2)] * w[at(Rj + 6 + j)]
+    if nmp > 0:       # the station frame moves with the parent's deformed cross-section
+        e = first_mode(mi, par)
+        station_kinematics(mi, mf, w, JOINT_STATIONS, k, mi[W_POS] + e, mi[W_VEL] + e, nmp)
+        R = matmul3(load9(w, rot + 9 * SR_R), Rj)
+        p = load3(w, row + 3 * ST_POS)
     else:
-        R0 = mi[MF_ST_R0] + 9 * k
-        p0 = mi[MF_ST_P0] + 3 * k
-        for i in range(3):
-            w[at(ppc + i)] = mf[at(p0 + i)]
-            for j in range(3):
-                w[at(Rpc + 3 * i + j)] = mf[at(R0 + 3 * i)] * w[at(Rj + j)] + mf[at(R0 + 3 * i + 1)] * w[at(Rj + 3 + j)] \
-                    + mf[at(R0 + 3 * i + 2)] * w[at(Rj + 6 + j)]
-    V = mi[W_V]
-    Vk = V + 6 * k
-    kap = mi[W_KAP] + 6 * k
-    # twist: V = X V_parent + vrel + s qd; X V_parent = [E w; E (v + w x p)]
-    p0_, p1_, p2_ = w[at(ppc)], w[at(ppc + 1)], w[at(ppc + 2)]
+        R = matmul3(load9(mf, mi[MF_ST_R0] + 9 * k), Rj)
+        p = load3(mf, mi[MF_ST_P0] + 3 * k)
+    store9(w, Rpc, R)
+    store3(w, ppc, p)
+    # twist: V = X V_parent + vrel + s qd, X V_parent = [R^T w; R^T (v + w x p)]
     o0 = o1 = o2 = l0 = l1 = l2 = 0.0
     if par >= 0:
-        Vp = V + 6 * par
-        wp0, wp1, wp2 = w[at(Vp)], w[at(Vp + 1)], w[at(Vp + 2)]
-        u0 = w[at(Vp + 3)] + wp1 * p2_ - wp2 * p1_
-        u1 = w[at(Vp + 4)] + wp2 * p0_ - wp0 * p2_
-        u2 = w[at(Vp + 5)] + wp0 * p1_ - wp1 * p0_
-        o0 = w[at(Rpc)] * wp0 + w[at(Rpc + 3)] * wp1 + w[at(Rpc + 6)] * wp2
-        o1 = w[at(Rpc + 1)] * wp0 + w[at(Rpc + 4)] * wp1 + w[at(Rpc + 7)] * wp2
-        o2 = w[at(Rpc + 2)] * wp0 + w[at(Rpc + 5)] * wp1 + w[at(Rpc + 8)] * wp2
-        l0 = w[at(Rpc)] * u0 + w[at(Rpc + 3)] * u1 + w[at(Rpc + 6)] * u2
-        l1 = w[at(Rpc + 1)] * u0 + w[at(Rpc + 4)] * u1 + w[at(Rpc + 7)] * u2
-        l2 = w[at(Rpc + 2)] * u0 + w[at(Rpc + 5)] * u1 + w[at(Rpc + 8)] * u2
-    s0, s1, s2 = ax0 * qd, ax1 * qd, ax2 * qd
+        Vp = mi[W_V] + 6 * par
+        wp = load3(w, Vp)
+        vp = load3(w, Vp + 3)
+        o0, o1, o2 = mul3t(R, wp)
+        l0, l1, l2 = mul3t(R, (vp[0] + wp[1] * p[2] - wp[2] * p[1], vp[1] + wp[2] * p[0] - wp[0] * p[2],
+                               vp[2] + wp[0] * p[1] - wp[1] * p[0]))
+    kap = mi[W_KAP] + 6 * k
     if nmp > 0:
-        # relative twist of the station and its eta_ddot-free rate bias, in child axes
-        c = row + 3 * ST_WREL_C
-        for src in range(ST_W_REL, ST_V_BIAS + 1):     # rows ST_W_REL .. ST_V_BIAS -> ST_WREL_C .. ST_VBIAS_C
-            x = row + 3 * src
-            y = c + 3 * (src - ST_W_REL)
-            for i in range(3):
-                w[at(y + i)] = w[at(Rpc + i)] * w[at(x)] + w[at(Rpc + 3 + i)] * w[at(x + 1)] + w[at(Rpc + 6 + i)] * w[at(x + 2)]
-        wr0, wr1, wr2 = w[at(c)], w[at(c + 1)], w[at(c + 2)]
-        vr0, vr1, vr2 = w[at(c + 3)], w[at(c + 4)], w[at(c + 5)]
+        # relative twist of the station (wr, vr) and its eta_ddot-free rate bias, in child axes
+        wr0, wr1, wr2 = mul3t(R, load3(w, row + 3 * ST_W_REL))
+        vr0, vr1, vr2 = mul3t(R, load3(w, row + 3 * ST_V_REL))
+        b0, b1, b2 = mul3t(R, load3(w, row + 3 * ST_W_BIAS))
+        b3, b4, b5 = mul3t(R, load3(w, row + 3 * ST_V_BIAS))
         # the apparent derivative of the relative twist: its linear part less omega_rel x v_rel
-        b0, b1, b2 = w[at(c + 6)], w[at(c + 7)], w[at(c + 8)]
-        b3 = w[at(c + 9)] - (wr1 * vr2 - wr2 * vr1)
-        b4 = w[at(c + 10)] - (wr2 * vr0 - wr0 * vr2)
-        b5 = w[at(c + 11)] - (wr0 * vr1 - wr1 * vr0)
-        # kap = bias + (V - s qd) x vrel (the motion cross product); o, l: X V_parent + ...
-        O0, O1, O2 = o0 + wr0, o1 + wr1, o2 + wr2
-        L0, L1, L2 = l0 + vr0, l1 + vr1, l2 + vr2
-        w[at(kap)] = b0 + O1 * wr2 - O2 * wr1
-        w[at(kap + 1)] = b1 + O2 * wr0 - O0 * wr2
-        w[at(kap + 2)] = b2 + O0 * wr1 - O1 * wr0
-        w[at(kap + 3)] = b3 + O1 * vr2 - O2 * vr1 + L1 * wr2 - L2 * wr1
-        w[at(kap + 4)] = b4 + O2 * vr0 - O0 * vr2 + L2 * wr0 - L0 * wr2
-        w[at(kap + 5)] = b5 + O0 * vr1 - O1 * vr0 + L0 * wr1 - L1 * wr0
-        o0, o1, o2, l0, l1, l2 = O0, O1, O2, L0, L1, L2
+        b3 -= wr1 * vr2 - wr2 * vr1
+        b4 -= wr2 * vr0 - wr0 * vr2
+        b5 -= wr0 * vr1 - wr1 * vr0
+        # kap = bias + (V - s qd) x vrel (the motion cross product)
+        o0, o1, o2, l0, l1, l2 = o0 + wr0, o1 + wr1, o2 + wr2, l0 + vr0, l1 + vr1, l2 + vr2
+        w[at(kap)] = b0 + o1 * wr2 - o2 * wr1
+        w[at(kap + 1)] = b1 + o2 * wr0 - o0 * wr2
+        w[at(kap + 2)] = b2 + o0 * wr1 - o1 * wr0
+        w[at(kap + 3)] = b3 + o1 * vr2 - o2 * vr1 + l1 * wr2 - l2 * wr1
+        w[at(kap + 4)] = b4 + o2 * vr0 - o0 * vr2 + l2 * wr0 - l0 * wr2
+        w[at(kap + 5)] = b5 + o0 * vr1 - o1 * vr0 + l0 * wr1 - l1 * wr0
         # the parent's modal columns [R^T E L; R^T Ghat] in child axes
-        E = rot + 9 * SR_E
+        E = load9(w, rot + 9 * SR_E)
         L = mi[MF_ST_L] + 3 * NM * k
         gh = mi[W_GHAT]
         psi = mi[W_PSI] + 6 * NM * k
         for a in range(nmp):
-            el0 = w[at(E)] * mf[at(L + a)] + w[at(E + 1)] * mf[at(L + NM + a)] + w[at(E + 2)] * mf[at(L + 2 * NM + a)]
-            el1 = w[at(E + 3)] * mf[at(L + a)] + w[at(E + 4)] * mf[at(L + NM + a)] + w[at(E + 5)] * mf[at(L + 2 * NM + a)]
-            el2 = w[at(E + 6)] * mf[at(L + a)] + w[at(E + 7)] * mf[at(L + NM + a)] + w[at(E + 8)] * mf[at(L + 2 * NM + a)]
-            g0, g1, g2 = w[at(gh + a)], w[at(gh + NM + a)], w[at(gh + 2 * NM + a)]
+            ang = mul3t(R, mul3(E, (mf[at(L + a)], mf[at(L + NM + a)], mf[at(L + 2 * NM + a)])))
+            lin = mul3t(R, (w[at(gh + a)], w[at(gh + NM + a)], w[at(gh + 2 * NM + a)]))
             for i in range(3):
-                r0, r1, r2 = w[at(Rpc + i)], w[at(Rpc + 3 + i)], w[at(Rpc + 6 + i)]
-                w[at(psi + i * NM + a)] = r0 * el0 + r1 * el1 + r2 * el2
-                w[at(psi + (3 + i) * NM + a)] = r0 * g0 + r1 * g1 + r2 * g2
+                w[at(psi + i * NM + a)] = ang[i]
+                w[at(psi + (3 + i) * NM + a)] = lin[i]
     else:
         for i in range(6):
             w[at(kap + i)] = 0.0
-    w[at(Vk)] = o0 + s0
-    w[at(Vk + 1)] = o1 + s1
-    w[at(Vk + 2)] = o2 + s2
-    w[at(Vk + 3)] = l0
-    w[at(Vk + 4)] = l1
-    w[at(Vk + 5)] = l2
-    # + V x (s qd)
+    s0, s1, s2 = s[0] * qd, s[1] * qd, s[2] * qd
     W0, W1, W2 = o0 + s0, o1 + s1, o2 + s2
+    V = mi[W_V] + 6 * k
+    store3(w, V, (W0, W1, W2))
+    store3(w, V + 3, (l0, l1, l2))
+    # + V x (s qd)
     w[at(kap)] += W1 * s2 - W2 * s1
     w[at(kap + 1)] += W2 * s0 - W0 * s2
     w[at(kap + 2)] += W0 * s1 - W1 * s0

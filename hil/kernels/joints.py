@@ -43,9 +43,9 @@ def link_torques(mi, mf, pos, o_pos, vel, o_vel, tau, tauj, o_tauj):
         r = mi[at(mot + k)]
         if r >= 0:
             jp = mi[MF_JPAR] + k * N_JP
+            deflection = pos[at(o_pos + rotors + r)] - pos[at(o_pos + k)]
             tauj[at(o_tauj + k)] = spring_torque(mf[at(mi[MF_KSPRING] + k)], mf[at(mi[MF_DSPRING] + k)],
-                                                 mf[at(jp + JP_BACKLASH)], pos[at(o_pos + rotors + r)] - pos[at(o_pos + k)],
-                                                 vel[at(o_vel + rotors + r)] - qd)
+                                                 mf[at(jp + JP_BACKLASH)], deflection, vel[at(o_vel + rotors + r)] - qd)
         else:
             tauj[at(o_tauj + k)] = tau[k] - joint_friction(mi, mf, k, qd)
 
@@ -116,5 +116,6 @@ def friction(viscous, coulomb, smoothing, stribeck, stribeck_vs, brake, brake_vs
 def joint_friction(mi, mf, k, rate):
     """friction() with joint k's parameters (viscous, coulomb and the jpar columns JP_*)."""
     jp = mi[MF_JPAR] + k * N_JP
-    return friction(mf[at(mi[MF_VISCOUS] + k)], mf[at(mi[MF_COULOMB] + k)], mf[at(jp + JP_COUL_VS)], mf[at(jp + JP_STRIBECK)],
-                    mf[at(jp + JP_STRIB_VS)], mf[at(jp + JP_BRAKE)], mf[at(jp + JP_BRAKE_VS)], rate)
+    return friction(mf[at(mi[MF_VISCOUS] + k)], mf[at(mi[MF_COULOMB] + k)], mf[at(jp + JP_COUL_VS)],
+                    mf[at(jp + JP_STRIBECK)], mf[at(jp + JP_STRIB_VS)], mf[at(jp + JP_BRAKE)], mf[at(jp + JP_BRAKE_VS)],
+                    rate)

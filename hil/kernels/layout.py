@@ -151,7 +151,7 @@ W_PPC = _w("ppc", lambda s: (s.nb1, 3))                     # child origin in th
 W_PSI = _w("Psi", lambda s: (s.nb1, 6, s.NM))               # the parent's modal columns of Phi, child axes
 W_V = _w("V", lambda s: (s.nb1, 6))                         # twist [omega; v], body axes
 W_KAP = _w("kap", lambda s: (s.nb1, 6))                     # velocity-product acceleration
-W_STATION = _w("station", lambda s: (11, 3))                # rows of a station's pose and rates (bodies)
+W_STATION = _w("station", lambda s: (7, 3))                 # rows of a station's pose and rates (bodies)
 W_STATION_R = _w("station_R", lambda s: (4, 3, 3))          # its rotations (bodies)
 W_GHAT = _w("Ghat", lambda s: (3, s.NM))                    # a point's modal velocity map
 # body_inertias

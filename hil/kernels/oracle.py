@@ -213,7 +213,8 @@ def bias_forces(mi, mf, w, el_pos, el_vel, h):
     for k in range(nb - 1, -1, -1):
         F = mi[W_PB] + NX * k
         ax = mi[MF_AXIS] + 3 * k
-        h[k] = w[at(F)] * mf[at(ax)] + w[at(F + 1)] * mf[at(ax + 1)] + w[at(F + 2)] * mf[at(ax + 2)] - w[at(mi[W_TAUJ] + k)]
+        h[k] = (w[at(F)] * mf[at(ax)] + w[at(F + 1)] * mf[at(ax + 1)] + w[at(F + 2)] * mf[at(ax + 2)]
+                - w[at(mi[W_TAUJ] + k)])
         for e in range(mi[at(mi[MI_NM] + k)]):
             h[dof_index(mi, k, e)] = w[at(F + 6 + e)]
         par = mi[at(mi[MI_PARENT] + k)]

@@ -7,37 +7,30 @@ from .jit import kernel
 from .aba import forward_dynamics
 from .bodies import OUTPUT_STATIONS, SR_E, SR_R, ST_POS, ST_V_BIAS, ST_V_REL, ST_W_BIAS, ST_W_REL, station_kinematics
 from .joints import dead_band, joint_friction, spring_torque
+from .spatial import load3, load9, matmul3, mul3, store3, store9
 from .layout import (DIM_NB, DIM_NETA, DIM_NM, JOINT_PRESCRIBED, JP_BACKLASH, MF_ARMATURE, MF_DMOD, MF_DSPRING,
                      MF_GRAVITY, MF_JPAR, MF_KMOD, MF_KSPRING, MF_MOT_INERTIA, MF_ND_G, MF_ND_M, MF_ND_P0, MF_ND_S,
-                     MF_OS_L, MI_DRIVE, MI_MO, MI_MOT, MI_NM, MI_NODE_OFF, MI_OS_BODY, MI_PARENT, N_JP, W_GHAT, W_MB,
-                     W_NU, W_NUD, W_POS, W_PPC, W_PW, W_RPC, W_RW, W_STATION, W_STATION_R, W_SV, W_TAU_JOINT, W_V,
-                     W_VEL, at)
+                     MF_OS_L, MI_DRIVE, MI_MO, MI_MOT, MI_NM, MI_NODE_OFF, MI_OS_BODY, N_JP, W_GHAT, W_MB, W_NU,
+                     W_NUD, W_POS, W_PPC, W_PW, W_RPC, W_RW, W_STATION, W_STATION_R, W_SV, W_TAU_JOINT, W_V, W_VEL,
+                     at, parent_of)
 
 
 @kernel
 def world_poses(mi, mf, w):
     """World rotation Rw[k] and origin pw[k] of every body frame (after the kinematics)."""
-    Rw0 = mi[W_RW]
-    pw0 = mi[W_PW]
     for k in range(mi[DIM_NB]):
-        par = mi[at(mi[MI_PARENT] + k)]
-        Rpc = mi[W_RPC] + 9 * k
-        ppc = mi[W_PPC] + 3 * k
-        Rw = Rw0 + 9 * k
-        pw = pw0 + 3 * k
+        par = parent_of(mi, k)
+        Rpc = load9(w, mi[W_RPC] + 9 * k)
+        ppc = load3(w, mi[W_PPC] + 3 * k)
         if par < 0:
-            for i in range(3):
-                w[at(pw + i)] = w[at(ppc + i)]
-                for j in range(3):
-                    w[at(Rw + 3 * i + j)] = w[at(Rpc + 3 * i + j)]
+            store9(w, mi[W_RW] + 9 * k, Rpc)
+            store3(w, mi[W_PW] + 3 * k, ppc)
         else:
-            Rp = Rw0 + 9 * par
-            for i in range(3):
-                w[at(pw + i)] = (w[at(pw0 + 3 * par + i)] + w[at(Rp + 3 * i)] * w[at(ppc)] + w[at(Rp + 3 * i + 1)] * w[at(ppc + 1)]
-                             + w[at(Rp + 3 * i + 2)] * w[at(ppc + 2)])
-                for j in range(3):
-                    w[at(Rw + 3 * i + j)] = (w[at(Rp + 3 * i)] * w[at(Rpc + j)] + w[at(Rp + 3 * i + 1)] * w[at(Rpc + 3 + j)]
-                                         + w[at(Rp + 3 * i + 2)] * w[at(Rpc + 6 + j)])
+            Rp = load9(w, mi[W_RW] + 9 * par)
+            pp = load3(w, mi[W_PW] + 3 * par)
+            x = mul3(Rp, ppc)
+            store3(w, mi[W_PW] + 3 * k, (pp[0] + x[0], pp[1] + x[1], pp[2] + x[2]))
+            store9(w, mi[W_RW] + 9 * k, matmul3(Rp, Rpc))
 
 
 STATION_FIELDS = 24   # station_state: position 3, rotation 9, velocity 3, angular velocity 3, specific force 3,
@@ -97,18 +90,16 @@ def station_state(mi, mf, w, s, out):
         w[at(body + 3 + i)] = w[at(V + i)] + w[at(wrel + i)]
         w[at(body + 6 + i)] = w[at(a + 3 + i)] + wv[i] + ar[i] + wwr[i] + 2.0 * wrd[i] + rdd[i]
         w[at(body + 9 + i)] = w[at(a + i)] + el[i] + w[at(wb + i)] + wwrel[i]
-    Rk = mi[W_RW] + 9 * k
-    pw = mi[W_PW] + 3 * k
-    for i in range(3):
-        ps = w[at(pw + i)]
-        for j in range(3):
-            ps += w[at(Rk + 3 * i + j)] * w[at(r + j)]
-        out[i] = ps
-        for j in range(3):
-            out[3 + 3 * i + j] = w[at(Rk + 3 * i)] * w[at(R + j)] + w[at(Rk + 3 * i + 1)] * w[at(R + 3 + j)] + w[at(Rk + 3 * i + 2)] * w[at(R + 6 + j)]
-        for q in range(4):
-            out[12 + 3 * q + i] = (w[at(Rk + 3 * i)] * w[at(body + 3 * q)] + w[at(Rk + 3 * i + 1)] * w[at(body + 3 * q + 1)]
-                                   + w[at(Rk + 3 * i + 2)] * w[at(body + 3 * q + 2)])
+    Rk = load9(w, mi[W_RW] + 9 * k)
+    pw = load3(w, mi[W_PW] + 3 * k)
+    x = mul3(Rk, load3(w, r))
+    out[0], out[1], out[2] = pw[0] + x[0], pw[1] + x[1], pw[2] + x[2]
+    Rs = matmul3(Rk, load9(w, R))
+    for i in range(9):
+        out[3 + i] = Rs[i]
+    for q in range(4):
+        x = mul3(Rk, load3(w, body + 3 * q))
+        out[12 + 3 * q], out[13 + 3 * q], out[14 + 3 * q] = x
 
 
 @kernel
@@ -212,7 +203,8 @@ def power(mi, mf, w, tau, out):
             phd = w[at(ivel + ir)]
             pin += tau[k] * phd
             backlash = mf[at(mi[MF_JPAR] + N_JP * k + JP_BACKLASH)]
-            damper = spring_torque(0.0, mf[at(mi[MF_DSPRING] + k)], backlash, w[at(ipos + ir)] - w[at(ipos + k)], phd - qd)
+            damper = spring_torque(0.0, mf[at(mi[MF_DSPRING] + k)], backlash, w[at(ipos + ir)] - w[at(ipos + k)],
+                                   phd - qd)
             pd += joint_friction(mi, mf, k, phd) * phd + damper * (phd - qd)
         else:
             pin += tau[k] * qd

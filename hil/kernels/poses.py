@@ -10,6 +10,7 @@ from .aba import kinematics_base_to_tip, prepare
 from .bodies import OUTPUT_STATIONS, SR_R, ST_POS, station_kinematics
 from .layout import DIM_NB, MI_MO, MI_NM, MI_OS_BODY, W_POS, W_PW, W_RW, W_STATION, W_STATION_R, W_VEL, at
 from .outputs import world_poses
+from .spatial import load3, load9, matmul3, mul3
 
 
 @kernel
@@ -28,16 +29,13 @@ def station_frame(mi, mf, w, s, out):
     k = mi[at(mi[MI_OS_BODY] + s)]
     e = mi[DIM_NB] + mi[at(mi[MI_MO] + k)]
     station_kinematics(mi, mf, w, OUTPUT_STATIONS, s, mi[W_POS] + e, mi[W_VEL] + e, mi[at(mi[MI_NM] + k)])
-    r = mi[W_STATION] + 3 * ST_POS
-    R = mi[W_STATION_R] + 9 * SR_R
-    Rk = mi[W_RW] + 9 * k
-    pw = mi[W_PW] + 3 * k
-    for i in range(3):
-        p = w[at(pw + i)]
-        for j in range(3):
-            p += w[at(Rk + 3 * i + j)] * w[at(r + j)]
-            out[3 + 3 * i + j] = w[at(Rk + 3 * i)] * w[at(R + j)] + w[at(Rk + 3 * i + 1)] * w[at(R + 3 + j)] + w[at(Rk + 3 * i + 2)] * w[at(R + 6 + j)]
-        out[i] = p
+    Rk = load9(w, mi[W_RW] + 9 * k)
+    pw = load3(w, mi[W_PW] + 3 * k)
+    x = mul3(Rk, load3(w, mi[W_STATION] + 3 * ST_POS))
+    out[0], out[1], out[2] = pw[0] + x[0], pw[1] + x[1], pw[2] + x[2]
+    Rs = matmul3(Rk, load9(w, mi[W_STATION_R] + 9 * SR_R))
+    for i in range(9):
+        out[3 + i] = Rs[i]
 
 
 @kernel

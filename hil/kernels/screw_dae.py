@@ -88,7 +88,8 @@ def station_frame(stat, s, NM, pos, vel, e0, nm, M33, V3, Ghat):
     xyz_rotation(V3[1, 0], V3[1, 1], V3[1, 2], M33, 9, 18, 36, V3[2, 0], V3[2, 1], V3[2, 2])
     for i in range(3):
         for j in range(3):
-            M33[3 * i + j] = M33[9 + 3 * i] * stat[s, 3 + j] + M33[9 + 3 * i + 1] * stat[s, 6 + j] + M33[9 + 3 * i + 2] * stat[s, 9 + j]
+            M33[3 * i + j] = (M33[9 + 3 * i] * stat[s, 3 + j] + M33[9 + 3 * i + 1] * stat[s, 6 + j]
+                              + M33[9 + 3 * i + 2] * stat[s, 9 + j])
         V3[3, i] = M33[18 + 3 * i] * V3[2, 0] + M33[18 + 3 * i + 1] * V3[2, 1] + M33[18 + 3 * i + 2] * V3[2, 2]
     V3[5, 0], V3[5, 1], V3[5, 2] = M33[36], M33[37], M33[38]
     V3[6, 0] = qs
@@ -110,7 +111,7 @@ def link_kinematics(k, nb, NM, body, stat, axis, pos, vel, Rpc, ppc, Rw, pw, V, 
     for i in range(3):
         ppc[k, i] = V3[0, i]
         for j in range(3):
-            Rpc[k, i, j] = M33[3 * i] * M33[27 + j] + M33[3 * i + 1] * M33[27 + 3 + j] + M33[3 * i + 2] * M33[27 + 6 + j]
+            Rpc[k, i, j] = M33[3 * i] * M33[27 + j] + M33[3 * i + 1] * M33[30 + j] + M33[3 * i + 2] * M33[33 + j]
     for i in range(3):
         if par < 0:
             pw[k, i] = ppc[k, i]

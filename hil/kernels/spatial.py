@@ -132,3 +132,55 @@ def rotate(r00, r01, r02, r10, r11, r12, r20, r21, r22, b00, b01, b02, b10, b11,
     return (r00 * t00 + r01 * t10 + r02 * t20, r00 * t01 + r01 * t11 + r02 * t21, r00 * t02 + r01 * t12 + r02 * t22,
             r10 * t00 + r11 * t10 + r12 * t20, r10 * t01 + r11 * t11 + r12 * t21, r10 * t02 + r11 * t12 + r12 * t22,
             r20 * t00 + r21 * t10 + r22 * t20, r20 * t01 + r21 * t11 + r22 * t21, r20 * t02 + r21 * t12 + r22 * t22)
+
+
+@kernel
+def load3(a, o):
+    """(a[o], a[o + 1], a[o + 2]): a 3-vector of a flat array."""
+    return a[at(o)], a[at(o + 1)], a[at(o + 2)]
+
+
+@kernel
+def load9(a, o):
+    """The row-major 3 x 3 matrix at a[o] as a 9-tuple."""
+    return (a[at(o)], a[at(o + 1)], a[at(o + 2)], a[at(o + 3)], a[at(o + 4)], a[at(o + 5)], a[at(o + 6)],
+            a[at(o + 7)], a[at(o + 8)])
+
+
+@kernel
+def store3(a, o, x):
+    """a[o:o + 3] = the 3-tuple x."""
+    a[at(o)] = x[0]
+    a[at(o + 1)] = x[1]
+    a[at(o + 2)] = x[2]
+
+
+@kernel
+def store9(a, o, m):
+    """a[o:o + 9] = the 3 x 3 matrix m (9-tuple, row-major)."""
+    for i in range(9):
+        a[at(o + i)] = m[i]
+
+
+@kernel
+def mul3(m, x):
+    """M x for the 3 x 3 matrix m (9-tuple, row-major) and the 3-tuple x."""
+    return (m[0] * x[0] + m[1] * x[1] + m[2] * x[2], m[3] * x[0] + m[4] * x[1] + m[5] * x[2],
+            m[6] * x[0] + m[7] * x[1] + m[8] * x[2])
+
+
+@kernel
+def mul3t(m, x):
+    """M^T x: x's components in the axes that M's columns hold."""
+    return (m[0] * x[0] + m[3] * x[1] + m[6] * x[2], m[1] * x[0] + m[4] * x[1] + m[7] * x[2],
+            m[2] * x[0] + m[5] * x[1] + m[8] * x[2])
+
+
+@kernel
+def matmul3(a, b):
+    """A B for 3 x 3 matrices as row-major 9-tuples."""
+    return (a[0] * b[0] + a[1] * b[3] + a[2] * b[6], a[0] * b[1] + a[1] * b[4] + a[2] * b[7],
+            a[0] * b[2] + a[1] * b[5] + a[2] * b[8], a[3] * b[0] + a[4] * b[3] + a[5] * b[6],
+            a[3] * b[1] + a[4] * b[4] + a[5] * b[7], a[3] * b[2] + a[4] * b[5] + a[5] * b[8],
+            a[6] * b[0] + a[7] * b[3] + a[8] * b[6], a[6] * b[1] + a[7] * b[4] + a[8] * b[7],
+            a[6] * b[2] + a[7] * b[5] + a[8] * b[8])
