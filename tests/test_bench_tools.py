@@ -145,6 +145,18 @@ def test_checkout_bench_times_the_loop_of_each_checkout(capsys):
     assert name == str(root) and 0 < run["compute"]["p50"] <= run["total"]["p50"] < math.inf
 
 
+def test_checkout_kernel_table_gives_each_row_the_median_over_rounds_and_its_spread():
+    runs = [("/a", {"fd kernel": 8.0, "simulate 10 s wall s": 2.0}), ("/b", {"fd kernel": 2.5}),
+            ("/a", {"fd kernel": 9.0, "simulate 10 s wall s": 2.2}), ("/b", {"error": "boom"}),
+            ("/a", {"fd kernel": 8.5, "simulate 10 s wall s": 2.1})]
+    lines = bench_checkouts.kernel_table(runs)
+    header, fd, sim = lines[:3]
+    assert header.split() == ["a", "b"]
+    assert fd.split()[2:] == ["8.5", "[8-9]", "2.5", "[2.5-2.5]"]
+    assert sim.split()[5:] == ["2.1", "[2-2.2]", "-"]
+    assert lines[-1].strip() == "/b: failed: boom"
+
+
 def test_trace_analysis_finds_silent_stretches_and_waits_of_the_loop():
     from tools.trace_stalls import analyse, parse
 
