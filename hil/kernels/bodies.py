@@ -201,10 +201,12 @@ def body_inertia(mi, mf, w, k):
     n = 6 + nm
     Mb = mi[W_MB] + NX * NX * k
     bb = mi[W_BB] + NX * k
-    for i in range(n):
-        w[at(bb + i)] = 0.0
-        for j in range(n):
-            w[at(Mb + i * NX + j)] = 0.0
+    for a in range(nm):       # what the node loop accumulates: modal bias, omega rows and modal block
+        w[at(bb + 6 + a)] = 0.0
+        for i in range(3):
+            w[at(Mb + i * NX + 6 + a)] = 0.0
+        for f in range(a, nm):
+            w[at(Mb + (6 + a) * NX + 6 + f)] = 0.0
     Vk = mi[W_V] + 6 * k
     om0, om1, om2 = w[at(Vk)], w[at(Vk + 1)], w[at(Vk + 2)]
     eta = mi[W_POS] + first_mode(mi, k)
@@ -300,22 +302,18 @@ def body_inertia(mi, mf, w, k):
     # node rotary inertia (constant in the body frame): sum J, sum J Lambda, sum Lambda^T J Lambda
     Js = mi[MF_JSUM] + 9 * k
     JL = mi[MF_JL] + 3 * NM * k
-    w[at(Mb)] = I00 + mf[at(Js)]
-    w[at(Mb + 1)] = I01 + mf[at(Js + 1)]
-    w[at(Mb + 2)] = I02 + mf[at(Js + 2)]
-    w[at(Mb + NX + 1)] = I11 + mf[at(Js + 4)]
-    w[at(Mb + NX + 2)] = I12 + mf[at(Js + 5)]
-    w[at(Mb + 2 * NX + 2)] = I22 + mf[at(Js + 8)]
-    # omega-v block: m skew(r) (moment = m r x a), and m I
-    w[at(Mb + 4)] = -c2
-    w[at(Mb + 5)] = c1
-    w[at(Mb + NX + 3)] = c2
-    w[at(Mb + NX + 5)] = -c0
-    w[at(Mb + 2 * NX + 3)] = -c1
-    w[at(Mb + 2 * NX + 4)] = c0
-    w[at(Mb + 3 * NX + 3)] = mass
-    w[at(Mb + 4 * NX + 4)] = mass
-    w[at(Mb + 5 * NX + 5)] = mass
+    # the rigid block (upper triangle): sum m (|r|^2 I - r r^T) + sum J, m skew(r) (moment = m r x a), m I
+    rigid = (I00 + mf[at(Js)], I01 + mf[at(Js + 1)], I02 + mf[at(Js + 2)], 0.0, -c2, c1,
+             I11 + mf[at(Js + 4)], I12 + mf[at(Js + 5)], c2, 0.0, -c0,
+             I22 + mf[at(Js + 8)], -c1, c0, 0.0,
+             mass, 0.0, 0.0,
+             mass, 0.0,
+             mass)
+    x = 0
+    for i in range(6):
+        for j in range(i, 6):
+            w[at(Mb + i * NX + j)] = rigid[x]
+            x += 1
     for i in range(3):
         for a in range(nm):
             w[at(Mb + i * NX + 6 + a)] += mf[at(JL + i * NM + a)]
@@ -342,12 +340,12 @@ def body_inertia(mi, mf, w, k):
         h0 += mf[at(JL + a)] * ed
         h1 += mf[at(JL + NM + a)] * ed
         h2 += mf[at(JL + 2 * NM + a)] * ed
-    w[at(bb)] += n0 + om1 * h2 - om2 * h1
-    w[at(bb + 1)] += n1 + om2 * h0 - om0 * h2
-    w[at(bb + 2)] += n2 + om0 * h1 - om1 * h0
-    w[at(bb + 3)] += f0
-    w[at(bb + 4)] += f1
-    w[at(bb + 5)] += f2
+    w[at(bb)] = n0 + om1 * h2 - om2 * h1
+    w[at(bb + 1)] = n1 + om2 * h0 - om0 * h2
+    w[at(bb + 2)] = n2 + om0 * h1 - om1 * h0
+    w[at(bb + 3)] = f0
+    w[at(bb + 4)] = f1
+    w[at(bb + 5)] = f2
     # symmetrize
     for i in range(n):
         for j in range(i + 1, n):
