@@ -44,7 +44,7 @@ def solve_both(asm, pos, vel, tau, cK=0.0, cD=0.0, t=0.3):
     dm = screw_dae_arrays.build(km)
     dw = screw_dae_arrays.make_work(dm)
     a_aba, a_dae = np.zeros(nq), np.zeros(nq)
-    assert aba_forward_dynamics(km, w, t, pos, vel, tau, pos, vel, cK, cD, a_aba)
+    assert aba_forward_dynamics(km.mi, km.mf, w.w, t, pos, vel, tau, pos, vel, cK, cD, a_aba)
     assert dae_forward_dynamics(dm, dw, t, pos, vel, tau, pos, vel, cK, cD, a_dae)
     return (a_aba, w.fj[:nb].copy()), (a_dae, dw.wrench[:nb].copy())
 
@@ -123,7 +123,7 @@ def test_a_wrong_link_inertia_breaks_the_agreement():
     dm.node[2, 0] *= 1.01
     dw = screw_dae_arrays.make_work(dm)
     a1, a2 = np.zeros(lay.nq), np.zeros(lay.nq)
-    aba_forward_dynamics(km, w, 0.0, pos, vel, tau, pos, vel, 0.0, 0.0, a1)
+    aba_forward_dynamics(km.mi, km.mf, w.w, 0.0, pos, vel, tau, pos, vel, 0.0, 0.0, a1)
     dae_forward_dynamics(dm, dw, 0.0, pos, vel, tau, pos, vel, 0.0, 0.0, a2)
     assert rel(a2, a1) > 1e3 * TOL
     assert rel(dw.wrench[: lay.n_joints], w.fj[: lay.n_joints]) > 1e3 * TOL

@@ -44,8 +44,7 @@ from hil.dynamics.simulate import ControllerSource, run_columns, simulate
 from hil.logs.runlog import open_writer
 from hil.model.assembly import Assembled, assemble
 from hil.model.config import load_model
-from hil.kernels.aba import forward_kinematics, prepare
-from hil.kernels.oracle import mass_matrix
+from hil.kernels import oracle
 from hil.model.assembly import make_work
 from hil.model.linearize import servo_modes_hz, stiffness_and_mass
 
@@ -265,11 +264,8 @@ def spd_over_run(asm: Assembled, pos: np.ndarray) -> tuple[np.ndarray, np.ndarra
 def mass_matrix_at(asm: Assembled, pos: np.ndarray) -> np.ndarray:
     """Joint-and-modal mass matrix at pos (composite-body oracle, hil.kernels.oracle)."""
     km = asm.km
-    w = make_work(km)
-    prepare(km, w, 0.0, pos, np.zeros_like(pos))
-    forward_kinematics(km, w)
     M = np.zeros((len(pos), len(pos)))
-    mass_matrix(km, w, 0.0, 0.0, M)
+    oracle.mass_matrix_at(km.mi, km.mf, make_work(km).w, 0.0, pos, np.zeros_like(pos), M)
     return M
 
 

@@ -72,8 +72,8 @@ class OfflineStepper:
 
     def _advance(self, n: int, tau1: np.ndarray) -> float:
         p = self.plant
-        ok = offline.advance(p.km, p.work, p.t, p.pos, p.vel, p.tau, tau1, p.dt, n, self._method, self.linear,
-                             self.tol or 0.0, self._scratch)
+        ok = offline.advance(p.km.mi, p.km.mf, p.work.w, p.t, p.pos, p.vel, p.tau, tau1, p.dt, n, self._method,
+                             self.linear, self.tol or 0.0, self._scratch)
         if not ok:
             raise SimulationError(f"t = {p.t + p.dt:.6f} s: non-finite state or singular inertia "
                                   f"({p.plan.method}, {n} substep(s) per {p.dt * 1e3:g} ms step)")

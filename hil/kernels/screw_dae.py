@@ -37,18 +37,19 @@ M_sys is singular; the joint's torque balance fills that row.
 import numpy as np
 from numba import njit
 
-from .aba import joint_torques_arrays, motor_accelerations_arrays, prepare_arrays
+from .joints import impose_prescribed_motion, link_torques, rotor_accelerations
 from .layout import JOINT_PRESCRIBED
-from .screw_dae_arrays import B_MO, B_NM, B_NMP, B_NODE0, B_NODE1, B_PARENT, D_NB, D_NETA, D_NM, D_NQ
-from .spatial import axis_rotation, xyz_rate_bias, xyz_rotation
+from .screw_dae_arrays import B_MO, B_NM, B_NMP, B_NODE0, B_NODE1, B_PARENT, D_NB, D_NM
+from .spatial import axis_rotation, xyz_rotation
 
 
 @njit(cache=True)
 def station_frame(stat, s, NM, pos, vel, e0, nm, M33, V3, Ghat):
     """Deformed frame of station s relative to the body carrying it (modes pos/vel[e0:e0 + nm]).
 
-    M33[0] = R_s = Rxyz(Lambda eta) R0 (the station axes in body axes), M33[1] = Rxyz, M33[2] = E
-    (rotation-vector rate -> angular velocity); V3[0] = r (position), V3[1] = theta = Lambda eta,
+    M33 (flat, 3 x 3 matrices at 0, 9, 18, 27 and a 3-vector at 36): M33[0:9] = R_s = Rxyz(Lambda eta) R0
+    (the station axes in body axes), M33[9:18] = Rxyz, M33[18:27] = E (rotation-vector rate -> angular
+    velocity); V3[0] = r (position), V3[1] = theta = Lambda eta,
     V3[2] = theta_dot, V3[3] = omega_rel = E theta_dot, V3[4] = r_dot = Ghat eta_dot,
     V3[5] = dE/dt theta_dot, V3[6] = e_x eta_dot^T S eta_dot; Ghat = Gamma + e_x (S eta)^T.
     """
@@ -84,12 +85,13 @@ def station_frame(stat, s, NM, pos, vel, e0, nm, M33, V3, Ghat):
         V3[2, i] = thd
         V3[4, i] = rd
     V3[0, 0] += 0.5 * fs
-    xyz_rotation(V3[1, 0], V3[1, 1], V3[1, 2], M33, 1, 2)
+    xyz_rotation(V3[1, 0], V3[1, 1], V3[1, 2], M33, 9, 18, 36, V3[2, 0], V3[2, 1], V3[2, 2])
     for i in range(3):
         for j in range(3):
-            M33[0, i, j] = M33[1, i, 0] * stat[s, 3 + j] + M33[1, i, 1] * stat[s, 6 + j] + M33[1, i, 2] * stat[s, 9 + j]
-        V3[3, i] = M33[2, i, 0] * V3[2, 0] + M33[2, i, 1] * V3[2, 1] + M33[2, i, 2] * V3[2, 2]
-    V3[5, 0], V3[5, 1], V3[5, 2] = xyz_rate_bias(V3[1, 0], V3[1, 1], V3[2, 0], V3[2, 1], V3[2, 2])
+            M33[3 * i + j] = (M33[9 + 3 * i] * stat[s, 3 + j] + M33[9 + 3 * i + 1] * stat[s, 6 + j]
+                              + M33[9 + 3 * i + 2] * stat[s, 9 + j])
+        V3[3, i] = M33[18 + 3 * i] * V3[2, 0] + M33[18 + 3 * i + 1] * V3[2, 1] + M33[18 + 3 * i + 2] * V3[2, 2]
+    V3[5, 0], V3[5, 1], V3[5, 2] = M33[36], M33[37], M33[38]
     V3[6, 0] = qs
     V3[6, 1] = 0.0
     V3[6, 2] = 0.0
@@ -105,11 +107,11 @@ def link_kinematics(k, nb, NM, body, stat, axis, pos, vel, Rpc, ppc, Rw, pw, V, 
     oL = 12 + 3 * NM
     station_frame(stat, k, NM, pos, vel, e0, nmp, M33, V3, Ghat)
     ax0, ax1, ax2 = axis[k, 0], axis[k, 1], axis[k, 2]
-    axis_rotation(ax0, ax1, ax2, pos[k], M33, 3)
+    axis_rotation(ax0, ax1, ax2, np.cos(pos[k]), np.sin(pos[k]), M33, 27)
     for i in range(3):
         ppc[k, i] = V3[0, i]
         for j in range(3):
-            Rpc[k, i, j] = M33[0, i, 0] * M33[3, 0, j] + M33[0, i, 1] * M33[3, 1, j] + M33[0, i, 2] * M33[3, 2, j]
+            Rpc[k, i, j] = M33[3 * i] * M33[27 + j] + M33[3 * i + 1] * M33[30 + j] + M33[3 * i + 2] * M33[33 + j]
     for i in range(3):
         if par < 0:
             pw[k, i] = ppc[k, i]
@@ -150,9 +152,9 @@ def link_kinematics(k, nb, NM, body, stat, axis, pos, vel, Rpc, ppc, Rw, pw, V, 
         Phi[k, 3 + i, 1] = -(c2 * r0 - c0 * r2)
         Phi[k, 3 + i, 2] = -(c0 * r1 - c1 * r0)
         for a in range(nmp):           # modal columns: Rpc^T E Lambda (angular), Rpc^T Ghat (linear)
-            el0 = M33[2, 0, 0] * stat[k, oL + a] + M33[2, 0, 1] * stat[k, oL + NM + a] + M33[2, 0, 2] * stat[k, oL + 2 * NM + a]
-            el1 = M33[2, 1, 0] * stat[k, oL + a] + M33[2, 1, 1] * stat[k, oL + NM + a] + M33[2, 1, 2] * stat[k, oL + 2 * NM + a]
-            el2 = M33[2, 2, 0] * stat[k, oL + a] + M33[2, 2, 1] * stat[k, oL + NM + a] + M33[2, 2, 2] * stat[k, oL + 2 * NM + a]
+            el0 = M33[18] * stat[k, oL + a] + M33[19] * stat[k, oL + NM + a] + M33[20] * stat[k, oL + 2 * NM + a]
+            el1 = M33[21] * stat[k, oL + a] + M33[22] * stat[k, oL + NM + a] + M33[23] * stat[k, oL + 2 * NM + a]
+            el2 = M33[24] * stat[k, oL + a] + M33[25] * stat[k, oL + NM + a] + M33[26] * stat[k, oL + 2 * NM + a]
             Phi[k, i, 6 + a] = c0 * el0 + c1 * el1 + c2 * el2
             Phi[k, 3 + i, 6 + a] = c0 * Ghat[0, a] + c1 * Ghat[1, a] + c2 * Ghat[2, a]
     # relative angular velocity w_r = Rpc^T omega_rel + s q_dot; kappa += (omega_k - s qd) x w_r, -w_r x v_k
@@ -488,12 +490,8 @@ def forward_dynamics_blocks(dm, dw, t, pos, vel, tau, el_pos, el_vel, cK, cD, bl
     """forward_dynamics with blocks[k] added to body k's modal mass (hil.kernels.aba.forward_dynamics_blocks)."""
     nb = dm.dims[D_NB]
     NM = dm.dims[D_NM]
-    nq = dm.dims[D_NQ]
-    off = nb + dm.dims[D_NETA]
-    prepare_arrays(nq, nb, dm.drive, dm.prof_kind, dm.prof_par, dm.tab_off, dm.tab_n, dm.tab_t, dm.tab_c, t, pos, vel,
-                   dw.pos, dw.vel, dw.qdd_pres)
-    joint_torques_arrays(nb, off, dm.mot, dm.kspring, dm.dspring, dm.viscous, dm.coulomb, dm.jpar, dw.pos, dw.vel,
-                         tau, dw.tauj)
+    impose_prescribed_motion(dm.mi, dm.mf, t, pos, vel, dw.pos, 0, dw.vel, 0, dw.qdd_pres, 0)
+    link_torques(dm.mi, dm.mf, dw.pos, 0, dw.vel, 0, tau, dw.tauj, 0)
     for k in range(nb):
         link_kinematics(k, nb, NM, dm.body, dm.stat, dm.axis, dw.pos, dw.vel, dw.Rpc, dw.ppc, dw.Rw, dw.pw, dw.V,
                         dw.kap, dw.Phi, dw.M33, dw.V3, dw.Ghat)
@@ -506,6 +504,5 @@ def forward_dynamics_blocks(dm, dw, t, pos, vel, tau, el_pos, el_vel, cK, cD, bl
         return False
     back_substitute(nb, dm.body, dm.axis, dm.drive, dw.qdd_pres, dw.Phi, dw.kap, dw.W, dw.y, dw.z, dw.wrench,
                     dw.tau_joint, acc)
-    motor_accelerations_arrays(nb, off, dm.mot, dm.mot_inertia, dm.viscous, dm.coulomb, dm.jpar, dm.drive, dw.vel,
-                               tau, dw.tauj, acc)
+    rotor_accelerations(dm.mi, dm.mf, dw.vel, 0, tau, dw.tauj, 0, acc)
     return True

@@ -2,9 +2,9 @@
 
 The DAE kernel keeps its own copy of the link geometry and inertia (nodes, joint and output
 stations) in a few flat arrays with fixed row widths, so that it shares no buffer with the
-articulated-body kernel; it refers to the run-time joint arrays of the kernel model (drive state,
-profiles, friction, rotor and spring data, modal stiffness and damping) which the drives and the
-fault engine change in place while the plant runs. ``pack`` refills the copied arrays after a
+articulated-body kernel; it refers to the kernel model's flat arrays for the run-time joint data
+(drive state, profiles, friction, rotor and spring data, modal stiffness and damping) which the
+drives and the fault engine change in place while the plant runs. ``pack`` refills the copied arrays after a
 change of the kernel model's geometry (a payload fault re-assembles the model in place).
 
 Row layouts (NM = the largest number of modes of one body; offsets from the helpers below):
@@ -35,9 +35,9 @@ N_BODY_COLS = 6
 
 DaeModel = namedtuple("DaeModel", [
     "dims", "body", "node", "rot", "stat", "stat_body", "axis", "gravity",
-    # run-time joint arrays of the kernel model (shared, written by drives and faults)
-    "drive", "prof_kind", "prof_par", "tab_off", "tab_n", "tab_t", "tab_c", "jpar", "viscous", "coulomb",
-    "armature", "mot", "mot_inertia", "kspring", "dspring", "Kmod", "Dmod", "fitted",
+    # the kernel model's flat arrays (the joint laws of hil.kernels.joints read them) and views of its
+    # run-time joint arrays, shared: the drives and faults write them
+    "mi", "mf", "drive", "armature", "Kmod", "Dmod", "fitted",
 ])
 
 DaeWork = namedtuple("DaeWork", [
@@ -84,10 +84,7 @@ def build(km) -> DaeModel:
         node=np.zeros((max(n_nodes, 1), node_width(NM))), rot=np.zeros((max(nb, 1), rot_width(NM))),
         stat=np.zeros((max(n_st, 1), stat_width(NM))), stat_body=-np.ones(max(n_st, 1), np.int64),
         axis=np.zeros((max(nb, 1), 3)), gravity=np.zeros(3),
-        drive=km.drive, prof_kind=km.prof_kind, prof_par=km.prof_par, tab_off=km.tab_off, tab_n=km.tab_n,
-        tab_t=km.tab_t, tab_c=km.tab_c, jpar=km.jpar, viscous=km.viscous, coulomb=km.coulomb,
-        armature=km.armature, mot=km.mot, mot_inertia=km.mot_inertia, kspring=km.kspring, dspring=km.dspring,
-        Kmod=km.Kmod, Dmod=km.Dmod, fitted=km.fitted)
+        mi=km.mi, mf=km.mf, drive=km.drive, armature=km.armature, Kmod=km.Kmod, Dmod=km.Dmod, fitted=km.fitted)
     pack(dm, km)
     return dm
 
@@ -129,6 +126,6 @@ def make_work(dm: DaeModel) -> DaeWork:
         Rpc=z((nb1, 3, 3)), ppc=z((nb1, 3)), Rw=z((nb1, 3, 3)), pw=z((nb1, 3)), V=z((nb1, 6)), kap=z((nb1, 6)),
         Phi=z((nb1, 6, nx)), Mk=z((nb1, nx, nx)), hk=z((nb1, nx)), A=z((nb1, n, n)), r=z((nb1, n)),
         piv=np.zeros((nb1, n), np.int64), W=z((nb1, n, nx)), y=z((nb1, n)), z=z((nb1, n)), wrench=z((nb1, 6)),
-        Ghat=z((3, NM)), M33=z((4, 3, 3)), V3=z((8, 3)), cols=z((6, n)), QPhi=z((6, nx)),
+        Ghat=z((3, NM)), M33=z(39), V3=z((8, 3)), cols=z((6, n)), QPhi=z((6, nx)),
         k1=z(nq), k2=z(nq), k3=z(nq), k4=z(nq), ps=z(nq), vs=z(nq), pe=z(nq), acc=z(nq), so=z((8, 3)),
     )

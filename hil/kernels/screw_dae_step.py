@@ -55,7 +55,7 @@ def advance(dm, dw, t, pos, vel, tau, dt, nsub, method):
                 vel[i] += h * acc[i]
     for k in range(dm.dims[D_NB]):
         if dm.drive[k] == JOINT_PRESCRIBED:
-            q, qd, _ = profiles.evaluate(dm.prof_kind, dm.prof_par, dm.tab_off, dm.tab_n, dm.tab_t, dm.tab_c, k, t + dt)
+            q, qd, _ = profiles.evaluate(dm.mi, dm.mf, k, t + dt)
             pos[k] = q
             vel[k] = qd
     for i in range(nq):
@@ -95,7 +95,7 @@ def fitted_advance(dm, dw, t, pos, vel, tau, dt, nsub):
             vel[i] += h * acc[i]
     for k in range(nb):
         if dm.drive[k] == JOINT_PRESCRIBED:
-            q, qd, _ = profiles.evaluate(dm.prof_kind, dm.prof_par, dm.tab_off, dm.tab_n, dm.tab_t, dm.tab_c, k, t + dt)
+            q, qd, _ = profiles.evaluate(dm.mi, dm.mf, k, t + dt)
             pos[k] = q
             vel[k] = qd
     for i in range(nq):
@@ -131,7 +131,7 @@ def station_state(dm, dw, s, out):
             so[0, i] += G[i, a] * dd
             el = 0.0
             for j in range(3):
-                el += M33[2, i, j] * dm.stat[st, 12 + 3 * NM + j * NM + a]
+                el += M33[18 + 3 * i + j] * dm.stat[st, 12 + 3 * NM + j * NM + a]
             so[1, i] += el * dd
     c0, c1, c2 = o1 * r2 - o2 * r1, o2 * r0 - o0 * r2, o0 * r1 - o1 * r0                   # omega x r
     a0, a1, a2 = z[k, 6], z[k, 7], z[k, 8]
@@ -156,7 +156,7 @@ def station_state(dm, dw, s, out):
         p = dw.pw[k, i]
         for j in range(3):
             p += R[k, i, j] * V3[0, j]
-            out[3 + 3 * i + j] = R[k, i, 0] * M33[0, 0, j] + R[k, i, 1] * M33[0, 1, j] + R[k, i, 2] * M33[0, 2, j]
+            out[3 + 3 * i + j] = R[k, i, 0] * M33[j] + R[k, i, 1] * M33[3 + j] + R[k, i, 2] * M33[6 + j]
         out[i] = p
         for q in range(4):
             out[12 + 3 * q + i] = R[k, i, 0] * so[2 + q, 0] + R[k, i, 1] * so[2 + q, 1] + R[k, i, 2] * so[2 + q, 2]
