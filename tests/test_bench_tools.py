@@ -59,13 +59,16 @@ def test_quick_json_has_every_section(quick_report):
         t = ella["timings"][key]
         assert t["min_us"] <= t["us"] <= t["max_us"]
     assert ella["plan"]["describe"] and ella["plan"]["substeps"] >= 1
+    if (ella["plan"]["method"], ella["plan"]["substeps"]) != ("rk4", 1):       # the plan's own step, timed too
+        assert {"plan_step_kernel", "plan_step_python"} <= ella["timings"].keys()
     sc = rep["scaling"]
     assert [r["links"] for r in sc["rows"]] == list(bench_kernel.SCALING_LINKS_QUICK)
     assert all(r["ok"] and r["max_rel_diff"] < 1e-8 for r in sc["rows"])
     assert "crossover_links" in sc and math.isfinite(sc["exponent"]["aba"]) and math.isfinite(sc["exponent"]["dense"])
     dae = rep["screw_dae"]
     assert [r["links"] for r in dae["rows"]] == ["ella", *bench_kernel.SCALING_LINKS_QUICK]
-    assert all(r["ok"] and r["max_rel_diff"] < 1e-9 and r["dae_us"] > 0 for r in dae["rows"])
+    assert all(r["ok"] and r["max_rel_diff"] < 1e-9 and r["dae_us"] > 0 and r["dae_python_us"] > 0
+               for r in dae["rows"])
     assert dae["per_link"]["dae_us"] > 0 and dae["per_link"]["aba_us"] > 0
 
 
@@ -106,7 +109,8 @@ def test_hil_bench_kernel_tables(capsys, quick_report):
     assert code == 0
     assert out.startswith("host")
     assert "OPENBLAS_CORETYPE" in out and "integrator plan:" in out
-    assert "forward dynamics (ABA)" in out and "1 ms step (advance)" in out and "[" in out   # median [spread]
+    assert "forward dynamics (ABA)" in out and "1 ms step, RK4 x 1" in out and "[" in out   # median [spread]
+    assert "1 ms step, fitted_midpoint x 2" in out                                 # ELLA's plan (auto)
     assert ("PASS" in out) or ("MISS" in out)
     assert "2. rigid limit" not in out and "3. scaling" not in out
 

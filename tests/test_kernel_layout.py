@@ -9,7 +9,7 @@ from numba.core.errors import TypingError
 
 from hil.dynamics.plant import Plant
 from hil.kernels import layout
-from hil.kernels.aba import forward_dynamics
+from hil.kernels.aba import forward_dynamics, forward_dynamics_blocks
 from hil.kernels.jit import kernel
 from hil.model.assembly import KernelModel, assemble, make_work
 from hil.model.config import load_model
@@ -64,6 +64,26 @@ def test_a_write_through_a_named_view_reaches_the_kernel(asm):
         km.viscous[0] = nominal
     assert km.mf[km.mi[layout.MF_VISCOUS]] == nominal
     assert not np.allclose(acc[0], acc[1])
+
+
+def test_the_fitted_blocks_reach_the_modal_mass_of_their_body(asm):
+    """forward_dynamics_blocks adds the model block fitted[FIT_C] to each body's modal mass: with
+    C = cK K + cD D it equals the implicit added mass cK K + cD D, and without the flag it is not added."""
+    km, w = asm.km, make_work(asm.km).w
+    rng = np.random.default_rng(5)
+    pos, vel = random_state(rng, asm.layout.nq, asm.layout.n_joints, asm.pos0)
+    tau = rng.normal(size=asm.layout.n_joints)
+    cK, cD = 2.5e-5, 5e-3
+    acc = [np.zeros(asm.layout.nq) for _ in range(3)]
+    km.fitted[layout.FIT_C] = cK * km.Kmod + cD * km.Dmod
+    try:
+        assert forward_dynamics(km.mi, km.mf, w, 0.0, pos, vel, tau, pos, vel, cK, cD, acc[0])
+        assert forward_dynamics_blocks(km.mi, km.mf, w, 0.0, pos, vel, tau, pos, vel, 0.0, 0.0, True, acc[1])
+        assert forward_dynamics_blocks(km.mi, km.mf, w, 0.0, pos, vel, tau, pos, vel, 0.0, 0.0, False, acc[2])
+    finally:
+        km.fitted[:] = 0.0
+    np.testing.assert_allclose(acc[1], acc[0], rtol=0, atol=1e-12 * np.max(np.abs(acc[0])))
+    assert np.max(np.abs(acc[2] - acc[0])) > 1e-6 * np.max(np.abs(acc[0]))
 
 
 def test_a_block_of_the_wrong_shape_is_refused(asm):

@@ -4,7 +4,8 @@ checkout's own preset and `serial_frame` map behind an in-memory link in afap mo
 answering the holding torque between cycles, `Emulator.step_once` timed by its own clock.
 
 With --kernel, the rows of `hil bench kernel` instead (ELLA forward dynamics and 1 ms step in numba
-and from Python, the rigid chains against pin.aba, `hil simulate` of ELLA for 10 s from the shell):
+and from Python (the step "step" of the checkout's bench_ella, "plan step" its integrator plan's where that is
+not RK4 with one substep), the rigid chains against pin.aba, `hil simulate` of ELLA for 10 s from the shell):
 each checkout's own tools.bench_kernel measures its own kernels, all with one timer defined here
 (CPU time, median of --repeats), so the checkouts are compared like for like, in turn.
 
@@ -114,6 +115,9 @@ e = b.bench_ella(timer, b.DEFAULT_CONFIG)
 p = b.bench_pinocchio(timer, (3, 7, 30))
 rows = {"fd kernel": e["timings"]["aba_kernel"], "fd Python": e["timings"]["aba_python"],
         "step kernel": e["timings"]["step_kernel"], "step Python": e["timings"]["step_python"]}
+for key, row in (("plan_step_kernel", "plan step kernel"), ("plan_step_python", "plan step Python")):
+    if key in e["timings"]:
+        rows[row] = e["timings"][key]
 for r in p.get("chains", []):
     rows[f"chain {r['joints']} kernel / pin.aba"] = {"us": r["ours_kernel_us"] / r["pinocchio_us"]}
     rows[f"chain {r['joints']} Python / pin.aba"] = {"us": r["ours_python_us"] / r["pinocchio_us"]}

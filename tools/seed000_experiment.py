@@ -242,9 +242,9 @@ def inertia_spd_margin(plant: Plant) -> float:
     (seed 000 eq. 78: per link the rigid, coupling and modal blocks, eqs. 10, 11, 64, 65), from
     the DAE kernel's last evaluation; positive when every operator is positive definite."""
     plant.evaluate()
-    w = plant.dae_work
+    Mk = plant.work.dae_Mk
     nx = [6 + int(n) for n in plant.km.nm[: plant.layout.n_joints]]
-    return float(min(np.linalg.eigvalsh(w.Mk[k, :n, :n])[0] for k, n in enumerate(nx)))
+    return float(min(np.linalg.eigvalsh(Mk[k, :n, :n])[0] for k, n in enumerate(nx)))
 
 
 def spd_over_run(asm: Assembled, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -48,7 +48,7 @@ class OfflineStepper:
         if tol is not None and not (tol > 0 and plant.plan.method == "rk4"):
             raise ValueError(f"tol = {tol!r} with {plant.plan.method}: error control needs tol > 0 and the "
                              "rk4 integrator (its embedded error estimate)")
-        if plant.plan.method not in ("rk4", "imex_midpoint", "fitted_midpoint") or plant.dae is not None:
+        if plant.plan.method not in ("rk4", "imex_midpoint", "fitted_midpoint") or plant.dae:
             raise ValueError(f"offline stepping supports rk4, imex_midpoint and fitted_midpoint with the "
                              f"articulated-body formulation, not {plant.plan.method} / {plant.formulation}")
         self.plant = plant

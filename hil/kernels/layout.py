@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Callable, NamedTuple
 
 import numpy as np
+from numba.extending import register_jitable
 
 from .jit import kernel
 
@@ -128,6 +129,13 @@ MF_OS_R0 = _mf("os_R0", lambda s: (s.ns, 3, 3))
 MF_OS_G = _mf("os_G", lambda s: (s.ns, 3, s.NM))
 MF_OS_L = _mf("os_L", lambda s: (s.ns, 3, s.NM))
 MF_OS_S = _mf("os_S", lambda s: (s.ns, s.NM, s.NM))
+# the screw-theoretic DAE kernel's own copy of the geometry and inertia, rows of fixed width
+# (hil.kernels.screw_dae_arrays: row layouts; filled by its pack)
+MF_DAE_NODE = _mf("dae_node", lambda s: (s.nnode, dae_node_width(s.NM)))
+MF_DAE_ROT = _mf("dae_rot", lambda s: (s.nb, dae_rot_width(s.NM)))
+MF_DAE_STAT = _mf("dae_stat", lambda s: (s.nb + s.ns, dae_stat_width(s.NM)))   # joint stations, then output ones
+MF_DAE_AXIS = _mf("dae_axis", lambda s: (s.nb, 3))
+MF_DAE_GRAVITY = _mf("dae_gravity", lambda s: (3,))
 
 # ----------------------------------------------------------------------------- model, integers
 MI_PARENT = _mi("parent", lambda s: (s.nb,))                # -1: the base
@@ -141,6 +149,8 @@ MI_MOT = _mi("mot", lambda s: (s.nb,))                      # rotor index, -1 fo
 MI_NODE_OFF = _mi("node_off", lambda s: (s.nb + 1,))        # nodes of body k: node_off[k] .. node_off[k + 1]
 MI_OS_BODY = _mi("os_body", lambda s: (s.ns,))              # the body an output station sits on
 MI_AXIAL = _mi("axial", lambda s: (s.nb,))                  # 1: a node of the body moves along x with its modes
+MI_DAE_BODY = _mi("dae_body", lambda s: (s.nb, DAE_BODY_COLS))     # the DAE kernel's body rows
+MI_DAE_STAT_BODY = _mi("dae_stat_body", lambda s: (s.nb + s.ns,))   # the body carrying each station (-1: the base)
 
 # ----------------------------------------------------------------------------- work
 # The state the last evaluation solved (the prescribed joints' motion imposed) and its joint laws
@@ -202,6 +212,34 @@ W_PS = _w("ps", lambda s: (s.nq,))
 W_VS = _w("vs", lambda s: (s.nq,))
 W_PE = _w("pe", lambda s: (s.nq,))
 W_ACC = _w("acc", lambda s: (s.nq,))
+# the screw-theoretic DAE kernel (hil.kernels.screw_dae; its integrators use the stage vectors above)
+W_DAE_POS = _w("dae_pos", lambda s: (s.nq,))
+W_DAE_VEL = _w("dae_vel", lambda s: (s.nq,))
+W_DAE_QDD_PRES = _w("dae_qdd_pres", lambda s: (s.nb1,))
+W_DAE_TAUJ = _w("dae_tauj", lambda s: (s.nb1,))
+W_DAE_TAU_JOINT = _w("dae_tau_joint", lambda s: (s.nb1,))
+W_DAE_RPC = _w("dae_Rpc", lambda s: (s.nb1, 3, 3))
+W_DAE_PPC = _w("dae_ppc", lambda s: (s.nb1, 3))
+W_DAE_RW = _w("dae_Rw", lambda s: (s.nb1, 3, 3))
+W_DAE_PW = _w("dae_pw", lambda s: (s.nb1, 3))
+W_DAE_V = _w("dae_V", lambda s: (s.nb1, 6))
+W_DAE_KAP = _w("dae_kap", lambda s: (s.nb1, 6))
+W_DAE_PHI = _w("dae_Phi", lambda s: (s.nb1, 6, s.NX))
+W_DAE_MK = _w("dae_Mk", lambda s: (s.nb1, s.NX, s.NX))
+W_DAE_HK = _w("dae_hk", lambda s: (s.nb1, s.NX))
+W_DAE_A = _w("dae_A", lambda s: (s.nb1, dae_block(s.NM), dae_block(s.NM)))
+W_DAE_R = _w("dae_r", lambda s: (s.nb1, dae_block(s.NM)))
+W_DAE_PIV = _w("dae_piv", lambda s: (s.nb1, dae_block(s.NM)))       # pivot rows (integers held as floats)
+W_DAE_W = _w("dae_W", lambda s: (s.nb1, dae_block(s.NM), s.NX))
+W_DAE_Y = _w("dae_y", lambda s: (s.nb1, dae_block(s.NM)))
+W_DAE_Z = _w("dae_z", lambda s: (s.nb1, dae_block(s.NM)))
+W_DAE_WRENCH = _w("dae_wrench", lambda s: (s.nb1, 6))
+W_DAE_GHAT = _w("dae_Ghat", lambda s: (3, s.NM))
+W_DAE_M33 = _w("dae_M33", lambda s: (39,))
+W_DAE_V3 = _w("dae_V3", lambda s: (8, 3))
+W_DAE_COLS = _w("dae_cols", lambda s: (6, dae_block(s.NM)))
+W_DAE_QPHI = _w("dae_QPhi", lambda s: (6, s.NX))
+W_DAE_SO = _w("dae_so", lambda s: (8, 3))
 
 N_HEADER = N_DIMS + len(_SLOTS)
 
@@ -227,6 +265,33 @@ METHOD_FITTED = 3      # the fitted implicit midpoint (hil.kernels.fitted_midpoi
 FIT_B = 0     # B: the modes' midpoint position q_e + h^2 B a
 FIT_C = 1     # C = h^2 K B + h/2 D (symmetrised): the implicit operator added to the modal mass
 N_FIT = 2
+
+# the DAE kernel's rows (hil.kernels.screw_dae_arrays): dae_body columns, the widths of the other rows, and the
+# unknowns of one link's block (its inboard interaction wrench, its spatial acceleration, its modal accelerations);
+# the widths are plain functions in Python and inlined in the kernels (register_jitable)
+DAE_PARENT, DAE_NM, DAE_MO, DAE_NODE0, DAE_NODE1, DAE_NMP = range(6)
+DAE_BODY_COLS = 6
+
+
+@register_jitable
+def dae_node_width(NM: int) -> int:
+    return 4 + 3 * NM + NM * NM
+
+
+@register_jitable
+def dae_rot_width(NM: int) -> int:
+    return 9 + 3 * NM + NM * NM
+
+
+@register_jitable
+def dae_stat_width(NM: int) -> int:
+    return 12 + 6 * NM + NM * NM
+
+
+@register_jitable
+def dae_block(NM: int) -> int:
+    return 12 + NM
+
 
 # prof_kind: the law of a prescribed joint (hil.kernels.profiles)
 MOTION_CONSTANT = 0

@@ -16,6 +16,7 @@ from config_schema import raise_problem
 from hil.model import spec as md
 from hil.model.modal import BeamModes, beam_modes
 from hil.kernels import layout as lay_
+from hil.kernels import screw_dae_arrays
 from hil.kernels.layout import (JOINT_PRESCRIBED, JOINT_TORQUE_DRIVEN, JP_COUL_VS, JP_STRIBECK, JP_STRIB_VS, JP_BRAKE_VS,
                                 JP_BACKLASH, N_JP, N_FIT, MOTION_CONSTANT, MOTION_SPINUP, MOTION_CYCLOIDAL,
                                 MOTION_TABLE)
@@ -458,7 +459,9 @@ def assemble(model: md.Model) -> Assembled:
     )
     sizes = lay_.Sizes(nb=nb, neta=neta, nmot=nmot, NM=NM, nq=nq, ns=max(ns, 1), nnode=len(nd["m"]),
                        ntab=len(tab_t))
-    km = KernelModel(sizes, blocks)
+    dae = {name: np.zeros(shape) for name, (_, _, shape) in lay_.offsets(sizes)[0].items() if name.startswith("dae_")}
+    km = KernelModel(sizes, {**blocks, **dae})
+    screw_dae_arrays.pack(km)               # the DAE kernel's copy of the geometry and inertia
     layout = Layout(
         joint_names=[b.joint.name for b in bodies], body_names=names,
         mode_labels=[[] if m is None else list(m.labels) for m in modes], mode_offsets=[int(x) for x in mo],
