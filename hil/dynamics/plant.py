@@ -19,7 +19,6 @@ from hil.kernels import integrate
 from hil.kernels.cycle import step_and_sample
 from hil.kernels.aba import forward_kinematics, prepare
 from hil.kernels.oracle import mass_matrix_at
-from hil.kernels import screw_dae, screw_dae_step
 from hil.kernels.outputs import STATION_FIELDS, energy, evaluate, power, station_state
 from hil.model.linearize import rest_state
 from hil.model import midpoint_fit
@@ -60,10 +59,14 @@ class Plant:
         self.work = make_work(self.km)
         self._kernel = (self.km.mi, self.km.mf, self.work.w)      # what every kernel call takes first
         self.dae = formulation == "screw-dae"    # the DAE kernel: its blocks dae_* of the same arrays
-        # the step, the step with output stations, and a station's kinematics, with the plant's formulation
-        self._advance, self._step_and_sample, self._station_state = (
-            (screw_dae_step.advance, screw_dae_step.step_and_sample, screw_dae_step.station_state) if self.dae
-            else (integrate.advance, step_and_sample, station_state))
+        # the step, the step with output stations, a station's kinematics and the solve, with the plant's
+        # formulation (the DAE's modules imported only for it: start-up imports what it runs)
+        self._advance, self._step_and_sample, self._station_state = integrate.advance, step_and_sample, station_state
+        self._dae_solve = None
+        if self.dae:
+            from hil.kernels import screw_dae, screw_dae_step
+            self._advance, self._step_and_sample = screw_dae_step.advance, screw_dae_step.step_and_sample
+            self._station_state, self._dae_solve = screw_dae_step.station_state, screw_dae.forward_dynamics
         self.plan = plan_integrator(self.asm, method, substeps)
         if self.plan.method == "euler":
             warnings.warn("forward Euler amplifies every undamped mode each step; use it only to reproduce seed 000",
@@ -200,8 +203,8 @@ class Plant:
         """Solve the accelerations at the current state (with the plant's formulation; the
         articulated-body work buffers that station(), energy() and power() read are filled too)."""
         evaluate(*self._kernel, self.t, self.pos, self.vel, self.tau, self.acc)
-        if self.dae:
-            screw_dae.forward_dynamics(*self._kernel, self.t, self.pos, self.vel, self.tau, self.pos,
+        if self._dae_solve is not None:
+            self._dae_solve(*self._kernel, self.t, self.pos, self.vel, self.tau, self.pos,
                                        self.vel, 0.0, 0.0, self.acc)
         return self.acc
 

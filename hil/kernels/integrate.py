@@ -122,14 +122,3 @@ def advance(mi, mf, w, t, pos, vel, tau, dt, nsub, method):
         if not (np.isfinite(pos[i]) and np.isfinite(vel[i])):
             ok = False
     return ok
-
-
-@kernel
-def evaluations(mi, mf, w, t, pos, vel, tau, n):
-    """n forward-dynamics evaluations at (pos, vel): what one evaluation costs, for the integrator plan's
-    time budget (hil.dynamics.integrator_plan)."""
-    acc = w[mi[W_ACC]:mi[W_ACC] + mi[DIM_NQ]]
-    ok = True
-    for _ in range(n):
-        ok &= forward_dynamics(mi, mf, w, t, pos, vel, tau, pos, vel, 0.0, 0.0, acc)
-    return ok

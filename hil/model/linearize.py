@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hil.model.assembly import Assembled, make_work
-from hil.kernels.aba import forward_dynamics
+from hil.kernels.outputs import evaluate
 from hil.kernels import oracle
 from hil.kernels.layout import JOINT_PRESCRIBED, JP_BACKLASH
 
@@ -116,10 +116,7 @@ def spring_frequencies_hz(asm: Assembled) -> np.ndarray:
         return np.zeros(0)
     w = make_work(km)
     nq = asm.layout.nq
-    acc = np.zeros(nq)
-    zero = np.zeros(nq)
-    forward_dynamics(km.mi, km.mf, w.w, 0.0, asm.pos0, zero, np.zeros(asm.layout.n_joints), asm.pos0, zero, 0.0, 0.0,
-                     acc)
+    evaluate(km.mi, km.mf, w.w, 0.0, asm.pos0.copy(), np.zeros(nq), np.zeros(asm.layout.n_joints), np.zeros(nq))
     return np.array([math.sqrt(km.kspring[k] * (1 / km.mot_inertia[k] + 1 / w.D[k])) / (2 * math.pi)
                      for k in range(asm.layout.n_joints) if km.mot[k] >= 0])
 
