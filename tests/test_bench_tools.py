@@ -42,23 +42,33 @@ def quick_report():
 
 def test_quick_json_has_every_section(quick_report):
     rep = quick_report
-    assert {"host", "timing", "numba_cache_dir", "ella", "pinocchio", "scaling", "elapsed_s"} <= rep.keys()
+    assert {"host", "timing", "numba_cache_dir", "ella", "pinocchio", "scaling", "simulate", "elapsed_s"} <= rep.keys()
+    assert rep["timing"]["timer"] == "time.thread_time_ns"
     host = rep["host"]
     for key in ("cpu", "cores", "python", "numpy", "numba", "pinocchio", "openblas_coretype_set"):
         assert key in host
     ella = rep["ella"]
     assert ella["ok"]
-    assert {"aba_us", "step_us", "plan", "targets_us", "pass"} <= ella.keys()
+    assert {"aba_us", "step_us", "plan", "goals_us", "pass"} <= ella.keys()
     assert set(ella["aba_us"]) == set(ella["step_us"]) == {"kernel", "python"}
-    assert ella["targets_us"] == {"aba": 5.0, "step": 50.0}
+    assert ella["goals_us"] == bench_kernel.GOALS_US == {"aba_kernel": 2.5, "aba_python": 4.0, "step_kernel": 12.0,
+                                                         "step_python": 12.0}
+    for key, ok in ella["pass"].items():       # each verdict is its timing against its goal
+        row, col = key.split("_")
+        assert ok == (ella[f"{row}_us"][col] <= ella["goals_us"][key])
+        t = ella["timings"][key]
+        assert t["min_us"] <= t["us"] <= t["max_us"]
     assert ella["plan"]["describe"] and ella["plan"]["substeps"] >= 1
+    if (ella["plan"]["method"], ella["plan"]["substeps"]) != ("rk4", 1):       # the plan's own step, timed too
+        assert {"plan_step_kernel", "plan_step_python"} <= ella["timings"].keys()
     sc = rep["scaling"]
     assert [r["links"] for r in sc["rows"]] == list(bench_kernel.SCALING_LINKS_QUICK)
     assert all(r["ok"] and r["max_rel_diff"] < 1e-8 for r in sc["rows"])
     assert "crossover_links" in sc and math.isfinite(sc["exponent"]["aba"]) and math.isfinite(sc["exponent"]["dense"])
     dae = rep["screw_dae"]
     assert [r["links"] for r in dae["rows"]] == ["ella", *bench_kernel.SCALING_LINKS_QUICK]
-    assert all(r["ok"] and r["max_rel_diff"] < 1e-9 and r["dae_us"] > 0 for r in dae["rows"])
+    assert all(r["ok"] and r["max_rel_diff"] < 1e-9 and r["dae_us"] > 0 and r["dae_python_us"] > 0
+               for r in dae["rows"])
     assert dae["per_link"]["dae_us"] > 0 and dae["per_link"]["aba_us"] > 0
 
 
@@ -79,7 +89,18 @@ def test_quick_json_agrees_with_pinocchio(quick_report):
         assert r["agree"] and r["ok"], r
         assert r["max_abs_diff"] >= 0
         assert r["pinocchio_us"] > 0 and r["ours_kernel_us"] > 0 and r["ours_python_us"] > 0
+        for key in ("ratio_kernel", "ratio_python"):
+            assert r["pass"][key] == (r[key] <= pin["goals"][key])
+        assert r["ratio_kernel"] == pytest.approx(r["ours_kernel_us"] / r["pinocchio_us"])
     assert pin["all_agree"]
+
+
+def test_quick_json_times_hil_simulate_in_a_child_process(quick_report):
+    sim = quick_report["simulate"]
+    assert "error" not in sim, sim
+    assert sim["duration_s"] == 1.0 and len(sim["runs"]) == 1 and "hil simulate" in sim["command"]
+    assert 0 < sim["loop_s"] < sim["wall_s"] and sim["cpu_s"] > 0
+    assert sim["pass"] == (sim["wall_s"] <= sim["goal_s"] == bench_kernel.SIMULATE_GOAL_S)
 
 
 def test_hil_bench_kernel_tables(capsys, quick_report):
@@ -88,7 +109,8 @@ def test_hil_bench_kernel_tables(capsys, quick_report):
     assert code == 0
     assert out.startswith("host")
     assert "OPENBLAS_CORETYPE" in out and "integrator plan:" in out
-    assert "forward dynamics (ABA)" in out and "1 ms step (advance)" in out
+    assert "forward dynamics (ABA)" in out and "1 ms step, RK4 x 1" in out and "[" in out   # median [spread]
+    assert "1 ms step, fitted_midpoint x 2" in out                                 # ELLA's plan (auto)
     assert ("PASS" in out) or ("MISS" in out)
     assert "2. rigid limit" not in out and "3. scaling" not in out
 
@@ -125,6 +147,18 @@ def test_checkout_bench_times_the_loop_of_each_checkout(capsys):
     assert bench_checkouts.main([str(root), "--cycles", "50", "--rounds", "1", "--json"]) == 0
     (name, run), = json.loads(capsys.readouterr().out)["runs"]
     assert name == str(root) and 0 < run["compute"]["p50"] <= run["total"]["p50"] < math.inf
+
+
+def test_checkout_kernel_table_gives_each_row_the_median_over_rounds_and_its_spread():
+    runs = [("/a", {"fd kernel": 8.0, "simulate 10 s wall s": 2.0}), ("/b", {"fd kernel": 2.5}),
+            ("/a", {"fd kernel": 9.0, "simulate 10 s wall s": 2.2}), ("/b", {"error": "boom"}),
+            ("/a", {"fd kernel": 8.5, "simulate 10 s wall s": 2.1})]
+    lines = bench_checkouts.kernel_table(runs)
+    header, fd, sim = lines[:3]
+    assert header.split() == ["a", "b"]
+    assert fd.split()[2:] == ["8.5", "[8-9]", "2.5", "[2.5-2.5]"]
+    assert sim.split()[5:] == ["2.1", "[2-2.2]", "-"]
+    assert lines[-1].strip() == "/b: failed: boom"
 
 
 def test_trace_analysis_finds_silent_stretches_and_waits_of_the_loop():

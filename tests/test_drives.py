@@ -690,8 +690,8 @@ def test_aba_matches_dense_oracle_with_stribeck_brake_and_backlash(held):
             vel[1] = vel[r] = 0.0
         tau = rng.normal(size=4)
         a1, a2 = np.zeros(nq), np.zeros(nq)
-        assert forward_dynamics(asm.km, w1, 0.0, pos, vel, tau, pos, vel, 0.0, 0.0, a1)
-        assert forward_dynamics_dense(asm.km, w2, 0.0, pos, vel, tau, pos, vel, 0.0, 0.0, a2)
+        assert forward_dynamics(asm.km.mi, asm.km.mf, w1.w, 0.0, pos, vel, tau, pos, vel, 0.0, 0.0, a1)
+        assert forward_dynamics_dense(asm.km.mi, asm.km.mf, w2.w, 0.0, pos, vel, tau, pos, vel, 0.0, 0.0, a2)
         np.testing.assert_allclose(a1, a2, rtol=0, atol=1e-9 * np.abs(a2).max())
         if held:
             assert a1[1] == 0.0 and a1[r] == 0.0

@@ -15,8 +15,8 @@ def solve_both(model, pos, vel, tau, cK=0.0, cD=0.0, t=0.3):
     w = make_work(asm.km)
     a1 = np.zeros(asm.layout.nq)
     a2 = np.zeros(asm.layout.nq)
-    assert forward_dynamics(asm.km, w, t, pos, vel, tau, pos, vel, cK, cD, a1)
-    assert forward_dynamics_dense(asm.km, w, t, pos, vel, tau, pos, vel, cK, cD, a2)
+    assert forward_dynamics(asm.km.mi, asm.km.mf, w.w, t, pos, vel, tau, pos, vel, cK, cD, a1)
+    assert forward_dynamics_dense(asm.km.mi, asm.km.mf, w.w, t, pos, vel, tau, pos, vel, cK, cD, a2)
     return a1, a2
 
 

@@ -476,7 +476,7 @@ def plant(ella):
     nominal = kernel_arrays(ella)
     substeps = ella.plan.substeps
     yield ella
-    for name, a in zip(ella.km._fields, ella.km):
+    for name, a in ella.km.arrays().items():
         np.copyto(a, nominal[name])
     ella.plan.substeps = substeps
     ella.reset()
@@ -489,11 +489,11 @@ def holding_torque(plant: Plant, q: list[float]) -> np.ndarray:
 
 
 def kernel_arrays(plant: Plant) -> dict[str, np.ndarray]:
-    return {name: np.array(a, copy=True) for name, a in zip(plant.km._fields, plant.km)}
+    return {name: np.array(a, copy=True) for name, a in plant.km.arrays().items()}
 
 
 def assert_arrays_equal(plant: Plant, nominal: dict[str, np.ndarray]) -> None:
-    for name, a in zip(plant.km._fields, plant.km):
+    for name, a in plant.km.arrays().items():
         np.testing.assert_array_equal(a, nominal[name], err_msg=name)
 
 

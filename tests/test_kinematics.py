@@ -54,10 +54,10 @@ def kernel_station(km, w, t, pos, vel, tau, s):
     """station_state after forward_dynamics; returns the output dict, the solved acc and the
     state as the kernels saw it (prescribed joints imposed)."""
     acc = np.zeros(len(pos))
-    assert forward_dynamics(km, w, t, pos, vel, tau, pos, vel, 0.0, 0.0, acc)
-    world_poses(km, w)
+    assert forward_dynamics(km.mi, km.mf, w.w, t, pos, vel, tau, pos, vel, 0.0, 0.0, acc)
+    world_poses(km.mi, km.mf, w.w)
     out = np.zeros(24)
-    station_state(km, w, s, out)
+    station_state(km.mi, km.mf, w.w, s, out)
     d = {"position": out[0:3], "rotation": out[3:12].reshape(3, 3), "velocity": out[12:15],
          "angular_velocity": out[15:18], "specific_force": out[18:21], "angular_acceleration": out[21:24]}
     return d, acc, w.pos.copy(), w.vel.copy()
@@ -136,7 +136,7 @@ def test_station_state_against_independent_derivatives(chain, seed):
 
 def rk4_state_at(km, w, t0, pos, vel, tau, dt, nsub):
     p, v = pos.copy(), vel.copy()
-    assert integrate.advance(km, w, t0, p, v, tau, dt, nsub, METHOD_RK4)
+    assert integrate.advance(km.mi, km.mf, w.w, t0, p, v, tau, dt, nsub, METHOD_RK4)
     return p, v
 
 

@@ -167,19 +167,19 @@ def kernel_quantities(asm, pos, vel):
     nq = asm.layout.nq
     tau = np.zeros(max(asm.layout.n_joints, 1))
     zero = np.zeros(nq)
-    prepare(km, w, 0.0, pos, vel)
-    joint_torques(km, w, tau)
-    forward_kinematics(km, w)
+    prepare(km.mi, km.mf, w.w, 0.0, pos, vel)
+    joint_torques(km.mi, km.mf, w.w, tau)
+    forward_kinematics(km.mi, km.mf, w.w)
     M = np.zeros((nq, nq))
-    mass_matrix(km, w, 0.0, 0.0, M)
+    mass_matrix(km.mi, km.mf, w.w, 0.0, 0.0, M)
     e = np.zeros(3)
-    energy(km, w, e)
+    energy(km.mi, km.mf, w.w, e)
     # generalized gravity: at rest, zero drive, elastic forces removed (el_pos = el_vel = 0)
-    prepare(km, w, 0.0, pos, zero)
-    joint_torques(km, w, tau)
-    forward_kinematics(km, w)
+    prepare(km.mi, km.mf, w.w, 0.0, pos, zero)
+    joint_torques(km.mi, km.mf, w.w, tau)
+    forward_kinematics(km.mi, km.mf, w.w)
     h = np.zeros(nq)
-    bias_forces(km, w, zero, zero, h)
+    bias_forces(km.mi, km.mf, w.w, zero, zero, h)
     return M, e, h
 
 

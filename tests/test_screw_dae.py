@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from hil.dynamics.plant import Plant
-from hil.kernels import screw_dae_arrays
 from hil.kernels.aba import forward_dynamics as aba_forward_dynamics
+from hil.kernels.layout import DAE_NODE0, DAE_NODE1
 from hil.kernels.screw_dae import forward_dynamics as dae_forward_dynamics
 from hil.model.assembly import assemble, make_work
 from hil.model.config import load_model
@@ -41,12 +41,10 @@ def solve_both(asm, pos, vel, tau, cK=0.0, cD=0.0, t=0.3):
     """(acc, wrenches) of the ABA and of the DAE at one state."""
     km, nq, nb = asm.km, asm.layout.nq, asm.layout.n_joints
     w = make_work(km)
-    dm = screw_dae_arrays.build(km)
-    dw = screw_dae_arrays.make_work(dm)
     a_aba, a_dae = np.zeros(nq), np.zeros(nq)
-    assert aba_forward_dynamics(km, w, t, pos, vel, tau, pos, vel, cK, cD, a_aba)
-    assert dae_forward_dynamics(dm, dw, t, pos, vel, tau, pos, vel, cK, cD, a_dae)
-    return (a_aba, w.fj[:nb].copy()), (a_dae, dw.wrench[:nb].copy())
+    assert aba_forward_dynamics(km.mi, km.mf, w.w, t, pos, vel, tau, pos, vel, cK, cD, a_aba)
+    assert dae_forward_dynamics(km.mi, km.mf, w.w, t, pos, vel, tau, pos, vel, cK, cD, a_dae)
+    return (a_aba, w.fj[:nb].copy()), (a_dae, w.dae_wrench[:nb].copy())
 
 
 def rel(a, b):
@@ -98,10 +96,8 @@ def test_dae_solves_the_direct_mass_matrix(case):
     pos, _ = random_state(rng, lay.nq, lay.n_joints, asm.pos0, eta_scale=0.02)
     zero = np.zeros(lay.nq)
     tau = rng.normal(size=lay.n_joints) * 3.0
-    dm = screw_dae_arrays.build(km)
-    dw = screw_dae_arrays.make_work(dm)
     acc = np.zeros(lay.nq)
-    assert dae_forward_dynamics(dm, dw, 0.0, pos, zero, tau, zero, zero, 0.0, 0.0, acc)
+    assert dae_forward_dynamics(km.mi, km.mf, make_work(km).w, 0.0, pos, zero, tau, zero, zero, 0.0, 0.0, acc)
     M = mass_matrix_direct(km, pos)
     rhs = np.zeros(lay.nq)
     rhs[: lay.n_joints] = tau
@@ -119,14 +115,12 @@ def test_a_wrong_link_inertia_breaks_the_agreement():
     tau = rng.normal(size=lay.n_joints)
     km = asm.km
     w = make_work(km)
-    dm = screw_dae_arrays.build(km)
-    dm.node[2, 0] *= 1.01
-    dw = screw_dae_arrays.make_work(dm)
+    km.dae_node[2, 0] *= 1.01
     a1, a2 = np.zeros(lay.nq), np.zeros(lay.nq)
-    aba_forward_dynamics(km, w, 0.0, pos, vel, tau, pos, vel, 0.0, 0.0, a1)
-    dae_forward_dynamics(dm, dw, 0.0, pos, vel, tau, pos, vel, 0.0, 0.0, a2)
+    aba_forward_dynamics(km.mi, km.mf, w.w, 0.0, pos, vel, tau, pos, vel, 0.0, 0.0, a1)
+    dae_forward_dynamics(km.mi, km.mf, w.w, 0.0, pos, vel, tau, pos, vel, 0.0, 0.0, a2)
     assert rel(a2, a1) > 1e3 * TOL
-    assert rel(dw.wrench[: lay.n_joints], w.fj[: lay.n_joints]) > 1e3 * TOL
+    assert rel(w.dae_wrench[: lay.n_joints], w.fj[: lay.n_joints]) > 1e3 * TOL
 
 
 def test_a_singular_block_is_reported():
@@ -134,13 +128,12 @@ def test_a_singular_block_is_reported():
     False instead of dividing by 0."""
     rng = np.random.default_rng(4)
     asm = assemble(random_rigid_chain(rng, 3, armature=False))
-    dm = screw_dae_arrays.build(asm.km)
-    b0, b1 = dm.body[2, 3], dm.body[2, 4]
-    dm.node[b0:b1] = 0.0
-    dm.rot[2] = 0.0
-    dw = screw_dae_arrays.make_work(dm)
+    km = asm.km
+    b0, b1 = km.dae_body[2, DAE_NODE0], km.dae_body[2, DAE_NODE1]
+    km.dae_node[b0:b1] = 0.0
+    km.dae_rot[2] = 0.0
     acc = np.zeros(asm.layout.nq)
-    ok = dae_forward_dynamics(dm, dw, 0.0, asm.pos0, np.zeros(asm.layout.nq), np.ones(3), asm.pos0,
+    ok = dae_forward_dynamics(km.mi, km.mf, make_work(km).w, 0.0, asm.pos0, np.zeros(asm.layout.nq), np.ones(3), asm.pos0,
                               np.zeros(asm.layout.nq), 0.0, 0.0, acc)
     assert not ok
 
@@ -155,9 +148,9 @@ def test_seed000_projection_needs_the_joint_frame():
     plant.vel[:] = 0.0
     plant.vel[2] = 1.0                                   # the elbow turns, nothing else moves
     plant.evaluate()
-    w = plant.dae_work
+    w = plant.work
     k, s = 2, plant.km.axis[2]
-    R, p = w.Rw[k], w.pw[k]
+    R, p = w.dae_Rw[k], w.dae_pw[k]
     rel_twist = np.concatenate([s * plant.vel[2], np.zeros(3)])  # V_child - V_station, child frame
     assert np.allclose(projection(s) @ rel_twist, 0.0, atol=1e-15)
     Ad = np.block([[R, np.zeros((3, 3))], [skew(p) @ R, R]])          # eq. 4, frame 2 -> inertial
@@ -178,8 +171,9 @@ def projection(axis):
 
 
 def test_the_dae_follows_a_payload_fault():
-    """A payload drop re-assembles the kernel model in place (hil.faults.engine); the DAE re-packs its
-    geometry and agrees with the ABA on the changed arm, in the fault and after it clears."""
+    """A payload drop re-assembles the kernel model in place (hil.faults.engine), the DAE's copy of the
+    geometry (its dae_* blocks) with it; it agrees with the ABA on the changed arm, in the fault and after
+    it clears."""
     from firmware_bridge.messages import BusMap
     from firmware_bridge.signals import CommandInput, SensorOutput
     from hil.faults.engine import Duration, Fault, Trigger
@@ -197,7 +191,7 @@ def test_the_dae_follows_a_payload_fault():
     masses = []
     for _ in range(25):
         emu.step_once()
-        masses.append(plant.dae.node[:, 0].sum())
+        masses.append(plant.km.dae_node[:, 0].sum())
         reference.pos[:], reference.vel[:], reference.tau[:] = plant.pos, plant.vel, plant.tau
         a_dae, a_aba = plant.evaluate().copy(), reference.evaluate()
         assert np.max(np.abs(a_dae - a_aba)) <= TOL * max(1.0, np.max(np.abs(a_aba)))   # at rest: round-off

@@ -115,7 +115,7 @@ def canadarm(links: int, planes: int):
 
 def count(model) -> dict:
     """Operations of one ABA and one DAE evaluation of `model` at a generic state."""
-    from hil.kernels import aba, screw_dae, screw_dae_arrays
+    from hil.kernels import aba, screw_dae
     from hil.model.assembly import assemble, make_work
     asm = assemble(model)
     lay = asm.layout
@@ -123,18 +123,15 @@ def count(model) -> dict:
     pos = asm.pos0 + rng.normal(size=lay.nq) * 0.01
     vel = rng.normal(size=lay.nq) * 0.1
     tau = rng.normal(size=lay.n_joints)
-    out = {"nq": lay.nq, "nodes": int(asm.km.node_off[lay.n_joints]), "modes_per_link": int(asm.km.nm[0])}
-    km = type(asm.km)(*[counted(a) for a in asm.km])
-    dm0 = screw_dae_arrays.build(asm.km)
-    dm = type(dm0)(*[counted(a) for a in dm0])
-    kernels = {"aba": (aba.forward_dynamics, km, type(make_work(asm.km))(*[counted(a) for a in make_work(asm.km)])),
-               "dae": (screw_dae.forward_dynamics, dm, type(screw_dae_arrays.make_work(dm0))(
-                   *[counted(a) for a in screw_dae_arrays.make_work(dm0)]))}
-    for name, (fd, m, w) in kernels.items():
+    km = asm.km
+    out = {"nq": lay.nq, "nodes": int(km.node_off[lay.n_joints]), "modes_per_link": int(km.nm[0])}
+    kernels = {name: (fd, (km.mi, counted(km.mf), counted(make_work(km).w)))
+               for name, fd in (("aba", aba.forward_dynamics), ("dae", screw_dae.forward_dynamics))}
+    for name, (fd, model) in kernels.items():
         acc = counted(np.zeros(lay.nq))
         args = [counted(x) for x in (pos, vel, tau)]
         Counted.reset()
-        assert fd(m, w, 0.0, args[0], args[1], args[2], args[0], args[1], 0.0, 0.0, acc)
+        assert fd(*model, 0.0, args[0], args[1], args[2], args[0], args[1], 0.0, 0.0, acc)
         out[name] = dict(Counted.tally)
     return out
 

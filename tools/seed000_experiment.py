@@ -44,8 +44,7 @@ from hil.dynamics.simulate import ControllerSource, run_columns, simulate
 from hil.logs.runlog import open_writer
 from hil.model.assembly import Assembled, assemble
 from hil.model.config import load_model
-from hil.kernels.aba import forward_kinematics, prepare
-from hil.kernels.oracle import mass_matrix
+from hil.kernels import oracle
 from hil.model.assembly import make_work
 from hil.model.linearize import servo_modes_hz, stiffness_and_mass
 
@@ -243,9 +242,9 @@ def inertia_spd_margin(plant: Plant) -> float:
     (seed 000 eq. 78: per link the rigid, coupling and modal blocks, eqs. 10, 11, 64, 65), from
     the DAE kernel's last evaluation; positive when every operator is positive definite."""
     plant.evaluate()
-    w = plant.dae_work
+    Mk = plant.work.dae_Mk
     nx = [6 + int(n) for n in plant.km.nm[: plant.layout.n_joints]]
-    return float(min(np.linalg.eigvalsh(w.Mk[k, :n, :n])[0] for k, n in enumerate(nx)))
+    return float(min(np.linalg.eigvalsh(Mk[k, :n, :n])[0] for k, n in enumerate(nx)))
 
 
 def spd_over_run(asm: Assembled, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -265,11 +264,8 @@ def spd_over_run(asm: Assembled, pos: np.ndarray) -> tuple[np.ndarray, np.ndarra
 def mass_matrix_at(asm: Assembled, pos: np.ndarray) -> np.ndarray:
     """Joint-and-modal mass matrix at pos (composite-body oracle, hil.kernels.oracle)."""
     km = asm.km
-    w = make_work(km)
-    prepare(km, w, 0.0, pos, np.zeros_like(pos))
-    forward_kinematics(km, w)
     M = np.zeros((len(pos), len(pos)))
-    mass_matrix(km, w, 0.0, 0.0, M)
+    oracle.mass_matrix_at(km.mi, km.mf, make_work(km).w, 0.0, pos, np.zeros_like(pos), M)
     return M
 
 

@@ -234,16 +234,16 @@ def brake_step(par, vel, vidx, out, flags, drive, tau_joint):
 
 
 @njit(cache=True)
-def stop_joint(m, w, t, pos, vel, tau, k, probe, acc0, acc1):
+def stop_joint(mi, mf, w, t, pos, vel, tau, k, probe, acc0, acc1):
     """Stop free stiff joint k by an impulsive torque at the joint: every free rate jumps by
     -v_k c / c_k, c = M^-1 e_k the arm's acceleration per unit torque at the joint (the difference of
     two articulated-body solves `probe` N m apart; held joints stay held). A perfectly inelastic
     stop: it keeps the momenta of the other free coordinates and takes out the kinetic energy
-    1/2 v_k^2 / c_k. tau: a scratch copy of the drive torques; w: a work tuple of its own (the
+    1/2 v_k^2 / c_k. tau: a scratch copy of the drive torques; w: a work array of its own (the
     plant's holds the last step's reactions)."""
-    forward_dynamics(m, w, t, pos, vel, tau, pos, vel, 0.0, 0.0, acc0)
+    forward_dynamics(mi, mf, w, t, pos, vel, tau, pos, vel, 0.0, 0.0, acc0)
     tau[k] += probe
-    forward_dynamics(m, w, t, pos, vel, tau, pos, vel, 0.0, 0.0, acc1)
+    forward_dynamics(mi, mf, w, t, pos, vel, tau, pos, vel, 0.0, 0.0, acc1)
     scale = -vel[k] / (acc1[k] - acc0[k])
     for i in range(vel.shape[0]):
         vel[i] += scale * (acc1[i] - acc0[i])
@@ -401,8 +401,8 @@ class DriveBank:
             if not self._flags[F_STOP, k]:
                 continue
             tau[:] = self.tau
-            stop_joint(plant.km, self._work, plant.t, plant.pos, plant.vel, tau, k, self.brake_kinetic[k],
-                       acc[0], acc[1])
+            stop_joint(plant.km.mi, plant.km.mf, self._work.w, plant.t, plant.pos, plant.vel, tau, k,
+                       self.brake_kinetic[k], acc[0], acc[1])
             plant.km.prof_par[k, 0] = plant.pos[k]
             self._drive[k] = JOINT_PRESCRIBED
         self._flags[F_STOP] = False
@@ -490,7 +490,8 @@ class DriveBank:
         if stiff:
             acc, tau = self._scratch
             vel[stiff[0]] = 1.0
-            stop_joint(plant.km, self._work, plant.t, plant.pos, vel, tau, stiff[0], 1.0, acc[0], acc[1])
+            stop_joint(plant.km.mi, plant.km.mf, self._work.w, plant.t, plant.pos, vel, tau, stiff[0], 1.0, acc[0],
+                       acc[1])
 
     def _check_specs(self, plant: Plant) -> None:
         """Refuse an invalid spec (hil.model.spec.drive_problems) or a brake on a prescribed joint with the

@@ -205,7 +205,7 @@ class SensorSuite:
         plant = self.plant
         plant.evaluate()
         for i, s in enumerate(self.station_index):
-            station_state(plant.km, plant.work, s, self.station_out[i])
+            station_state(plant.km.mi, plant.km.mf, plant.work.w, s, self.station_out[i])
         self.step_count = 0
         self._sense(True)
 

@@ -42,7 +42,7 @@ from hil.model.assembly import Assembled, make_work
 from hil.model.linearize import free_coordinates, mass_matrix_at, rest_state, step_frequencies_hz
 from hil.model.midpoint_fit import fit as fit_midpoint
 from hil.kernels import integrate
-from hil.kernels.aba import forward_dynamics
+from hil.kernels.outputs import evaluate
 from hil.kernels.layout import JP_BRAKE, JP_STRIBECK, METHOD_EULER, METHOD_FITTED, METHOD_IMEX, METHOD_RK4
 
 METHODS = {"rk4": METHOD_RK4, "imex_midpoint": METHOD_IMEX, "euler": METHOD_EULER, "fitted_midpoint": METHOD_FITTED}
@@ -203,18 +203,20 @@ def mode_accuracy(asm: Assembled, plan: IntegratorPlan) -> AccuracyReport:
     return LinearisedPlant(asm).accuracy(plan.method, plan.substeps, plan.dt_s, plan.bandwidth_hz)
 
 
-def evaluation_time_s(asm: Assembled, repeats: int = 5, n: int = 20) -> float:
-    """Wall time of one forward-dynamics evaluation inside numba (the fastest of a few short runs)."""
+def evaluation_time_s(asm: Assembled, repeats: int = 5, n: int = 5) -> float:
+    """Wall time of one forward-dynamics evaluation inside numba (the fastest of a few short runs): an RK4
+    step of n substeps, 4 n evaluations in one call of the step kernel the plant loads anyway, over 1 ns
+    (the state stays where it is: the cost does not depend on the step, a state running away would)."""
     km = asm.km
     w = make_work(km)
     pos, vel = asm.pos0.copy(), asm.vel0.copy()
     tau = np.zeros(max(asm.layout.n_joints, 1))
-    integrate.evaluations(km, w, 0.0, pos, vel, tau, 1)
+    integrate.advance(km.mi, km.mf, w.w, 0.0, pos, vel, tau, 1e-9, 1, METHOD_RK4)
     best = math.inf
     for _ in range(repeats):
         t0 = time.perf_counter()
-        integrate.evaluations(km, w, 0.0, pos, vel, tau, n)
-        best = min(best, (time.perf_counter() - t0) / n)
+        integrate.advance(km.mi, km.mf, w.w, 0.0, pos, vel, tau, 1e-9, n, METHOD_RK4)
+        best = min(best, (time.perf_counter() - t0) / (4 * n))
     return best
 
 
@@ -224,11 +226,10 @@ class LinearisedPlant:
 
     def __init__(self, asm: Assembled):
         self.asm = asm
-        km = asm.km
-        jpar = km.jpar.copy()
-        jpar[:, JP_STRIBECK] = 0.0
-        jpar[:, JP_BRAKE] = 0.0
-        self.km = km._replace(jpar=jpar, coulomb=np.zeros_like(km.coulomb))
+        km = self.km = asm.km.copy()
+        km.jpar[:, JP_STRIBECK] = 0.0
+        km.jpar[:, JP_BRAKE] = 0.0
+        km.coulomb[:] = 0.0
         self.work = make_work(km)
         self.free = free_coordinates(asm)
         self.tau = np.zeros(max(asm.layout.n_joints, 1))
@@ -256,7 +257,8 @@ class LinearisedPlant:
         """The production substep of `method` over h, central-differenced like rates_jacobian."""
         km = self.km
         if method == "fitted_midpoint":
-            km = km._replace(fitted=fit_midpoint(self.asm, self.asm.pos0, h).blocks)
+            km = km.copy()
+            km.fitted[:] = fit_midpoint(self.asm, self.asm.pos0, h).blocks
         code = METHODS[method]
         return self._jacobian(lambda k, x: self._substep(k, x, h, code), km)
 
@@ -283,13 +285,13 @@ class LinearisedPlant:
     def _rates(self, km, x: np.ndarray) -> np.ndarray:
         nq = self.asm.layout.nq
         acc = np.zeros(nq)
-        forward_dynamics(km, self.work, 0.0, x[:nq], x[nq:], self.tau, x[:nq], x[nq:], 0.0, 0.0, acc)
+        evaluate(km.mi, km.mf, self.work.w, 0.0, x[:nq].copy(), x[nq:].copy(), self.tau, acc)
         return np.concatenate([x[nq:], acc])
 
     def _substep(self, km, x: np.ndarray, h: float, code: int) -> np.ndarray:
         nq = self.asm.layout.nq
         pos, vel = x[:nq].copy(), x[nq:].copy()
-        integrate.advance(km, self.work, 0.0, pos, vel, self.tau, h, 1, code)
+        integrate.advance(km.mi, km.mf, self.work.w, 0.0, pos, vel, self.tau, h, 1, code)
         return np.concatenate([pos, vel])
 
     def _jacobian(self, fn, km, eps: float = 1e-7) -> np.ndarray:

@@ -48,7 +48,7 @@ class OfflineStepper:
         if tol is not None and not (tol > 0 and plant.plan.method == "rk4"):
             raise ValueError(f"tol = {tol!r} with {plant.plan.method}: error control needs tol > 0 and the "
                              "rk4 integrator (its embedded error estimate)")
-        if plant.plan.method not in ("rk4", "imex_midpoint", "fitted_midpoint") or plant.dae is not None:
+        if plant.plan.method not in ("rk4", "imex_midpoint", "fitted_midpoint") or plant.dae:
             raise ValueError(f"offline stepping supports rk4, imex_midpoint and fitted_midpoint with the "
                              f"articulated-body formulation, not {plant.plan.method} / {plant.formulation}")
         self.plant = plant
@@ -72,8 +72,8 @@ class OfflineStepper:
 
     def _advance(self, n: int, tau1: np.ndarray) -> float:
         p = self.plant
-        ok = offline.advance(p.km, p.work, p.t, p.pos, p.vel, p.tau, tau1, p.dt, n, self._method, self.linear,
-                             self.tol or 0.0, self._scratch)
+        ok = offline.advance(p.km.mi, p.km.mf, p.work.w, p.t, p.pos, p.vel, p.tau, tau1, p.dt, n, self._method,
+                             self.linear, self.tol or 0.0, self._scratch)
         if not ok:
             raise SimulationError(f"t = {p.t + p.dt:.6f} s: non-finite state or singular inertia "
                                   f"({p.plan.method}, {n} substep(s) per {p.dt * 1e3:g} ms step)")

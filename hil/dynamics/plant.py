@@ -17,10 +17,9 @@ from hil.model import spec as md
 from hil.model.assembly import Assembled, assemble, make_work
 from hil.kernels import integrate
 from hil.kernels.cycle import step_and_sample
-from hil.kernels.aba import forward_dynamics, forward_kinematics, prepare
-from hil.kernels.oracle import mass_matrix
-from hil.kernels import screw_dae, screw_dae_arrays, screw_dae_step
-from hil.kernels.outputs import STATION_FIELDS, energy, power, station_state, world_poses
+from hil.kernels.aba import forward_kinematics, prepare
+from hil.kernels.oracle import mass_matrix_at
+from hil.kernels.outputs import STATION_FIELDS, energy, evaluate, power, station_state
 from hil.model.linearize import rest_state
 from hil.model import midpoint_fit
 from hil.dynamics.integrator_plan import (METHODS, REAL_AXIS_STABILITY, IntegratorAccuracyWarning,  # noqa: F401
@@ -58,10 +57,16 @@ class Plant:
         self.km = self.asm.km
         self.layout = self.asm.layout
         self.work = make_work(self.km)
-        self.dae = self.dae_work = None
-        if formulation == "screw-dae":
-            self.dae = screw_dae_arrays.build(self.km)
-            self.dae_work = screw_dae_arrays.make_work(self.dae)
+        self._kernel = (self.km.mi, self.km.mf, self.work.w)      # what every kernel call takes first
+        self.dae = formulation == "screw-dae"    # the DAE kernel: its blocks dae_* of the same arrays
+        # the step, the step with output stations, a station's kinematics and the solve, with the plant's
+        # formulation (the DAE's modules imported only for it: start-up imports what it runs)
+        self._advance, self._step_and_sample, self._station_state = integrate.advance, step_and_sample, station_state
+        self._dae_solve = None
+        if self.dae:
+            from hil.kernels import screw_dae, screw_dae_step
+            self._advance, self._step_and_sample = screw_dae_step.advance, screw_dae_step.step_and_sample
+            self._station_state, self._dae_solve = screw_dae_step.station_state, screw_dae.forward_dynamics
         self.plan = plan_integrator(self.asm, method, substeps)
         if self.plan.method == "euler":
             warnings.warn("forward Euler amplifies every undamped mode each step; use it only to reproduce seed 000",
@@ -153,17 +158,17 @@ class Plant:
         self.evaluate()
 
     def _warm_up(self) -> None:
-        """Compile and run every kernel a cycle uses once, on a copy of the state."""
+        """Compile (or load from the cache) and run the step kernel once, on a copy of the state (the
+        step with output stations: output_stations)."""
         p, v = self.pos.copy(), self.vel.copy()
-        integrate.advance(self.km, self.work, 0.0, p, v, self.tau, self.dt, self.plan.substeps, self._method)
-        step_and_sample(self.km, self.work, 0.0, p, v, self.tau, self.dt, self.plan.substeps, self._method,
-                        np.zeros(1, np.int64), np.zeros((1, 24)))
-        if self.dae is not None:
-            p, v = self.pos.copy(), self.vel.copy()
-            screw_dae_step.advance(self.dae, self.dae_work, 0.0, p, v, self.tau, self.dt, self.plan.substeps,
-                                   self._method)
-            screw_dae_step.step_and_sample(self.dae, self.dae_work, 0.0, p, v, self.tau, self.dt, self.plan.substeps,
-                                           self._method, np.zeros(1, np.int64), np.zeros((1, 24)))
+        self._advance(*self._kernel, 0.0, p, v, self.tau, self.dt, self.plan.substeps, self._method)
+        self.evaluate()
+
+    def _warm_up_sampled(self) -> None:
+        """output_stations' step kernel, as _warm_up (each costs the start-up a cache load)."""
+        p, v = self.pos.copy(), self.vel.copy()
+        self._step_and_sample(*self._kernel, 0.0, p, v, self.tau, self.dt, self.plan.substeps, self._method,
+                              np.zeros(1, np.int64), np.zeros((1, STATION_FIELDS)))
         self.evaluate()
 
     def output_stations(self, stations: np.ndarray) -> np.ndarray:
@@ -172,12 +177,9 @@ class Plant:
         step() within the same kernel call. A later call replaces the set."""
         self._out_index = np.ascontiguousarray(stations, dtype=np.int64)
         self.station_out = np.zeros((len(self._out_index), STATION_FIELDS))
-        self.evaluate()
+        self._warm_up_sampled()
         for i, s in enumerate(self._out_index):
-            if self.dae is None:
-                station_state(self.km, self.work, s, self.station_out[i])
-            else:
-                screw_dae_step.station_state(self.dae, self.dae_work, s, self.station_out[i])
+            self._station_state(*self._kernel, s, self.station_out[i])
         return self.station_out
 
     def step(self, tau: np.ndarray | None = None) -> None:
@@ -185,57 +187,44 @@ class Plant:
         stations, their kinematics at the new instant are computed in the same kernel call."""
         if tau is not None:
             self.tau[:] = tau
-        if self.dae is not None:
-            ok = self._step_dae()
-        elif self._out_index is None:
-            ok = integrate.advance(self.km, self.work, self.t, self.pos, self.vel, self.tau, self.dt,
-                                   self.plan.substeps, self._method)
+        if self._out_index is None:
+            ok = self._advance(*self._kernel, self.t, self.pos, self.vel, self.tau, self.dt, self.plan.substeps,
+                               self._method)
         else:
-            ok = step_and_sample(self.km, self.work, self.t, self.pos, self.vel, self.tau, self.dt,
-                                 self.plan.substeps, self._method, self._out_index, self.station_out)
+            ok = self._step_and_sample(*self._kernel, self.t, self.pos, self.vel, self.tau, self.dt,
+                                       self.plan.substeps, self._method, self._out_index, self.station_out)
         self.t += self.dt
         if not ok:
             raise SimulationError(f"t = {self.t:.6f} s: non-finite state or singular inertia "
                                   f"({self.plan.describe()}); reduce dt, add substeps or use a midpoint scheme "
                                   f"(fitted_midpoint, imex_midpoint)")
 
-    def _step_dae(self) -> bool:
-        if self._out_index is None:
-            return screw_dae_step.advance(self.dae, self.dae_work, self.t, self.pos, self.vel, self.tau, self.dt,
-                                          self.plan.substeps, self._method)
-        return screw_dae_step.step_and_sample(self.dae, self.dae_work, self.t, self.pos, self.vel, self.tau, self.dt,
-                                              self.plan.substeps, self._method, self._out_index, self.station_out)
-
     def evaluate(self) -> np.ndarray:
         """Solve the accelerations at the current state (with the plant's formulation; the
         articulated-body work buffers that station(), energy() and power() read are filled too)."""
-        forward_dynamics(self.km, self.work, self.t, self.pos, self.vel, self.tau, self.pos, self.vel, 0.0, 0.0,
-                         self.acc)
-        world_poses(self.km, self.work)
-        if self.dae is not None:
-            screw_dae.forward_dynamics(self.dae, self.dae_work, self.t, self.pos, self.vel, self.tau, self.pos,
+        evaluate(*self._kernel, self.t, self.pos, self.vel, self.tau, self.acc)
+        if self._dae_solve is not None:
+            self._dae_solve(*self._kernel, self.t, self.pos, self.vel, self.tau, self.pos,
                                        self.vel, 0.0, 0.0, self.acc)
-        self.pos[: self.layout.n_joints] = self.work.pos[: self.layout.n_joints]
-        self.vel[: self.layout.n_joints] = self.work.vel[: self.layout.n_joints]
         return self.acc
 
     def energy(self) -> tuple[float, float, float]:
         """(kinetic, gravity potential, elastic) energy in J at the current state."""
-        prepare(self.km, self.work, self.t, self.pos, self.vel)
-        forward_kinematics(self.km, self.work)
-        energy(self.km, self.work, self._e)
+        prepare(*self._kernel, self.t, self.pos, self.vel)
+        forward_kinematics(*self._kernel)
+        energy(*self._kernel, self._e)
         return float(self._e[0]), float(self._e[1]), float(self._e[2])
 
     def power(self) -> tuple[float, float]:
         """(drive power in, dissipated power) in W at the current state."""
         self.evaluate()
-        power(self.km, self.work, self.tau, self._p)
+        power(*self._kernel, self.tau, self._p)
         return float(self._p[0]), float(self._p[1])
 
     def station(self, name: str) -> dict[str, np.ndarray]:
         """World kinematics of a named station (call evaluate() first for the current state)."""
         s = self.layout.station_names.index(name)
-        station_state(self.km, self.work, s, self._st)
+        station_state(*self._kernel, s, self._st)
         o = self._st
         return {"position": o[0:3].copy(), "rotation": o[3:12].reshape(3, 3).copy(), "velocity": o[12:15].copy(),
                 "angular_velocity": o[15:18].copy(), "specific_force": o[18:21].copy(),
@@ -246,24 +235,21 @@ class Plant:
         """Interaction wrench of every joint (n_joints x 6, updated in place by evaluate() and by each step
         with output stations): the spatial force [moment; force] the parent exerts on the joint's child
         body, in the child body frame, moment about its origin (the joint point); README "Conventions"."""
-        return self.work.fj if self.dae is None else self.dae_work.wrench
+        return self.work.dae_wrench if self.dae else self.work.fj
 
     @property
     def joint_torques(self) -> np.ndarray:
         """Axis component of each joint's wrench (the link torque the joint transmits; a held or
         prescribed joint: the torque holding it), updated in place with wrenches."""
-        return self.work.tau_joint if self.dae is None else self.dae_work.tau_joint
+        return self.work.dae_tau_joint if self.dae else self.work.tau_joint
 
     def joint_wrench(self, joint: str) -> np.ndarray:
         """Spatial force [moment; force] the parent exerts on the joint's child body, in the child frame."""
         return self.wrenches[self.layout.joint_names.index(joint)].copy()
 
     def kernel_arrays_changed(self) -> None:
-        """Take over a change of the kernel model's geometry, inertia or modal arrays made in place (a payload
-        or stiffness fault): the DAE kernel keeps its own copy of them; the fitted midpoint scheme's implicit
-        blocks follow the modal stiffness and damping."""
-        if self.dae is not None:
-            screw_dae_arrays.pack(self.dae, self.km)
+        """Take over a change of the kernel model's modal arrays made in place (a payload or stiffness fault):
+        the fitted midpoint scheme's implicit blocks follow the modal stiffness and damping."""
         if self.plan.method == "fitted_midpoint":
             midpoint_fit.implicit_blocks(self.km, self.km.fitted, self.plan.dt_s / self.plan.substeps)
 
@@ -298,11 +284,8 @@ def apparent_inertias(plant: Plant) -> np.ndarray:
     prescribed joint."""
     km, lay = plant.km, plant.layout
     nj, nq = lay.n_joints, lay.nq
-    w = make_work(km)
-    prepare(km, w, plant.t, plant.pos, np.zeros(nq))
-    forward_kinematics(km, w)
     M = np.zeros((nq, nq))
-    mass_matrix(km, w, 0.0, 0.0, M)
+    mass_matrix_at(km.mi, km.mf, make_work(km).w, plant.t, plant.pos, np.zeros(nq), M)
     free = np.array([i for i in range(nq) if i >= nj or km.drive[i] != JOINT_PRESCRIBED], np.int64)
     inv_diag = np.zeros(nq)
     if free.size:

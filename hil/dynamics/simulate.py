@@ -97,10 +97,10 @@ class RowBuilder:
             row[dst] = src
         for k in self._prescribed:
             row[self._tau_start + k] = p.joint_torques[k]
-        station_state(p.km, p.work, self._tip, self._st)
+        station_state(p.km.mi, p.km.mf, p.work.w, self._tip, self._st)
         e = self._end
         row[e - 4:e - 1] = self._st[0:3]
-        energy(p.km, p.work, self._energy)   # the state evaluate() prepared
+        energy(p.km.mi, p.km.mf, p.work.w, self._energy)   # the state evaluate() prepared
         row[e - 1] = self._energy.sum()
         if self._wrenches is not None:
             row[e:] = self._wrenches

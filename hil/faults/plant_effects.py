@@ -99,8 +99,8 @@ class PlantArrays:
 
     def __init__(self, plant: Plant, drives: Any = None):
         self.plant = plant
-        self.live = dict(zip(plant.km._fields, plant.km))
-        self.nominal = dict(zip(plant.km._fields, assemble(plant.asm.model).km))
+        self.live = plant.km.arrays()            # named views into the kernel's flat arrays
+        self.nominal = assemble(plant.asm.model).km.arrays()
         self.nominal["fitted"] = plant.km.fitted.copy()      # the plan's, not the assembly's zeros
         self.nominal_substeps = plant.plan.substeps
         self.payloads: list[Payload] = []
@@ -123,7 +123,7 @@ class PlantArrays:
         for name, live in self.live.items():
             if name == "fitted":
                 continue
-            new = np.asarray(getattr(asm.km, name))
+            new = asm.km.view(name)
             if new.shape != live.shape or new.dtype != live.dtype:
                 raise FaultError(fault, "target", name, f"a change that keeps the kernel arrays' shapes; {name} "
                                                         f"would change from {live.shape} to {new.shape}")

@@ -1,183 +1,69 @@
 """O(n) articulated-body forward dynamics of a flexible multibody tree.
 
 Jain & Rodriguez (seed 002 in the README's References), Section 7, in Featherstone's
-body-coordinate form, with two errors of the printed equations corrected (each checked
-against the composite-body mass matrix of kernels/oracle.py in tests/test_dynamics_algebra.py):
+body-coordinate form (README References: RBDA, Table 7.1), with two errors of the printed
+equations corrected (each checked against the composite-body mass matrix of kernels/oracle.py
+in tests/test_dynamics_algebra.py):
 
-* per body, the modal coordinates are eliminated first with a Cholesky solve of
+* per body, the modal coordinates are eliminated first with a Cholesky factor of
   the n_m x n_m block P_ff (no Woodbury step: eq. 7.10 inverts Gamma(k), which is
   always singular), then the hinge coordinate;
 * the modal acceleration is eta_ddot = -P_ff^-1 (P_fr a + p_f), where p_f holds
   the Coriolis term once (eq. 7.12 as printed subtracts it twice).
 
-Sweeps: kinematics base-to-tip, articulated inertias tip-to-base, accelerations
-base-to-tip; cost linear in the number of bodies, cubic in modes per body.
-Gravity enters as the base acceleration -g, so body accelerations returned here
-are specific forces (what an accelerometer senses) in their linear part.
+forward_dynamics runs the passes:
+
+  prepare, joint_torques            the state with prescribed motion imposed; joint laws (joints.py)
+  kinematics_base_to_tip            poses, twists V, kap, Psi of every body (bodies.py)
+  body_inertias                     M_m(k), b_m(k) of every body; P(k), p(k) start from them (with an
+                                    implicit integrator's added modal mass)
+  articulated_inertias_tip_to_base  per body eliminate_modes, eliminate_hinge, add_to_parent
+  accelerations_base_to_tip         joint and modal accelerations, joint wrenches
+  rotor_accelerations               Spong rotors (joints.py)
+
+Cost linear in the number of bodies, cubic in modes per body. Gravity enters as the base
+acceleration -g, so body accelerations returned here are specific forces (what an
+accelerometer senses) in their linear part.
+
+Symbols: work blocks of hil.kernels.layout for body k (s = [axis; 0] its joint's motion
+subspace, "parent" the inboard body, f the modal and r the rigid rows and columns). Seed 002
+numbers bodies tip to base (its k + 1 is our parent) and orders modal vectors modes first;
+here the rigid part comes first.
+
+  here    holds                                             seed 002 (eq.)             RBDA Table 7.1
+  Mb, bb  extended body inertia, velocity-product force    M_m(k) 3.25, b_m(k) 3.39   I_i, p_i
+  P, p    extended articulated inertia and bias force      P(k) 7.10, z(k) 7.11       -
+          (body, children, K eta + D eta_dot)
+  Lff     Cholesky factor of P_ff                           D_f(k) = P^ff (7.10)       -
+  Z, z    Lff^-1 P_fr, Lff^-1 p_f: P_rf P_ff^-1 P_fr       g(k) mu*(k) = Z^T Z,       -
+          = Z^T Z                                           nu_f(k) = -Lff^-T z (7.11)
+  IA, pA  P_rr - Z^T Z, p_r - Z^T z (in P's and p's rigid  P_R(k), z_R(k)             I^A_i, p^A_i
+          rows: the modes eliminated)
+  U       IA s                                              G_R(k) D_R(k)              U_i
+  D       s^T IA s + n^2 J_r (the armature)                 D_R(k)                     D_i
+  u       tau - s^T pA                                      eps_R(k)                   u_i
+  Ia, pa  IA - U U^T / D, pA + U u / D: passed inboard      P_R+(k), z_R+(k)           I^a_i, p^a_i - I^a_i c_i
+  X, Psi  the parent's extended acceleration to body k's:   phi*(t_k+1, k) A*(k+1)     iX_lambda(i)
+          a_k = X a_parent + Psi eta_ddot_parent + ...      (7.12)
+  kap     velocity-product acceleration of the joint       a_mR(k) 3.27               c_i
+  nud     extended acceleration [a_k; eta_ddot_k]           alpha_m(k) 3.26, 7.12      a_i
+
+The pass inboard is Featherstone's: P(parent) += Phi^T Ia Phi, p(parent) += Phi^T (pa + Ia kap)
+with Phi = [X, Psi]; seed 002 instead carries P a_mR in z(k), the printed 7.12 then subtracts it
+a second time.
 """
-import numpy as np
-from numba import njit
-
-from . import profiles
 from .bodies import body_inertia, joint_kinematics
-from .spatial import cholesky_inplace, cholesky_solve
-from .layout import (DIM_NB, DIM_NETA, DIM_NM, DIM_NQ, JOINT_PRESCRIBED, JOINT_ROTOR_HELD, JP_COUL_VS,
-                     JP_STRIBECK, JP_STRIB_VS, JP_BRAKE, JP_BRAKE_VS, JP_BACKLASH)
+from .jit import kernel
+from .joints import impose_prescribed_motion, link_torques, rotor_accelerations
+from .layout import (DIM_NB, DIM_NM, FIT_C, JOINT_PRESCRIBED, MF_ARMATURE, MF_AXIS, MF_DMOD, MF_FITTED, MF_GRAVITY,
+                     MF_KMOD, W_BB, W_D, W_FJ, W_F_INBOARD, W_IA_HINGE, W_IA_PSI, W_KAP, W_LFF, W_LFF_INV, W_MB, W_NUD,
+                     W_P, W_PA_HINGE, W_PB, W_POS, W_PPC, W_PSI, W_QDD_PRES, W_RPC, W_TAUJ, W_TAU_JOINT, W_U, W_UJ,
+                     W_VEL, W_Z, W_ZB, at, drive_of, first_mode, modes_of, parent_of)
+from .spatial import cholesky_inplace, rotate, rotate_symmetric
 
 
-@njit(cache=True)
-def prepare(m, w, t, pos, vel):
-    """Copy the state into the work buffers, imposing prescribed joint motion at time t."""
-    prepare_arrays(m.dims[DIM_NQ], m.dims[DIM_NB], m.drive, m.prof_kind, m.prof_par, m.tab_off, m.tab_n, m.tab_t,
-                   m.tab_c, t, pos, vel, w.pos, w.vel, w.qdd_pres)
-
-
-@njit(cache=True)
-def prepare_arrays(nq, nj, drive, prof_kind, prof_par, tab_off, tab_n, tab_t, tab_c, t, pos, vel, wpos, wvel,
-                   qdd_pres):
-    for i in range(nq):
-        wpos[i] = pos[i]
-        wvel[i] = vel[i]
-    for k in range(nj):
-        if drive[k] == JOINT_PRESCRIBED:
-            q, qd, qdd = profiles.evaluate(prof_kind, prof_par, tab_off, tab_n, tab_t, tab_c, k, t)
-            wpos[k] = q
-            wvel[k] = qd
-            qdd_pres[k] = qdd
-
-
-@njit(cache=True)
-def joint_torques(m, w, tau):
-    """Link-side torque each torque-driven joint receives (drive minus friction, or the Spong spring)."""
-    joint_torques_arrays(m.dims[DIM_NB], m.dims[DIM_NB] + m.dims[DIM_NETA], m.mot, m.kspring, m.dspring, m.viscous, m.coulomb, m.jpar,
-                         w.pos, w.vel, tau, w.tauj)
-
-
-@njit(cache=True)
-def joint_torques_arrays(nj, off, mot, kspring, dspring, viscous, coulomb, jpar, wpos, wvel, tau, tauj):
-    for k in range(nj):
-        qd = wvel[k]
-        mi = mot[k]
-        if mi >= 0:
-            tauj[k] = spring_torque(kspring[k], dspring[k], jpar[k, JP_BACKLASH], wpos[off + mi] - wpos[k],
-                                    wvel[off + mi] - qd)
-        else:
-            tauj[k] = tau[k] - joint_friction(viscous, coulomb, jpar, k, qd)
-
-
-@njit(cache=True)
-def dead_band(deflection, backlash):
-    """Spring deflection beyond a dead band of total width `backlash` (0 inside, continuous at its edges)."""
-    half = 0.5 * backlash
-    if deflection > half:
-        return deflection - half
-    if deflection < -half:
-        return deflection + half
-    return 0.0
-
-
-@njit(cache=True)
-def spring_torque(stiffness, damping, backlash, deflection, rate):
-    """Spong joint torque k dz(phi - q) + d (phi_dot - q_dot) on the link. With backlash the gear teeth
-    are apart inside the dead band: neither spring nor damper transmits torque there."""
-    if backlash > 0.0 and abs(deflection) <= 0.5 * backlash:
-        return 0.0
-    return stiffness * dead_band(deflection, backlash) + damping * rate
-
-
-@njit(cache=True)
-def friction(viscous, coulomb, smoothing, stribeck, stribeck_vs, brake, brake_vs, rate):
-    """Friction torque opposing the rate: viscous, tanh-smoothed Coulomb with an optional Stribeck
-    breakaway torque decaying as exp(-(rate / v_st)^2), and a slipping holding brake, whose kinetic
-    torque F_b is smoothed by a ramp saturating at v_b (hil.devices.drives states why a ramp):
-
-    tau_f = c v + (F_c + F_s exp(-(v / v_st)^2)) tanh(v / v_s) + F_b clip(v / v_b, -1, 1)
-
-    v_s (jpar JP_COUL_VS) is the effective smoothing: the configured one, widened by
-    hil.dynamics.plant.Plant.stabilize_friction where the slope c + (F_c + F_s) / v_s at rest would be beyond
-    the substep's stability bound.
-    """
-    breakaway = coulomb
-    if stribeck > 0.0:
-        x = rate / stribeck_vs
-        breakaway += stribeck * np.exp(-x * x)
-    f = viscous * rate + breakaway * np.tanh(rate / smoothing)
-    if brake > 0.0:
-        f += brake * min(max(rate / brake_vs, -1.0), 1.0)
-    return f
-
-
-@njit(cache=True)
-def joint_friction(viscous, coulomb, jpar, k, rate):
-    """friction() with joint k's parameters (jpar columns JP_*)."""
-    return friction(viscous[k], coulomb[k], jpar[k, JP_COUL_VS], jpar[k, JP_STRIBECK], jpar[k, JP_STRIB_VS],
-                    jpar[k, JP_BRAKE], jpar[k, JP_BRAKE_VS], rate)
-
-
-@njit(cache=True)
-def motor_accelerations(m, w, tau, acc):
-    """Spong rotor equation B phi_ddot = tau - k (phi - q) - d (phi_dot - q_dot) - friction; a rotor
-    held by its brake (JOINT_ROTOR_HELD) does not accelerate."""
-    motor_accelerations_arrays(m.dims[DIM_NB], m.dims[DIM_NB] + m.dims[DIM_NETA], m.mot, m.mot_inertia, m.viscous, m.coulomb, m.jpar,
-                               m.drive, w.vel, tau, w.tauj, acc)
-
-
-@njit(cache=True)
-def motor_accelerations_arrays(nj, off, mot, mot_inertia, viscous, coulomb, jpar, drive, wvel, tau, tauj, acc):
-    for k in range(nj):
-        mi = mot[k]
-        if mi < 0:
-            continue
-        if drive[k] == JOINT_ROTOR_HELD:
-            acc[off + mi] = 0.0
-        else:
-            phd = wvel[off + mi]
-            acc[off + mi] = (tau[k] - tauj[k] - joint_friction(viscous, coulomb, jpar, k, phd)) / mot_inertia[k]
-
-
-@njit(cache=True)
-def forward_kinematics(m, w):
-    """Base-to-tip sweep: joint transforms, twists, biases and body inertias."""
-    kinematics_sweep(m.dims[DIM_NB], m.dims[DIM_NM], m.parent, m.nm, m.mo, m.axis, m.st_G, m.st_L, m.st_S, m.st_p0, m.st_R0,
-                     m.node_off, m.nd_m, m.nd_p0, m.nd_G, m.nd_S, m.Jsum, m.JL, m.LJL, w.pos, w.vel, w.Rpc, w.ppc,
-                     w.Phi, w.V, w.kap, w.Mb, w.bb, w.M33, w.V3, w.V6, w.Ghat, w.Se)
-
-
-@njit(cache=True)
-def kinematics_sweep(nb, NM, parent, nmv, mov, axis, stG, stL, stS, stp0, stR0, node_off, nd_m, nd_p0, nd_G,
-                     nd_S, Jsum, JL, LJL, pos, vel, Rpc, ppc, Phi, V, kap, Mb, bb, M33, V3, V6, Ghat, Se):
-    for k in range(nb):
-        joint_kinematics(k, nb, NM, parent, nmv, mov, axis, stG, stL, stS, stp0, stR0, pos, vel,
-                         Rpc, ppc, Phi, V, kap, M33, V3, V6, Ghat)
-        body_inertia(k, nb, nmv, mov, node_off, nd_m, nd_p0, nd_G, nd_S, Jsum, JL, LJL, pos, vel, V, Mb, bb,
-                     Ghat, Se, V3)
-
-
-@njit(cache=True)
-def elastic_forces(k, nj, nmv, mov, Kmod, Dmod, el_pos, el_vel, p):
-    """Add the modal stiffness and damping forces K eta + D eta_dot of body k to p[k, 6:]."""
-    nm = nmv[k]
-    mo = nj + mov[k]
-    for a in range(nm):
-        s = 0.0
-        for b in range(nm):
-            s += Kmod[k, a, b] * el_pos[mo + b] + Dmod[k, a, b] * el_vel[mo + b]
-        p[k, 6 + a] += s
-
-
-@njit(cache=True)
-def added_mass(k, nmv, Kmod, Dmod, cK, cD, P):
-    """Add cK K + cD D, the implicit integrator's added modal mass, to P[k, 6:, 6:]."""
-    for a in range(nmv[k]):
-        for b in range(nmv[k]):
-            P[k, 6 + a, 6 + b] += cK * Kmod[k, a, b] + cD * Dmod[k, a, b]
-
-
-_NO_BLOCKS = np.zeros((0, 0, 0))
-
-
-@njit(cache=True)
-def forward_dynamics(m, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, acc):
+@kernel
+def forward_dynamics(mi, mf, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, acc):
     """Generalized accelerations acc (joints, modes, rotors) of the state (pos, vel) at time t.
 
     tau: drive torque per joint (link side; for a Spong joint, the rotor-side torque
@@ -186,188 +72,442 @@ def forward_dynamics(m, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, acc):
     (cK K + cD D added to each body's modal mass).
     Returns False if an articulated inertia lost positive definiteness.
     """
-    return forward_dynamics_blocks(m, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, _NO_BLOCKS, acc)
+    return forward_dynamics_blocks(mi, mf, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, False, acc)
 
 
-@njit(cache=True)
-def forward_dynamics_blocks(m, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, blocks, acc):
-    """forward_dynamics with, in addition, blocks[k] (n_m x n_m, symmetric) added to body k's modal
-    mass: an integrator's implicit modal operator that is not a multiple of K and D (an empty
-    array: none).
-    The model and work tuples are unpacked here once; helpers take arrays (passing a tuple
-    of ~100 arrays across a call costs numba an atomic reference count per array).
-    """
-    nb = m.dims[DIM_NB]
-    NM = m.dims[DIM_NM]
-    nq = m.dims[DIM_NQ]
-    off = nb + m.dims[DIM_NETA]
-    prepare_arrays(nq, nb, m.drive, m.prof_kind, m.prof_par, m.tab_off, m.tab_n, m.tab_t, m.tab_c, t, pos, vel,
-                   w.pos, w.vel, w.qdd_pres)
-    joint_torques_arrays(nb, off, m.mot, m.kspring, m.dspring, m.viscous, m.coulomb, m.jpar, w.pos, w.vel, tau,
-                         w.tauj)
-    kinematics_sweep(nb, NM, m.parent, m.nm, m.mo, m.axis, m.st_G, m.st_L, m.st_S, m.st_p0, m.st_R0,
-                     m.node_off, m.nd_m, m.nd_p0, m.nd_G, m.nd_S, m.Jsum, m.JL, m.LJL, w.pos, w.vel, w.Rpc, w.ppc,
-                     w.Phi, w.V, w.kap, w.Mb, w.bb, w.M33, w.V3, w.V6, w.Ghat, w.Se)
-    P = w.P
-    p = w.p
-    Lff = w.Lff
-    Y = w.Y
-    y = w.y
-    IA = w.IA
-    pA = w.pA
-    U = w.U
-    Ia = w.Ia
-    pa = w.t6a
-    Phi = w.Phi
-    kap = w.kap
-    nud = w.nud
-    col = w.tn
-    tmp6 = w.t6b
-    a6 = w.t6c
-    IaPhi = w.IaPhi
-    bb = w.bb
-    Mb = w.Mb
-    qdd_pres = w.qdd_pres
-    tauj = w.tauj
-    Dj = w.Dj
-    uj = w.uj
-    fj = w.fj
-    tau_joint = w.tau_joint
-    axis = m.axis
-    parent = m.parent
-    nmv = m.nm
-    mo = m.mo
-    drive = m.drive
-    armature = m.armature
-    g = m.gravity
-    for k in range(nb):
-        n = 6 + nmv[k]
-        for i in range(n):
-            p[k, i] = bb[k, i]
-            for j in range(n):
-                P[k, i, j] = Mb[k, i, j]
-        elastic_forces(k, nb, nmv, mo, m.Kmod, m.Dmod, el_pos, el_vel, p)
-        added_mass(k, nmv, m.Kmod, m.Dmod, cK, cD, P)
-        if blocks.shape[0] > 0:
-            for a in range(nmv[k]):
-                for b in range(nmv[k]):
-                    P[k, 6 + a, 6 + b] += blocks[k, a, b]
-    # tip-to-base: articulated inertias (modes eliminated first, then the hinge)
-    for k in range(nb - 1, -1, -1):
-        nm = nmv[k]
-        for a in range(nm):
-            for b in range(nm):
-                Lff[k, a, b] = P[k, 6 + a, 6 + b]
-        if not cholesky_inplace(Lff, k, nm):
-            return False
-        for i in range(6):
-            for a in range(nm):
-                col[a] = P[k, 6 + a, i]
-            cholesky_solve(Lff, k, nm, col)
-            for a in range(nm):
-                Y[k, a, i] = col[a]
-        for a in range(nm):
-            col[a] = p[k, 6 + a]
-        cholesky_solve(Lff, k, nm, col)
-        for a in range(nm):
-            y[k, a] = col[a]
-        for i in range(6):
-            s = p[k, i]
-            for a in range(nm):
-                s -= P[k, i, 6 + a] * y[k, a]
-            pA[k, i] = s
-            for j in range(6):
-                s = P[k, i, j]
-                for a in range(nm):
-                    s -= P[k, i, 6 + a] * Y[k, a, j]
-                IA[k, i, j] = s
-        ax0, ax1, ax2 = axis[k, 0], axis[k, 1], axis[k, 2]
-        for i in range(6):
-            U[k, i] = IA[k, i, 0] * ax0 + IA[k, i, 1] * ax1 + IA[k, i, 2] * ax2
-        if drive[k] == JOINT_PRESCRIBED:
-            qdd = qdd_pres[k]
-            for i in range(6):
-                pa[i] = pA[k, i] + U[k, i] * qdd
-                for j in range(6):
-                    Ia[i, j] = IA[k, i, j]
-        else:
-            d = U[k, 0] * ax0 + U[k, 1] * ax1 + U[k, 2] * ax2 + armature[k]
-            if not d > 0.0:
-                return False
-            u = tauj[k] - (pA[k, 0] * ax0 + pA[k, 1] * ax1 + pA[k, 2] * ax2)
-            Dj[k] = d
-            uj[k] = u
-            for i in range(6):
-                pa[i] = pA[k, i] + U[k, i] * u / d
-                for j in range(6):
-                    Ia[i, j] = IA[k, i, j] - U[k, i] * U[k, j] / d
-        par = parent[k]
-        if par >= 0:
-            # parent += Phi^T Ia Phi and Phi^T (pa + Ia kap)
-            npx = 6 + nmv[par]
-            for i in range(6):
-                s = pa[i]
-                for j in range(6):
-                    s += Ia[i, j] * kap[k, j]
-                tmp6[i] = s
-                for c in range(npx):
-                    s = 0.0
-                    for j in range(6):
-                        s += Ia[i, j] * Phi[k, j, c]
-                    IaPhi[i, c] = s
-            for r in range(npx):
-                s = 0.0
-                for i in range(6):
-                    s += Phi[k, i, r] * tmp6[i]
-                p[par, r] += s
-                for c in range(r, npx):
-                    s = 0.0
-                    for i in range(6):
-                        s += Phi[k, i, r] * IaPhi[i, c]
-                    P[par, r, c] += s
-                    if c != r:
-                        P[par, c, r] += s
-    # base-to-tip: accelerations
-    for k in range(nb):
-        par = parent[k]
-        for i in range(6):
-            s = kap[k, i]
-            if par >= 0:
-                for c in range(6 + nmv[par]):
-                    s += Phi[k, i, c] * nud[par, c]
-            else:
-                s -= Phi[k, i, 3] * g[0] + Phi[k, i, 4] * g[1] + Phi[k, i, 5] * g[2]
-            a6[i] = s
-        ax0, ax1, ax2 = axis[k, 0], axis[k, 1], axis[k, 2]
-        if drive[k] == JOINT_PRESCRIBED:
-            qdd = qdd_pres[k]
-        else:
-            s = uj[k]
-            for i in range(6):
-                s -= U[k, i] * a6[i]
-            qdd = s / Dj[k]
-        acc[k] = qdd
-        a6[0] += ax0 * qdd
-        a6[1] += ax1 * qdd
-        a6[2] += ax2 * qdd
-        for i in range(6):
-            nud[k, i] = a6[i]
-        nm = nmv[k]
-        base = nb + mo[k]
-        for e in range(nm):
-            s = y[k, e]
-            for i in range(6):
-                s += Y[k, e, i] * a6[i]
-            nud[k, 6 + e] = -s
-            acc[base + e] = -s
-        for e in range(nm, NM):
-            nud[k, 6 + e] = 0.0
-        for i in range(6):
-            s = pA[k, i]
-            for j in range(6):
-                s += IA[k, i, j] * a6[j]
-            fj[k, i] = s
-        tau_joint[k] = fj[k, 0] * ax0 + fj[k, 1] * ax1 + fj[k, 2] * ax2
-    motor_accelerations_arrays(nb, off, m.mot, m.mot_inertia, m.viscous, m.coulomb, m.jpar, drive, w.vel, tau, tauj,
-                               acc)
+@kernel
+def forward_dynamics_blocks(mi, mf, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, fitted, acc):
+    """forward_dynamics with, when `fitted`, the model's fitted blocks C (MF_FITTED, FIT_C; symmetric
+    n_m x n_m) added to each body's modal mass: an integrator's implicit modal operator that is not a
+    multiple of K and D (hil.kernels.fitted_midpoint)."""
+    prepare(mi, mf, w, t, pos, vel)
+    joint_torques(mi, mf, w, tau)
+    kinematics_base_to_tip(mi, mf, w)
+    body_inertias(mi, mf, w, el_pos, el_vel, cK, cD, fitted)
+    if not articulated_inertias_tip_to_base(mi, mf, w):
+        return False
+    accelerations_base_to_tip(mi, mf, w, acc)
+    rotor_accelerations(mi, mf, w, mi[W_VEL], tau, w, mi[W_TAUJ], acc)
     return True
+
+
+@kernel
+def prepare(mi, mf, w, t, pos, vel):
+    """Copy the state into the work buffers, imposing prescribed joint motion at time t."""
+    impose_prescribed_motion(mi, mf, t, pos, vel, w, mi[W_POS], w, mi[W_VEL], w, mi[W_QDD_PRES])
+
+
+@kernel
+def joint_torques(mi, mf, w, tau):
+    """Link-side torque each joint receives (drive minus friction, or the Spong spring), at the prepared state."""
+    link_torques(mi, mf, w, mi[W_POS], w, mi[W_VEL], tau, w, mi[W_TAUJ])
+
+
+@kernel
+def kinematics_base_to_tip(mi, mf, w):
+    """Joint transforms, twists, velocity-product accelerations and modal maps of every body."""
+    for k in range(mi[DIM_NB]):
+        joint_kinematics(mi, mf, w, k)
+
+
+@kernel
+def forward_kinematics(mi, mf, w):
+    """kinematics_base_to_tip and each body's M_m(k), b_m(k) (Mb, bb): what the energy and the oracle read."""
+    for k in range(mi[DIM_NB]):
+        joint_kinematics(mi, mf, w, k)
+        body_inertia(mi, mf, w, k)
+
+
+@kernel
+def body_inertias(mi, mf, w, el_pos, el_vel, cK, cD, fitted):
+    """Mb, bb of every body, and the articulated quantities the tip-to-base pass starts from:
+    P(k) = M_m(k) + cK K + cD D (+ C, the fitted block, when `fitted`: the implicit integrator's added
+    modal mass), p(k) = b_m(k) + K eta + D eta_dot at (el_pos, el_vel)."""
+    nb = mi[DIM_NB]
+    NM = mi[DIM_NM]
+    NX = 6 + NM
+    for k in range(nb):
+        body_inertia(mi, mf, w, k)
+        nm = modes_of(mi, k)
+        n = 6 + nm
+        Mb = mi[W_MB] + NX * NX * k
+        P = mi[W_P] + NX * NX * k
+        bb = mi[W_BB] + NX * k
+        p = mi[W_PB] + NX * k
+        for i in range(n):
+            w[at(p + i)] = w[at(bb + i)]
+            for j in range(n):
+                w[at(P + i * NX + j)] = w[at(Mb + i * NX + j)]
+        K = mi[MF_KMOD] + NM * NM * k
+        D = mi[MF_DMOD] + NM * NM * k
+        e = first_mode(mi, k)
+        for a in range(nm):
+            s = 0.0
+            for b in range(nm):
+                s += mf[at(K + a * NM + b)] * el_pos[e + b] + mf[at(D + a * NM + b)] * el_vel[e + b]
+            w[at(p + 6 + a)] += s
+        if cK != 0.0 or cD != 0.0:
+            for a in range(nm):
+                for b in range(nm):
+                    w[at(P + (6 + a) * NX + 6 + b)] += cK * mf[at(K + a * NM + b)] + cD * mf[at(D + a * NM + b)]
+        if fitted:
+            C = mi[MF_FITTED] + ((FIT_C * nb + k) * NM) * NM
+            for a in range(nm):
+                for b in range(nm):
+                    w[at(P + (6 + a) * NX + 6 + b)] += mf[at(C + a * NM + b)]
+
+
+@kernel
+def articulated_inertias_tip_to_base(mi, mf, w):
+    """Seed 002 eqs. 7.10 and 7.11 (with the errata of the module docstring), tip to base: each
+    body's modes, then its hinge, eliminated, and what is left passed to its parent. False if an
+    articulated inertia is not positive definite."""
+    for k in range(mi[DIM_NB] - 1, -1, -1):
+        if not eliminate_modes(mi, w, k):
+            return False
+        if not eliminate_hinge(mi, mf, w, k):
+            return False
+        if parent_of(mi, k) >= 0:
+            add_to_parent(mi, w, k)
+    return True
+
+
+@kernel
+def eliminate_modes(mi, w, k):
+    """Lff = chol(P_ff), Z = Lff^-1 P_fr, z = Lff^-1 p_f, then in place IA = P_rr - Z^T Z and
+    pA = p_r - Z^T z (P_rf P_ff^-1 P_fr = Z^T Z): what remains of P(k), p(k) in their rigid rows and
+    columns. The six columns of P_fr and p_f are substituted together, in registers."""
+    NM = mi[DIM_NM]
+    NX = 6 + NM
+    nm = modes_of(mi, k)
+    if nm == 0:
+        return True
+    P = mi[W_P] + NX * NX * k
+    p = mi[W_PB] + NX * k
+    Lff = mi[W_LFF] + NM * NM * k
+    Z = mi[W_Z] + 6 * NM * k
+    z = mi[W_ZB] + NM * k
+    inv = mi[W_LFF_INV] + NM * k
+    for a in range(nm):
+        for b in range(a + 1):
+            w[at(Lff + a * NM + b)] = w[at(P + (6 + a) * NX + 6 + b)]
+    if not cholesky_inplace(w, Lff, nm, NM, w, inv):
+        return False
+    s00 = s01 = s02 = s03 = s04 = s05 = s11 = s12 = s13 = s14 = s15 = 0.0
+    s22 = s23 = s24 = s25 = s33 = s34 = s35 = s44 = s45 = s55 = 0.0
+    t0 = t1 = t2 = t3 = t4 = t5 = 0.0
+    for a in range(nm):
+        Pa = P + (6 + a) * NX
+        x0, x1, x2, x3, x4, x5 = (w[at(Pa)], w[at(Pa + 1)], w[at(Pa + 2)], w[at(Pa + 3)], w[at(Pa + 4)],
+                                  w[at(Pa + 5)])
+        xb = w[at(p + 6 + a)]
+        for c in range(a):
+            lac = w[at(Lff + a * NM + c)]
+            Zc = Z + 6 * c
+            x0 -= lac * w[at(Zc)]
+            x1 -= lac * w[at(Zc + 1)]
+            x2 -= lac * w[at(Zc + 2)]
+            x3 -= lac * w[at(Zc + 3)]
+            x4 -= lac * w[at(Zc + 4)]
+            x5 -= lac * w[at(Zc + 5)]
+            xb -= lac * w[at(z + c)]
+        r = w[at(inv + a)]
+        x0, x1, x2, x3, x4, x5, xb = x0 * r, x1 * r, x2 * r, x3 * r, x4 * r, x5 * r, xb * r
+        Za = Z + 6 * a
+        w[at(Za)], w[at(Za + 1)], w[at(Za + 2)] = x0, x1, x2
+        w[at(Za + 3)], w[at(Za + 4)], w[at(Za + 5)] = x3, x4, x5
+        w[at(z + a)] = xb
+        s00 += x0 * x0
+        s01 += x0 * x1
+        s02 += x0 * x2
+        s03 += x0 * x3
+        s04 += x0 * x4
+        s05 += x0 * x5
+        s11 += x1 * x1
+        s12 += x1 * x2
+        s13 += x1 * x3
+        s14 += x1 * x4
+        s15 += x1 * x5
+        s22 += x2 * x2
+        s23 += x2 * x3
+        s24 += x2 * x4
+        s25 += x2 * x5
+        s33 += x3 * x3
+        s34 += x3 * x4
+        s35 += x3 * x5
+        s44 += x4 * x4
+        s45 += x4 * x5
+        s55 += x5 * x5
+        t0 += x0 * xb
+        t1 += x1 * xb
+        t2 += x2 * xb
+        t3 += x3 * xb
+        t4 += x4 * xb
+        t5 += x5 * xb
+    ztz = (s00, s01, s02, s03, s04, s05, s11, s12, s13, s14, s15, s22, s23, s24, s25, s33, s34, s35, s44, s45, s55)
+    n = 0
+    for i in range(6):
+        for j in range(i, 6):
+            w[at(P + i * NX + j)] -= ztz[n]
+            if j != i:
+                w[at(P + j * NX + i)] -= ztz[n]
+            n += 1
+    w[at(p)] -= t0
+    w[at(p + 1)] -= t1
+    w[at(p + 2)] -= t2
+    w[at(p + 3)] -= t3
+    w[at(p + 4)] -= t4
+    w[at(p + 5)] -= t5
+    return True
+
+
+@kernel
+def eliminate_hinge(mi, mf, w, k):
+    """U = IA s; a torque-driven joint: D = s^T U + armature, u = tau - s^T pA, Ia = IA - U U^T / D,
+    pa = pA + U u / D; a prescribed one: Ia = IA, pa = pA + U q_ddot. False if D <= 0."""
+    NX = 6 + mi[DIM_NM]
+    ax = mi[MF_AXIS] + 3 * k
+    ax0, ax1, ax2 = mf[at(ax)], mf[at(ax + 1)], mf[at(ax + 2)]
+    IA = mi[W_P] + NX * NX * k
+    pA = mi[W_PB] + NX * k
+    U = mi[W_U] + 6 * k
+    Ia = mi[W_IA_HINGE]
+    pa = mi[W_PA_HINGE]
+    for i in range(6):
+        w[at(U + i)] = w[at(IA + NX * i)] * ax0 + w[at(IA + NX * i + 1)] * ax1 + w[at(IA + NX * i + 2)] * ax2
+    if drive_of(mi, k) == JOINT_PRESCRIBED:
+        qdd = w[at(mi[W_QDD_PRES] + k)]
+        for i in range(6):
+            w[at(pa + i)] = w[at(pA + i)] + w[at(U + i)] * qdd
+            for j in range(6):
+                w[at(Ia + 6 * i + j)] = w[at(IA + NX * i + j)]
+        return True
+    d = w[at(U)] * ax0 + w[at(U + 1)] * ax1 + w[at(U + 2)] * ax2 + mf[at(mi[MF_ARMATURE] + k)]
+    if not d > 0.0:
+        return False
+    u = w[at(mi[W_TAUJ] + k)] - (w[at(pA)] * ax0 + w[at(pA + 1)] * ax1 + w[at(pA + 2)] * ax2)
+    w[at(mi[W_D] + k)] = d
+    w[at(mi[W_UJ] + k)] = u
+    for i in range(6):
+        Ui = w[at(U + i)] / d
+        w[at(pa + i)] = w[at(pA + i)] + Ui * u
+        for j in range(6):
+            w[at(Ia + 6 * i + j)] = w[at(IA + NX * i + j)] - Ui * w[at(U + j)]
+    return True
+
+
+@kernel
+def add_to_parent(mi, w, k):
+    """P(parent) += Phi^T Ia Phi, p(parent) += Phi^T (pa + Ia kap), Phi = [X, Psi]: the rigid block
+    by the structured transform X^T Ia X (inertia_to_parent), the modal rows and columns through
+    Ia Psi."""
+    NM = mi[DIM_NM]
+    NX = 6 + NM
+    par = parent_of(mi, k)
+    nmp = modes_of(mi, par)
+    R = mi[W_RPC] + 9 * k
+    origin = mi[W_PPC] + 3 * k
+    Ia = mi[W_IA_HINGE]
+    pa = mi[W_PA_HINGE]
+    kap = mi[W_KAP] + 6 * k
+    f = mi[W_F_INBOARD]
+    P = mi[W_P] + NX * NX * par
+    p = mi[W_PB] + NX * par
+    for i in range(6):
+        s = w[at(pa + i)]
+        for j in range(6):
+            s += w[at(Ia + 6 * i + j)] * w[at(kap + j)]
+        w[at(f + i)] = s
+    force_to_parent(w, R, origin, f, 1, p, 1)
+    inertia_to_parent(w, R, origin, Ia, P, NX)
+    if nmp == 0:
+        return
+    psi = mi[W_PSI] + 6 * NM * k
+    IaPsi = mi[W_IA_PSI]
+    for i in range(6):
+        for a in range(nmp):
+            s = 0.0
+            for j in range(6):
+                s += w[at(Ia + 6 * i + j)] * w[at(psi + j * NM + a)]
+            w[at(IaPsi + i * NM + a)] = s
+    for a in range(nmp):
+        # the modal rows of the bias, and the modal block (upper half, mirrored)
+        s = 0.0
+        for i in range(6):
+            s += w[at(psi + i * NM + a)] * w[at(f + i)]
+        w[at(p + 6 + a)] += s
+        for b in range(a, nmp):
+            s = 0.0
+            for i in range(6):
+                s += w[at(psi + i * NM + a)] * w[at(IaPsi + i * NM + b)]
+            w[at(P + (6 + a) * NX + 6 + b)] += s
+            if b != a:
+                w[at(P + (6 + b) * NX + 6 + a)] += s
+    # the coupling block X^T Ia Psi, column by column, and its transpose
+    for a in range(nmp):
+        force_to_parent(w, R, origin, IaPsi + a, NM, P + 6 + a, NX)
+        for i in range(6):
+            w[at(P + (6 + a) * NX + i)] = w[at(P + i * NX + 6 + a)]
+
+
+@kernel
+def force_to_parent(w, R, p, f, step, o, ostep):
+    """w[o + i ostep] += (X^T f)_i for the force f = w[f + i step] in child axes at the child origin:
+    [R n + p x (R f); R f] in the parent's axes about its origin (R = Rpc, p = ppc)."""
+    n0 = w[at(f)]
+    n1 = w[at(f + step)]
+    n2 = w[at(f + 2 * step)]
+    f0 = w[at(f + 3 * step)]
+    f1 = w[at(f + 4 * step)]
+    f2 = w[at(f + 5 * step)]
+    r00, r01, r02, r10, r11, r12, r20, r21, r22 = (w[at(R)], w[at(R + 1)], w[at(R + 2)], w[at(R + 3)], w[at(R + 4)],
+                                                   w[at(R + 5)], w[at(R + 6)], w[at(R + 7)], w[at(R + 8)])
+    g0 = r00 * f0 + r01 * f1 + r02 * f2
+    g1 = r10 * f0 + r11 * f1 + r12 * f2
+    g2 = r20 * f0 + r21 * f1 + r22 * f2
+    p0, p1, p2 = w[at(p)], w[at(p + 1)], w[at(p + 2)]
+    w[at(o)] += r00 * n0 + r01 * n1 + r02 * n2 + p1 * g2 - p2 * g1
+    w[at(o + ostep)] += r10 * n0 + r11 * n1 + r12 * n2 + p2 * g0 - p0 * g2
+    w[at(o + 2 * ostep)] += r20 * n0 + r21 * n1 + r22 * n2 + p0 * g1 - p1 * g0
+    w[at(o + 3 * ostep)] += g0
+    w[at(o + 4 * ostep)] += g1
+    w[at(o + 5 * ostep)] += g2
+
+
+@kernel
+def inertia_to_parent(w, R, p, Ia, P, NX):
+    """P[0:6, 0:6] (row stride NX) += X^T Ia X for Ia = [[A, B], [B^T, C]] (6 x 6 at w[Ia]) in child
+    axes at the child origin, X = [[R^T, 0], [-R^T skew(p), R^T]]: each 3 x 3 block turned into the
+    parent's axes, A' = R A R^T, B' = R B R^T, C' = R C R^T, then moved to the parent's origin:
+    B'' = B' + skew(p) C', A'' = A' + skew(p) B'^T - B'' skew(p), C'' = C' (about 200 multiplications
+    where the dense product takes 340)."""
+    r00, r01, r02, r10, r11, r12, r20, r21, r22 = (w[at(R)], w[at(R + 1)], w[at(R + 2)], w[at(R + 3)], w[at(R + 4)],
+                                                   w[at(R + 5)], w[at(R + 6)], w[at(R + 7)], w[at(R + 8)])
+    a00, a01, a02, a11, a12, a22 = rotate_symmetric(r00, r01, r02, r10, r11, r12, r20, r21, r22,
+                                                    w[at(Ia)], w[at(Ia + 1)], w[at(Ia + 2)], w[at(Ia + 7)],
+                                                    w[at(Ia + 8)], w[at(Ia + 14)])
+    c00, c01, c02, c11, c12, c22 = rotate_symmetric(r00, r01, r02, r10, r11, r12, r20, r21, r22,
+                                                    w[at(Ia + 21)], w[at(Ia + 22)], w[at(Ia + 23)], w[at(Ia + 28)],
+                                                    w[at(Ia + 29)], w[at(Ia + 35)])
+    b00, b01, b02, b10, b11, b12, b20, b21, b22 = rotate(r00, r01, r02, r10, r11, r12, r20, r21, r22,
+                                                         w[at(Ia + 3)], w[at(Ia + 4)], w[at(Ia + 5)], w[at(Ia + 9)],
+                                                         w[at(Ia + 10)], w[at(Ia + 11)], w[at(Ia + 15)],
+                                                         w[at(Ia + 16)], w[at(Ia + 17)])
+    p0, p1, p2 = w[at(p)], w[at(p + 1)], w[at(p + 2)]
+    # A' += skew(p) B'^T: column j of the sum is p x (row j of B')
+    a00 += p1 * b02 - p2 * b01
+    a01 += p1 * b12 - p2 * b11
+    a02 += p1 * b22 - p2 * b21
+    a11 += p2 * b10 - p0 * b12
+    a12 += p2 * b20 - p0 * b22
+    a22 += p0 * b21 - p1 * b20
+    # B'' = B' + skew(p) C': column j gains p x (column j of C')
+    b00 += p1 * c02 - p2 * c01
+    b10 += p2 * c00 - p0 * c02
+    b20 += p0 * c01 - p1 * c00
+    b01 += p1 * c12 - p2 * c11
+    b11 += p2 * c01 - p0 * c12
+    b21 += p0 * c11 - p1 * c01
+    b02 += p1 * c22 - p2 * c12
+    b12 += p2 * c02 - p0 * c22
+    b22 += p0 * c12 - p1 * c02
+    # A'' = A' - B'' skew(p): row i gains p x (row i of B'')
+    a00 += p1 * b02 - p2 * b01
+    a01 += p2 * b00 - p0 * b02
+    a02 += p0 * b01 - p1 * b00
+    a11 += p2 * b10 - p0 * b12
+    a12 += p0 * b11 - p1 * b10
+    a22 += p0 * b21 - p1 * b20
+    upper = (a00, a01, a02, b00, b01, b02, a11, a12, b10, b11, b12, a22, b20, b21, b22,
+             c00, c01, c02, c11, c12, c22)
+    n = 0
+    for i in range(6):
+        for j in range(i, 6):
+            x = upper[n]
+            n += 1
+            w[at(P + i * NX + j)] += x
+            if j != i:
+                w[at(P + j * NX + i)] += x
+
+
+@kernel
+def accelerations_base_to_tip(mi, mf, w, acc):
+    """Seed 002 eq. 7.12 (with the erratum of the module docstring), base to tip: each joint's
+    acceleration, then its body's modal accelerations; nud(k) = [a_k; eta_ddot_k], the joint wrench
+    fj(k) = pA + IA a_k and its axis component tau_joint(k)."""
+    nb = mi[DIM_NB]
+    NM = mi[DIM_NM]
+    NX = 6 + NM
+    g = mi[MF_GRAVITY]
+    for k in range(nb):
+        par = parent_of(mi, k)
+        R = mi[W_RPC] + 9 * k
+        p = mi[W_PPC] + 3 * k
+        kap = mi[W_KAP] + 6 * k
+        nud = mi[W_NUD] + NX * k
+        # a = X a_parent + Psi eta_ddot_parent + kap; the base accelerates at -g
+        if par >= 0:
+            ap = mi[W_NUD] + NX * par
+            al0, al1, al2 = w[at(ap)], w[at(ap + 1)], w[at(ap + 2)]
+            v0 = w[at(ap + 3)] + al1 * w[at(p + 2)] - al2 * w[at(p + 1)]
+            v1 = w[at(ap + 4)] + al2 * w[at(p)] - al0 * w[at(p + 2)]
+            v2 = w[at(ap + 5)] + al0 * w[at(p + 1)] - al1 * w[at(p)]
+        else:
+            al0 = al1 = al2 = 0.0
+            v0, v1, v2 = -mf[at(g)], -mf[at(g + 1)], -mf[at(g + 2)]
+        for i in range(3):
+            w[at(nud + i)] = w[at(R + i)] * al0 + w[at(R + 3 + i)] * al1 + w[at(R + 6 + i)] * al2 + w[at(kap + i)]
+            w[at(nud + 3 + i)] = w[at(R + i)] * v0 + w[at(R + 3 + i)] * v1 + w[at(R + 6 + i)] * v2 + w[at(kap + 3 + i)]
+        if par >= 0:
+            nmp = modes_of(mi, par)
+            psi = mi[W_PSI] + 6 * NM * k
+            ed = mi[W_NUD] + NX * par + 6
+            for i in range(6):
+                s = 0.0
+                for a in range(nmp):
+                    s += w[at(psi + i * NM + a)] * w[at(ed + a)]
+                w[at(nud + i)] += s
+        ax = mi[MF_AXIS] + 3 * k
+        ax0, ax1, ax2 = mf[at(ax)], mf[at(ax + 1)], mf[at(ax + 2)]
+        U = mi[W_U] + 6 * k
+        if drive_of(mi, k) == JOINT_PRESCRIBED:
+            qdd = w[at(mi[W_QDD_PRES] + k)]
+        else:
+            s = w[at(mi[W_UJ] + k)]
+            for i in range(6):
+                s -= w[at(U + i)] * w[at(nud + i)]
+            qdd = s / w[at(mi[W_D] + k)]
+        acc[k] = qdd
+        w[at(nud)] += ax0 * qdd
+        w[at(nud + 1)] += ax1 * qdd
+        w[at(nud + 2)] += ax2 * qdd
+        # eta_ddot = -P_ff^-1 (p_f + P_fr a) = -Lff^-T (z + Z a)
+        nm = modes_of(mi, k)
+        Lff = mi[W_LFF] + NM * NM * k
+        inv = mi[W_LFF_INV] + NM * k
+        Z = mi[W_Z] + 6 * NM * k
+        z = mi[W_ZB] + NM * k
+        ed = nud + 6
+        a0, a1, a2, a3, a4, a5 = (w[at(nud)], w[at(nud + 1)], w[at(nud + 2)], w[at(nud + 3)], w[at(nud + 4)],
+                                  w[at(nud + 5)])
+        for e in range(nm):
+            Ze = Z + 6 * e
+            w[at(ed + e)] = -(w[at(z + e)] + w[at(Ze)] * a0 + w[at(Ze + 1)] * a1 + w[at(Ze + 2)] * a2
+                              + w[at(Ze + 3)] * a3 + w[at(Ze + 4)] * a4 + w[at(Ze + 5)] * a5)
+        for e in range(nm - 1, -1, -1):
+            s = w[at(ed + e)]
+            for c in range(e + 1, nm):
+                s -= w[at(Lff + c * NM + e)] * w[at(ed + c)]
+            w[at(ed + e)] = s * w[at(inv + e)]
+        base = first_mode(mi, k)
+        for e in range(nm):
+            acc[base + e] = w[at(ed + e)]
+        IA = mi[W_P] + NX * NX * k       # what eliminate_modes left of P(k) and p(k)
+        pA = mi[W_PB] + NX * k
+        fj = mi[W_FJ] + 6 * k
+        for i in range(6):
+            s = w[at(pA + i)]
+            for j in range(6):
+                s += w[at(IA + NX * i + j)] * w[at(nud + j)]
+            w[at(fj + i)] = s
+        w[at(mi[W_TAU_JOINT] + k)] = w[at(fj)] * ax0 + w[at(fj + 1)] * ax1 + w[at(fj + 2)] * ax2

@@ -10,7 +10,7 @@ One substep h from (q, v), as the IMEX scheme (hil.kernels.integrate) but for th
     q <- q + h v + h^2/2 a_m,   v <- v + h a_m
 
 Each pass is one articulated-body solve with C = h^2 K B + h/2 D added to every body's modal mass (the
-blocks KernelModel.fitted, hil.model.midpoint_fit). B = I/4 is the IMEX scheme (the implicit midpoint
+model block fitted of hil.kernels.layout, hil.model.midpoint_fit). B = I/4 is the IMEX scheme (the implicit midpoint
 rule on the linear elastic part, frequency 2/h atan(omega h / 2)). With B = beta(theta) in the body's
 mode basis (theta = omega h),
 
@@ -33,71 +33,73 @@ real-axis bound |lambda h| <= 2. Cost: two forward-dynamics evaluations per subs
 O(n_m^2) per body.
 """
 import numpy as np
-from numba import njit
 
+from .jit import kernel
 from . import profiles
 from .aba import forward_dynamics_blocks
-from .layout import DIM_NB, DIM_NQ, FIT_B, FIT_C, JOINT_PRESCRIBED
+from .layout import (DIM_NB, DIM_NM, DIM_NQ, FIT_B, JOINT_PRESCRIBED, MF_FITTED, W_ACC, W_PE, W_PS, W_VS, at, drive_of,
+                     first_mode, modes_of)
 
 
-@njit(cache=True)
-def midpoint_positions(m, h, pe, a, ps):
+@kernel
+def midpoint_positions(mi, mf, h, pe, a, ps):
     """q_m = q_e + h^2/4 a (joints, rotors), q_e + h^2 B a (each body's modes)."""
-    nb = m.dims[DIM_NB]
-    for i in range(m.dims[DIM_NQ]):
+    nb = mi[DIM_NB]
+    NM = mi[DIM_NM]
+    for i in range(mi[DIM_NQ]):
         ps[i] = pe[i] + 0.25 * h * h * a[i]
-    B = m.fitted[FIT_B]
     for k in range(nb):
-        base = nb + m.mo[k]
-        n = m.nm[k]
+        B = mi[MF_FITTED] + (FIT_B * nb + k) * NM * NM
+        base = first_mode(mi, k)
+        n = modes_of(mi, k)
         for r in range(n):
             s = 0.0
             for c in range(n):
-                s += B[k, r, c] * a[base + c]
+                s += mf[at(B + r * NM + c)] * a[base + c]
             ps[base + r] = pe[base + r] + h * h * s
 
 
-@njit(cache=True)
-def substep(m, w, ts, h, pos, vel, tau):
+@kernel
+def substep(mi, mf, w, ts, h, pos, vel, tau):
     """One substep from ts to ts + h with the drive torques tau (module docstring)."""
-    nq = m.dims[DIM_NQ]
-    ps, vs, pe, acc = w.ps, w.vs, w.pe, w.acc
-    C = m.fitted[FIT_C]
+    nq = mi[DIM_NQ]
+    ps, vs = w[mi[W_PS]:mi[W_PS] + nq], w[mi[W_VS]:mi[W_VS] + nq]
+    pe, acc = w[mi[W_PE]:mi[W_PE] + nq], w[mi[W_ACC]:mi[W_ACC] + nq]
     tm = ts + 0.5 * h
     for i in range(nq):
         pe[i] = pos[i] + 0.5 * h * vel[i]
-    ok = forward_dynamics_blocks(m, w, tm, pe, vel, tau, pe, vel, 0.0, 0.0, C, acc)
-    midpoint_positions(m, h, pe, acc, ps)
+    ok = forward_dynamics_blocks(mi, mf, w, tm, pe, vel, tau, pe, vel, 0.0, 0.0, True, acc)
+    midpoint_positions(mi, mf, h, pe, acc, ps)
     for i in range(nq):
         vs[i] = vel[i] + 0.5 * h * acc[i]
-    ok &= forward_dynamics_blocks(m, w, tm, ps, vs, tau, pe, vel, 0.0, 0.0, C, acc)
+    ok &= forward_dynamics_blocks(mi, mf, w, tm, ps, vs, tau, pe, vel, 0.0, 0.0, True, acc)
     for i in range(nq):
         pos[i] += h * vel[i] + 0.5 * h * h * acc[i]
         vel[i] += h * acc[i]
     return ok
 
 
-@njit(cache=True)
-def advance(m, w, t, pos, vel, tau, dt, nsub):
+@kernel
+def advance(mi, mf, w, t, pos, vel, tau, dt, nsub):
     """Advance (pos, vel) in place from t to t + dt with nsub substeps, tau held; False on a singular
     inertia or a non-finite state."""
     h = dt / nsub
     ok = True
     for s in range(nsub):
-        ok &= substep(m, w, t + s * h, h, pos, vel, tau)
-    return finish(m, t + dt, pos, vel) and ok
+        ok &= substep(mi, mf, w, t + s * h, h, pos, vel, tau)
+    return finish(mi, mf, t + dt, pos, vel) and ok
 
 
-@njit(cache=True)
-def finish(m, t, pos, vel):
+@kernel
+def finish(mi, mf, t, pos, vel):
     """Put the prescribed joints on their profile at t; False on a non-finite state."""
-    for k in range(m.dims[DIM_NB]):
-        if m.drive[k] == JOINT_PRESCRIBED:
-            q, qd, _ = profiles.evaluate(m.prof_kind, m.prof_par, m.tab_off, m.tab_n, m.tab_t, m.tab_c, k, t)
+    for k in range(mi[DIM_NB]):
+        if drive_of(mi, k) == JOINT_PRESCRIBED:
+            q, qd, _ = profiles.evaluate(mi, mf, k, t)
             pos[k] = q
             vel[k] = qd
     ok = True
-    for i in range(m.dims[DIM_NQ]):
+    for i in range(mi[DIM_NQ]):
         if not (np.isfinite(pos[i]) and np.isfinite(vel[i])):
             ok = False
     return ok

@@ -13,17 +13,18 @@
 Every method is written as stages around a single forward_dynamics call site.
 """
 import numpy as np
-from numba import njit
 
+from .jit import kernel
 from . import fitted_midpoint, profiles
 from .aba import forward_dynamics
-from .layout import DIM_NB, DIM_NQ, JOINT_PRESCRIBED, METHOD_FITTED, METHOD_IMEX, METHOD_RK4
+from .layout import (DIM_NB, DIM_NQ, JOINT_PRESCRIBED, METHOD_FITTED, METHOD_IMEX, METHOD_RK4, MI_DRIVE, W_ACC, W_K1,
+                     W_K2, W_K3, W_K4, W_PE, W_PS, W_VS)
 
 
 _STAGES = (4, 2, 1)
 
 
-@njit(cache=True)
+@kernel
 def _stage_state(method, stage, h, nq, pos, vel, acc_prev, k1, k2, ps, vs, pe):
     """State, time offset and implicit coefficients at which stage `stage` evaluates."""
     if method == METHOD_RK4:
@@ -64,16 +65,20 @@ def _stage_state(method, stage, h, nq, pos, vel, acc_prev, k1, k2, ps, vs, pe):
     return 0.0
 
 
-@njit(cache=True)
-def advance(m, w, t, pos, vel, tau, dt, nsub, method):
+@kernel
+def advance(mi, mf, w, t, pos, vel, tau, dt, nsub, method):
     """Advance (pos, vel) in place from t to t + dt with nsub substeps; False on a singular inertia
-    or a non-finite state."""
+    or a non-finite state. One call per outer step: the model (mi, mf) and work w of
+    hil.kernels.layout, the state and the drive torques held over the step."""
     if method == METHOD_FITTED:
-        return fitted_midpoint.advance(m, w, t, pos, vel, tau, dt, nsub)
-    nq = m.dims[DIM_NQ]
+        return fitted_midpoint.advance(mi, mf, w, t, pos, vel, tau, dt, nsub)
+    nq = mi[DIM_NQ]
     h = dt / nsub
-    k1, k2, k3, k4 = w.k1, w.k2, w.k3, w.k4
-    ps, vs, pe, acc = w.ps, w.vs, w.pe, w.acc
+    # the stage vectors: views of their work blocks (kernels count no references, so views are free)
+    k1, k2 = w[mi[W_K1]:mi[W_K1] + nq], w[mi[W_K2]:mi[W_K2] + nq]
+    k3, k4 = w[mi[W_K3]:mi[W_K3] + nq], w[mi[W_K4]:mi[W_K4] + nq]
+    ps, vs = w[mi[W_PS]:mi[W_PS] + nq], w[mi[W_VS]:mi[W_VS] + nq]
+    pe, acc = w[mi[W_PE]:mi[W_PE] + nq], w[mi[W_ACC]:mi[W_ACC] + nq]
     imex = method == METHOD_IMEX
     cK = 0.25 * h * h if imex else 0.0
     cD = 0.5 * h if imex else 0.0
@@ -85,7 +90,7 @@ def advance(m, w, t, pos, vel, tau, dt, nsub, method):
             # IMEX evaluates the elastic forces at the explicit midpoint predictor
             el_pos = pe if imex else ps
             el_vel = vel if imex else vs
-            ok &= forward_dynamics(m, w, ts + dts, ps, vs, tau, el_pos, el_vel, cK, cD, acc)
+            ok &= forward_dynamics(mi, mf, w, ts + dts, ps, vs, tau, el_pos, el_vel, cK, cD, acc)
             if method == METHOD_RK4:
                 for i in range(nq):
                     if stage == 0:
@@ -108,22 +113,12 @@ def advance(m, w, t, pos, vel, tau, dt, nsub, method):
             for i in range(nq):
                 pos[i] += h * vel[i]
                 vel[i] += h * acc[i]
-    for k in range(m.dims[DIM_NB]):
-        if m.drive[k] == JOINT_PRESCRIBED:
-            q, qd, qdd = profiles.evaluate(m.prof_kind, m.prof_par, m.tab_off, m.tab_n, m.tab_t, m.tab_c, k, t + dt)
+    for k in range(mi[DIM_NB]):
+        if mi[mi[MI_DRIVE] + k] == JOINT_PRESCRIBED:
+            q, qd, _ = profiles.evaluate(mi, mf, k, t + dt)
             pos[k] = q
             vel[k] = qd
     for i in range(nq):
         if not (np.isfinite(pos[i]) and np.isfinite(vel[i])):
             ok = False
-    return ok
-
-
-@njit(cache=True)
-def evaluations(m, w, t, pos, vel, tau, n):
-    """n forward-dynamics evaluations at (pos, vel): what one evaluation costs, for the integrator plan's
-    time budget (hil.dynamics.integrator_plan)."""
-    ok = True
-    for _ in range(n):
-        ok &= forward_dynamics(m, w, t, pos, vel, tau, pos, vel, 0.0, 0.0, w.acc)
     return ok

@@ -16,12 +16,13 @@ is O(h^4): the local error of the third-order solution, which bounds that of the
 Five evaluations per substep, four when the next substep of the same step reuses k5.
 """
 import numpy as np
-from numba import njit
 
+from .jit import kernel
 from . import fitted_midpoint
 from .aba import forward_dynamics
 from .integrate import _stage_state
-from .layout import DIM_NQ, METHOD_FITTED, METHOD_IMEX, METHOD_RK4
+from .layout import (DIM_NQ, METHOD_FITTED, METHOD_IMEX, METHOD_RK4, W_ACC, W_K1, W_K2, W_K3, W_K4, W_PE, W_PS,
+                     W_VS)
 
 TAU, V4, K5, OUT = range(4)       # rows of the scratch array (make_scratch)
 
@@ -32,15 +33,15 @@ def make_scratch(nq: int, nj: int) -> np.ndarray:
     return np.zeros((4, max(nq, nj, 1)))
 
 
-@njit(cache=True)
+@kernel
 def torque_at(tau0, tau1, frac, linear, out):
     """The drive torque at the fraction `frac` of the outer step into out."""
     for k in range(out.shape[0]):
         out[k] = tau0[k] + frac * (tau1[k] - tau0[k]) if linear else tau0[k]
 
 
-@njit(cache=True)
-def advance(m, w, t, pos, vel, tau0, tau1, dt, nsub, method, linear, tol, scratch):
+@kernel
+def advance(mi, mf, w, t, pos, vel, tau0, tau1, dt, nsub, method, linear, tol, scratch):
     """Advance (pos, vel) in place from t to t + dt with nsub substeps of `method` (RK4, IMEX or fitted
     midpoint), the torque held (linear False) or interpolated (True). RK4 with tol > 0 leaves in
     scratch[OUT, 0] the largest scaled error estimate of the substeps, max_i |e_i| / (tol (1 + |y_i|))
@@ -53,27 +54,30 @@ def advance(m, w, t, pos, vel, tau0, tau1, dt, nsub, method, linear, tol, scratc
     for s in range(nsub):
         ts = t + s * h
         if method == METHOD_RK4:
-            ok &= _rk4_substep(m, w, t, ts, h, dt, pos, vel, tau0, tau1, linear, tol > 0.0 and s > 0, scratch)
+            ok &= _rk4_substep(mi, mf, w, t, ts, h, dt, pos, vel, tau0, tau1, linear, tol > 0.0 and s > 0, scratch)
             if tol > 0.0:
                 torque_at(tau0, tau1, (ts + h - t) / dt, linear, tau_s)
-                ok &= forward_dynamics(m, w, ts + h, pos, vel, tau_s, pos, vel, 0.0, 0.0, scratch[K5])
-                worst = max(worst, _scaled_error(m, w, h, pos, vel, tol, scratch))
+                ok &= forward_dynamics(mi, mf, w, ts + h, pos, vel, tau_s, pos, vel, 0.0, 0.0, scratch[K5])
+                worst = max(worst, _scaled_error(mi, w, h, pos, vel, tol, scratch))
         else:
             torque_at(tau0, tau1, (ts + 0.5 * h - t) / dt, linear, tau_s)
             if method == METHOD_FITTED:
-                ok &= fitted_midpoint.substep(m, w, ts, h, pos, vel, tau_s)
+                ok &= fitted_midpoint.substep(mi, mf, w, ts, h, pos, vel, tau_s)
             else:
-                ok &= _imex_substep(m, w, ts, h, pos, vel, tau_s)
+                ok &= _imex_substep(mi, mf, w, ts, h, pos, vel, tau_s)
     scratch[OUT, 0] = worst
-    return fitted_midpoint.finish(m, t + dt, pos, vel) and ok
+    return fitted_midpoint.finish(mi, mf, t + dt, pos, vel) and ok
 
 
-@njit(cache=True)
-def _rk4_substep(m, w, t, ts, h, dt, pos, vel, tau0, tau1, linear, reuse_k5, scratch):
+@kernel
+def _rk4_substep(mi, mf, w, t, ts, h, dt, pos, vel, tau0, tau1, linear, reuse_k5, scratch):
     """Classical RK4 over one substep (hil.kernels.integrate's stages), its first stage the previous
     substep's k5 when reuse_k5; leaves the stage-4 velocity v + h k3 in scratch[V4]."""
-    nq = m.dims[DIM_NQ]
-    k1, k2, k3, k4, ps, vs, pe, acc = w.k1, w.k2, w.k3, w.k4, w.ps, w.vs, w.pe, w.acc
+    nq = mi[DIM_NQ]
+    k1, k2 = w[mi[W_K1]:mi[W_K1] + nq], w[mi[W_K2]:mi[W_K2] + nq]
+    k3, k4 = w[mi[W_K3]:mi[W_K3] + nq], w[mi[W_K4]:mi[W_K4] + nq]
+    ps, vs = w[mi[W_PS]:mi[W_PS] + nq], w[mi[W_VS]:mi[W_VS] + nq]
+    pe, acc = w[mi[W_PE]:mi[W_PE] + nq], w[mi[W_ACC]:mi[W_ACC] + nq]
     tau_s = scratch[TAU, : tau0.shape[0]]
     ok = True
     for stage in range(4):
@@ -83,7 +87,7 @@ def _rk4_substep(m, w, t, ts, h, dt, pos, vel, tau0, tau1, linear, reuse_k5, scr
                 acc[i] = scratch[K5, i]
         else:
             torque_at(tau0, tau1, (ts + dts - t) / dt, linear, tau_s)
-            ok &= forward_dynamics(m, w, ts + dts, ps, vs, tau_s, ps, vs, 0.0, 0.0, acc)
+            ok &= forward_dynamics(mi, mf, w, ts + dts, ps, vs, tau_s, ps, vs, 0.0, 0.0, acc)
         for i in range(nq):
             if stage == 0:
                 k1[i] = acc[i]
@@ -100,26 +104,29 @@ def _rk4_substep(m, w, t, ts, h, dt, pos, vel, tau0, tau1, linear, reuse_k5, scr
     return ok
 
 
-@njit(cache=True)
-def _scaled_error(m, w, h, pos, vel, tol, scratch):
+@kernel
+def _scaled_error(mi, w, h, pos, vel, tol, scratch):
     """max_i of |h/6 (k4 - k5)_i| / (tol (1 + |y_i|)) over positions and rates at the substep's end."""
     worst = 0.0
-    for i in range(m.dims[DIM_NQ]):
+    k4 = mi[W_K4]
+    for i in range(mi[DIM_NQ]):
         e_q = h / 6.0 * (scratch[V4, i] - vel[i])
-        e_v = h / 6.0 * (w.k4[i] - scratch[K5, i])
+        e_v = h / 6.0 * (w[k4 + i] - scratch[K5, i])
         worst = max(worst, abs(e_q) / (tol * (1.0 + abs(pos[i]))), abs(e_v) / (tol * (1.0 + abs(vel[i]))))
     return worst
 
 
-@njit(cache=True)
-def _imex_substep(m, w, ts, h, pos, vel, tau):
+@kernel
+def _imex_substep(mi, mf, w, ts, h, pos, vel, tau):
     """hil.kernels.integrate's IMEX midpoint over one substep."""
-    nq = m.dims[DIM_NQ]
-    k1, k2, ps, vs, pe, acc = w.k1, w.k2, w.ps, w.vs, w.pe, w.acc
+    nq = mi[DIM_NQ]
+    k1, k2 = w[mi[W_K1]:mi[W_K1] + nq], w[mi[W_K2]:mi[W_K2] + nq]
+    ps, vs = w[mi[W_PS]:mi[W_PS] + nq], w[mi[W_VS]:mi[W_VS] + nq]
+    pe, acc = w[mi[W_PE]:mi[W_PE] + nq], w[mi[W_ACC]:mi[W_ACC] + nq]
     ok = True
     for stage in range(2):
         dts = _stage_state(METHOD_IMEX, stage, h, nq, pos, vel, acc, k1, k2, ps, vs, pe)
-        ok &= forward_dynamics(m, w, ts + dts, ps, vs, tau, pe, vel, 0.25 * h * h, 0.5 * h, acc)
+        ok &= forward_dynamics(mi, mf, w, ts + dts, ps, vs, tau, pe, vel, 0.25 * h * h, 0.5 * h, acc)
     for i in range(nq):
         pos[i] += h * vel[i] + 0.5 * h * h * acc[i]
         vel[i] += h * acc[i]

@@ -1,196 +1,235 @@
-"""Quantities derived from a solved state: world poses, station kinematics, energy and power."""
-from numba import njit
+"""Quantities derived from a solved state: world poses, station kinematics, energy and power.
 
-from .aba import dead_band, joint_friction, spring_torque
-from .bodies import station_pose, station_rates
-from .layout import DIM_NB, DIM_NETA, JOINT_PRESCRIBED, JP_BACKLASH
+They read the state the last evaluation prepared (work blocks pos, vel) and what it solved.
+"""
+
+from .jit import kernel
+from .aba import forward_dynamics
+from .bodies import OUTPUT_STATIONS, SR_E, SR_R, ST_POS, ST_V_BIAS, ST_V_REL, ST_W_BIAS, ST_W_REL, station_kinematics
+from .joints import dead_band, joint_friction, spring_torque
+from .spatial import load3, load9, matmul3, mul3, store3, store9
+from .layout import (DIM_NB, DIM_NETA, DIM_NM, JOINT_PRESCRIBED, JP_BACKLASH, MF_ARMATURE, MF_DMOD, MF_DSPRING,
+                     MF_GRAVITY, MF_JPAR, MF_KMOD, MF_KSPRING, MF_MOT_INERTIA, MF_ND_G, MF_ND_M, MF_ND_P0, MF_ND_S,
+                     MF_OS_L, MI_DRIVE, MI_MO, MI_MOT, MI_NM, MI_NODE_OFF, MI_OS_BODY, N_JP, W_GHAT, W_MB, W_NU,
+                     W_NUD, W_POS, W_PPC, W_PW, W_RPC, W_RW, W_STATION, W_STATION_R, W_SV, W_TAU_JOINT, W_V, W_VEL,
+                     at, parent_of)
 
 
-@njit(cache=True)
-def world_poses(m, w):
-    """World rotation w.Rw[k] and origin w.pw[k] of every body frame (after forward_kinematics)."""
-    for k in range(m.dims[DIM_NB]):
-        par = m.parent[k]
-        Rpc = w.Rpc[k]
-        ppc = w.ppc[k]
+@kernel
+def world_poses(mi, mf, w):
+    """World rotation Rw[k] and origin pw[k] of every body frame (after the kinematics)."""
+    for k in range(mi[DIM_NB]):
+        par = parent_of(mi, k)
+        Rpc = load9(w, mi[W_RPC] + 9 * k)
+        ppc = load3(w, mi[W_PPC] + 3 * k)
         if par < 0:
-            for i in range(3):
-                w.pw[k, i] = ppc[i]
-                for j in range(3):
-                    w.Rw[k, i, j] = Rpc[i, j]
+            store9(w, mi[W_RW] + 9 * k, Rpc)
+            store3(w, mi[W_PW] + 3 * k, ppc)
         else:
-            Rp = w.Rw[par]
-            for i in range(3):
-                s = w.pw[par, i]
-                for j in range(3):
-                    s += Rp[i, j] * ppc[j]
-                w.pw[k, i] = s
-                for j in range(3):
-                    w.Rw[k, i, j] = Rp[i, 0] * Rpc[0, j] + Rp[i, 1] * Rpc[1, j] + Rp[i, 2] * Rpc[2, j]
-
-
-@njit(cache=True)
-def _cross(a0, a1, a2, b0, b1, b2):
-    return a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0
+            Rp = load9(w, mi[W_RW] + 9 * par)
+            pp = load3(w, mi[W_PW] + 3 * par)
+            x = mul3(Rp, ppc)
+            store3(w, mi[W_PW] + 3 * k, (pp[0] + x[0], pp[1] + x[1], pp[2] + x[2]))
+            store9(w, mi[W_RW] + 9 * k, matmul3(Rp, Rpc))
 
 
 STATION_FIELDS = 24   # station_state: position 3, rotation 9, velocity 3, angular velocity 3, specific force 3,
                       # angular acceleration 3
 
 
-@njit(cache=True)
-def station_state(m, w, s, out):
+@kernel
+def station_state(mi, mf, w, s, out):
     """World kinematics of output station s after forward_dynamics and world_poses.
 
     out (24,): position (3), rotation matrix row-major (9), velocity (3),
     angular velocity (3), specific force (acceleration minus gravity, 3),
-    angular acceleration (3); all in world axes. Allocation-free (scratch in w.SV, w.SM).
+    angular acceleration (3); all in world axes. Allocation-free.
     """
-    k = m.os_body[s]
-    nm = m.nm[k]
-    base = m.dims[DIM_NB] + m.mo[k]
-    SV = w.SV
-    SM = w.SM
-    station_pose(m.os_G, m.os_L, m.os_S, m.os_p0, m.os_R0, s, w.pos, base, nm, SV, 0, SM, 0, 1, 2, SV, 1)
-    Ghat = w.Ghat
-    station_rates(m.os_G, m.os_L, m.os_S, s, w.pos, w.vel, base, nm, SM, 2, SV, 1, Ghat)
-    r, w_rel, v_rel, w_b, v_b = SV[0], SV[3], SV[4], SV[5], SV[6]
-    R = SM[0]
-    E = SM[2]
-    V = w.V
-    a = w.nud
-    osL = m.os_L[s]
-    el0 = 0.0
-    el1 = 0.0
-    el2 = 0.0
-    rdd0 = v_b[0]
-    rdd1 = v_b[1]
-    rdd2 = v_b[2]
-    for e in range(nm):
-        dd = a[k, 6 + e]
-        el0 += (E[0, 0] * osL[0, e] + E[0, 1] * osL[1, e] + E[0, 2] * osL[2, e]) * dd
-        el1 += (E[1, 0] * osL[0, e] + E[1, 1] * osL[1, e] + E[1, 2] * osL[2, e]) * dd
-        el2 += (E[2, 0] * osL[0, e] + E[2, 1] * osL[1, e] + E[2, 2] * osL[2, e]) * dd
-        rdd0 += Ghat[0, e] * dd
-        rdd1 += Ghat[1, e] * dd
-        rdd2 += Ghat[2, e] * dd
-    o0, o1, o2 = V[k, 0], V[k, 1], V[k, 2]
-    wr = _cross(o0, o1, o2, r[0], r[1], r[2])
-    wv = _cross(o0, o1, o2, V[k, 3], V[k, 4], V[k, 5])
+    nb = mi[DIM_NB]
+    NM = mi[DIM_NM]
+    k = mi[at(mi[MI_OS_BODY] + s)]
+    nm = mi[at(mi[MI_NM] + k)]
+    e = nb + mi[at(mi[MI_MO] + k)]
+    station_kinematics(mi, mf, w, OUTPUT_STATIONS, s, mi[W_POS] + e, mi[W_VEL] + e, nm)
+    row = mi[W_STATION]
+    r = row + 3 * ST_POS
+    wrel = row + 3 * ST_W_REL
+    vrel = row + 3 * ST_V_REL
+    wb = row + 3 * ST_W_BIAS
+    vb = row + 3 * ST_V_BIAS
+    R = mi[W_STATION_R] + 9 * SR_R
+    E = mi[W_STATION_R] + 9 * SR_E
+    gh = mi[W_GHAT]
+    V = mi[W_V] + 6 * k
+    a = mi[W_NUD] + (6 + NM) * k
+    L = mi[MF_OS_L] + 3 * NM * s
+    el0 = el1 = el2 = 0.0
+    rdd0, rdd1, rdd2 = w[at(vb)], w[at(vb + 1)], w[at(vb + 2)]
+    for f in range(nm):
+        dd = w[at(a + 6 + f)]
+        l0, l1, l2 = mf[at(L + f)], mf[at(L + NM + f)], mf[at(L + 2 * NM + f)]
+        el0 += (w[at(E)] * l0 + w[at(E + 1)] * l1 + w[at(E + 2)] * l2) * dd
+        el1 += (w[at(E + 3)] * l0 + w[at(E + 4)] * l1 + w[at(E + 5)] * l2) * dd
+        el2 += (w[at(E + 6)] * l0 + w[at(E + 7)] * l1 + w[at(E + 8)] * l2) * dd
+        rdd0 += w[at(gh + f)] * dd
+        rdd1 += w[at(gh + NM + f)] * dd
+        rdd2 += w[at(gh + 2 * NM + f)] * dd
+    o0, o1, o2 = w[at(V)], w[at(V + 1)], w[at(V + 2)]
+    r0, r1, r2 = w[at(r)], w[at(r + 1)], w[at(r + 2)]
+    wr = _cross(o0, o1, o2, r0, r1, r2)
+    wv = _cross(o0, o1, o2, w[at(V + 3)], w[at(V + 4)], w[at(V + 5)])
     wwr = _cross(o0, o1, o2, wr[0], wr[1], wr[2])
-    ar = _cross(a[k, 0], a[k, 1], a[k, 2], r[0], r[1], r[2])
-    wrd = _cross(o0, o1, o2, v_rel[0], v_rel[1], v_rel[2])
-    wwrel = _cross(o0, o1, o2, w_rel[0], w_rel[1], w_rel[2])
+    ar = _cross(w[at(a)], w[at(a + 1)], w[at(a + 2)], r0, r1, r2)
+    wrd = _cross(o0, o1, o2, w[at(vrel)], w[at(vrel + 1)], w[at(vrel + 2)])
+    wwrel = _cross(o0, o1, o2, w[at(wrel)], w[at(wrel + 1)], w[at(wrel + 2)])
     rdd = (rdd0, rdd1, rdd2)
     el = (el0, el1, el2)
-    body = SV[7:11]   # velocity, angular velocity, specific force, angular acceleration in body axes
+    body = mi[W_SV]   # velocity, angular velocity, specific force, angular acceleration in body axes
     for i in range(3):
-        body[0, i] = V[k, 3 + i] + wr[i] + v_rel[i]
-        body[1, i] = V[k, i] + w_rel[i]
-        body[2, i] = a[k, 3 + i] + wv[i] + ar[i] + wwr[i] + 2.0 * wrd[i] + rdd[i]
-        body[3, i] = a[k, i] + el[i] + w_b[i] + wwrel[i]
-    Rk = w.Rw[k]
-    for i in range(3):
-        ps = w.pw[k, i]
-        for j in range(3):
-            ps += Rk[i, j] * r[j]
-        out[i] = ps
-        for j in range(3):
-            out[3 + 3 * i + j] = Rk[i, 0] * R[0, j] + Rk[i, 1] * R[1, j] + Rk[i, 2] * R[2, j]
-        for q in range(4):
-            out[12 + 3 * q + i] = Rk[i, 0] * body[q, 0] + Rk[i, 1] * body[q, 1] + Rk[i, 2] * body[q, 2]
+        w[at(body + i)] = w[at(V + 3 + i)] + wr[i] + w[at(vrel + i)]
+        w[at(body + 3 + i)] = w[at(V + i)] + w[at(wrel + i)]
+        w[at(body + 6 + i)] = w[at(a + 3 + i)] + wv[i] + ar[i] + wwr[i] + 2.0 * wrd[i] + rdd[i]
+        w[at(body + 9 + i)] = w[at(a + i)] + el[i] + w[at(wb + i)] + wwrel[i]
+    Rk = load9(w, mi[W_RW] + 9 * k)
+    pw = load3(w, mi[W_PW] + 3 * k)
+    x = mul3(Rk, load3(w, r))
+    out[0], out[1], out[2] = pw[0] + x[0], pw[1] + x[1], pw[2] + x[2]
+    Rs = matmul3(Rk, load9(w, R))
+    for i in range(9):
+        out[3 + i] = Rs[i]
+    for q in range(4):
+        x = mul3(Rk, load3(w, body + 3 * q))
+        out[12 + 3 * q], out[13 + 3 * q], out[14 + 3 * q] = x
 
 
-@njit(cache=True)
-def energy(m, w, out):
+@kernel
+def _cross(a0, a1, a2, b0, b1, b2):
+    return a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0
+
+
+@kernel
+def energy(mi, mf, w, out):
     """out = [kinetic, gravity potential, elastic] at the prepared state (after forward_kinematics)."""
-    nb = m.dims[DIM_NB]
-    nj = nb
-    off = nb + m.dims[DIM_NETA]
-    world_poses(m, w)
+    nb = mi[DIM_NB]
+    NM = mi[DIM_NM]
+    NX = 6 + NM
+    rotors = nb + mi[DIM_NETA]
+    world_poses(mi, mf, w)
+    ipos = mi[W_POS]
+    ivel = mi[W_VEL]
+    g = mi[MF_GRAVITY]
+    nu = mi[W_NU]
     kin = 0.0
     grav = 0.0
     el = 0.0
-    g = m.gravity
     for k in range(nb):
-        nm = m.nm[k]
+        nm = mi[at(mi[MI_NM] + k)]
         n = 6 + nm
-        base = nj + m.mo[k]
-        nu = w.tx
+        e = nb + mi[at(mi[MI_MO] + k)]
+        V = mi[W_V] + 6 * k
+        Mb = mi[W_MB] + NX * NX * k
         for i in range(6):
-            nu[i] = w.V[k, i]
-        for e in range(nm):
-            nu[6 + e] = w.vel[base + e]
+            w[at(nu + i)] = w[at(V + i)]
+        for f in range(nm):
+            w[at(nu + 6 + f)] = w[at(ivel + e + f)]
         for i in range(n):
             s = 0.0
             for j in range(n):
-                s += w.Mb[k, i, j] * nu[j]
-            kin += 0.5 * nu[i] * s
-        eta = w.pos[base:base + nm]
-        for e in range(nm):
+                s += w[at(Mb + i * NX + j)] * w[at(nu + j)]
+            kin += 0.5 * w[at(nu + i)] * s
+        K = mi[MF_KMOD] + NM * NM * k
+        for a in range(nm):
             s = 0.0
             for f in range(nm):
-                s += m.Kmod[k, e, f] * eta[f]
-            el += 0.5 * eta[e] * s
-        Rk = w.Rw[k]
-        for j in range(m.node_off[k], m.node_off[k + 1]):
-            r = w.t3a
+                s += mf[at(K + a * NM + f)] * w[at(ipos + e + f)]
+            el += 0.5 * w[at(ipos + e + a)] * s
+        Rk = mi[W_RW] + 9 * k
+        pw = mi[W_PW] + 3 * k
+        for j in range(mi[at(mi[MI_NODE_OFF] + k)], mi[at(mi[MI_NODE_OFF] + k + 1)]):
+            G = mi[MF_ND_G] + 3 * NM * j
+            S = mi[MF_ND_S] + NM * NM * j
             fs = 0.0
-            for e in range(nm):
+            for a in range(nm):
                 s = 0.0
                 for f in range(nm):
-                    s += m.nd_S[j, e, f] * eta[f]
-                fs += s * eta[e]
+                    s += mf[at(S + a * NM + f)] * w[at(ipos + e + f)]
+                fs += s * w[at(ipos + e + a)]
+            r0 = mf[at(mi[MF_ND_P0] + 3 * j)] + 0.5 * fs
+            r1 = mf[at(mi[MF_ND_P0] + 3 * j + 1)]
+            r2 = mf[at(mi[MF_ND_P0] + 3 * j + 2)]
+            for a in range(nm):
+                x = w[at(ipos + e + a)]
+                r0 += mf[at(G + a)] * x
+                r1 += mf[at(G + NM + a)] * x
+                r2 += mf[at(G + 2 * NM + a)] * x
+            mj = mf[at(mi[MF_ND_M] + j)]
             for i in range(3):
-                s = m.nd_p0[j, i]
-                for e in range(nm):
-                    s += m.nd_G[j, i, e] * eta[e]
-                r[i] = s
-            r[0] += 0.5 * fs
-            for i in range(3):
-                pw = w.pw[k, i] + Rk[i, 0] * r[0] + Rk[i, 1] * r[1] + Rk[i, 2] * r[2]
-                grav -= m.nd_m[j] * g[i] * pw
-        mi = m.mot[k]
-        if mi >= 0:
-            kin += 0.5 * m.mot_inertia[k] * w.vel[off + mi] ** 2
-            el += 0.5 * m.kspring[k] * dead_band(w.pos[off + mi] - w.pos[k], m.jpar[k, JP_BACKLASH]) ** 2
-        elif m.drive[k] != JOINT_PRESCRIBED:
-            kin += 0.5 * m.armature[k] * w.vel[k] ** 2
+                pw_i = w[at(pw + i)] + w[at(Rk + 3 * i)] * r0 + w[at(Rk + 3 * i + 1)] * r1 + w[at(Rk + 3 * i + 2)] * r2
+                grav -= mj * mf[at(g + i)] * pw_i
+        rotor = mi[at(mi[MI_MOT] + k)]
+        if rotor >= 0:
+            ir = rotors + rotor
+            kin += 0.5 * mf[at(mi[MF_MOT_INERTIA] + k)] * w[at(ivel + ir)] ** 2
+            backlash = mf[at(mi[MF_JPAR] + N_JP * k + JP_BACKLASH)]
+            el += 0.5 * mf[at(mi[MF_KSPRING] + k)] * dead_band(w[at(ipos + ir)] - w[at(ipos + k)], backlash) ** 2
+        elif mi[at(mi[MI_DRIVE] + k)] != JOINT_PRESCRIBED:
+            kin += 0.5 * mf[at(mi[MF_ARMATURE] + k)] * w[at(ivel + k)] ** 2
     out[0] = kin
     out[1] = grav
     out[2] = el
 
 
-@njit(cache=True)
-def power(m, w, tau, out):
+@kernel
+def power(mi, mf, w, tau, out):
     """out = [drive power in, dissipated power] at the state of the last forward_dynamics.
 
     Prescribed joints count their required link torque times their rate as input. A joint or rotor
     held by its brake has zero rate: neither its drive nor the brake does work.
     """
-    nb = m.dims[DIM_NB]
-    off = nb + m.dims[DIM_NETA]
+    nb = mi[DIM_NB]
+    NM = mi[DIM_NM]
+    rotors = nb + mi[DIM_NETA]
+    ipos = mi[W_POS]
+    ivel = mi[W_VEL]
     pin = 0.0
     pd = 0.0
     for k in range(nb):
-        qd = w.vel[k]
-        mi = m.mot[k]
-        if m.drive[k] == JOINT_PRESCRIBED:
-            pin += w.tau_joint[k] * qd
-        elif mi >= 0:   # friction and brake act on the rotor; the damper only in contact (backlash)
-            phd = w.vel[off + mi]
+        qd = w[at(ivel + k)]
+        rotor = mi[at(mi[MI_MOT] + k)]
+        if mi[at(mi[MI_DRIVE] + k)] == JOINT_PRESCRIBED:
+            pin += w[at(mi[W_TAU_JOINT] + k)] * qd
+        elif rotor >= 0:   # friction and brake act on the rotor; the damper only in contact (backlash)
+            ir = rotors + rotor
+            phd = w[at(ivel + ir)]
             pin += tau[k] * phd
-            damper = spring_torque(0.0, m.dspring[k], m.jpar[k, JP_BACKLASH], w.pos[off + mi] - w.pos[k], phd - qd)
-            pd += joint_friction(m.viscous, m.coulomb, m.jpar, k, phd) * phd + damper * (phd - qd)
+            backlash = mf[at(mi[MF_JPAR] + N_JP * k + JP_BACKLASH)]
+            damper = spring_torque(0.0, mf[at(mi[MF_DSPRING] + k)], backlash, w[at(ipos + ir)] - w[at(ipos + k)],
+                                   phd - qd)
+            pd += joint_friction(mi, mf, k, phd) * phd + damper * (phd - qd)
         else:
             pin += tau[k] * qd
-            pd += joint_friction(m.viscous, m.coulomb, m.jpar, k, qd) * qd
-        nm = m.nm[k]
-        base = nb + m.mo[k]
-        for e in range(nm):
+            pd += joint_friction(mi, mf, k, qd) * qd
+        nm = mi[at(mi[MI_NM] + k)]
+        e = nb + mi[at(mi[MI_MO] + k)]
+        D = mi[MF_DMOD] + NM * NM * k
+        for a in range(nm):
             s = 0.0
             for f in range(nm):
-                s += m.Dmod[k, e, f] * w.vel[base + f]
-            pd += w.vel[base + e] * s
+                s += mf[at(D + a * NM + f)] * w[at(ivel + e + f)]
+            pd += w[at(ivel + e + a)] * s
     out[0] = pin
     out[1] = pd
+
+
+@kernel
+def evaluate(mi, mf, w, t, pos, vel, tau, acc):
+    """The state solved in one call: forward_dynamics at (pos, vel) with the drive torques tau
+    (accelerations into acc, reactions and kinematics into the work), world_poses, and the
+    prescribed joints' angles and rates at time t written back into pos and vel. False as
+    forward_dynamics."""
+    ok = forward_dynamics(mi, mf, w, t, pos, vel, tau, pos, vel, 0.0, 0.0, acc)
+    world_poses(mi, mf, w)
+    for k in range(mi[DIM_NB]):
+        pos[k] = w[at(mi[W_POS] + k)]
+        vel[k] = w[at(mi[W_VEL] + k)]
+    return ok

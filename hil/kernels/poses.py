@@ -4,50 +4,44 @@ A run log holds joint angles and modal coordinates per row; reports and scene ex
 the bodies and stations were, row by row, without the rates, inertias or dynamics. These kernels
 run only the joints' pose recursion (bodies.joint_kinematics with zero rates) and the world poses.
 """
-from numba import njit
 
-from .aba import prepare
-from .bodies import joint_kinematics, station_pose
-from .layout import DIM_NB, DIM_NM
+from .jit import kernel
+from .aba import kinematics_base_to_tip, prepare
+from .bodies import OUTPUT_STATIONS, SR_R, ST_POS, station_kinematics
+from .layout import DIM_NB, MI_MO, MI_NM, MI_OS_BODY, W_POS, W_PW, W_RW, W_STATION, W_STATION_R, W_VEL, at
 from .outputs import world_poses
+from .spatial import load3, load9, matmul3, mul3
 
 
-@njit(cache=True)
-def body_poses(m, w, t, pos, vel):
-    """World rotation w.Rw[k] and origin w.pw[k] of every body at coordinates pos (time t: the
+@kernel
+def body_poses(mi, mf, w, t, pos, vel):
+    """World rotation Rw[k] and origin pw[k] of every body at coordinates pos (time t: the
     prescribed joints' profiles; pass zero rates in vel)."""
-    prepare(m, w, t, pos, vel)
-    nb = m.dims[DIM_NB]
-    for k in range(nb):
-        joint_kinematics(k, nb, m.dims[DIM_NM], m.parent, m.nm, m.mo, m.axis, m.st_G, m.st_L, m.st_S, m.st_p0,
-                         m.st_R0, w.pos, w.vel, w.Rpc, w.ppc, w.Phi, w.V, w.kap, w.M33, w.V3, w.V6, w.Ghat)
-    world_poses(m, w)
+    prepare(mi, mf, w, t, pos, vel)
+    kinematics_base_to_tip(mi, mf, w)
+    world_poses(mi, mf, w)
 
 
-@njit(cache=True)
-def station_frame(m, w, s, out):
+@kernel
+def station_frame(mi, mf, w, s, out):
     """out (12,): world position (3) and rotation matrix row-major (9) of output station s, after
     body_poses."""
-    k = m.os_body[s]
-    base = m.dims[DIM_NB] + m.mo[k]
-    SV = w.SV
-    SM = w.SM
-    station_pose(m.os_G, m.os_L, m.os_S, m.os_p0, m.os_R0, s, w.pos, base, m.nm[k], SV, 0, SM, 0, 1, 2, SV, 1)
-    r = SV[0]
-    R = SM[0]
-    Rk = w.Rw[k]
-    for i in range(3):
-        p = w.pw[k, i]
-        for j in range(3):
-            p += Rk[i, j] * r[j]
-            out[3 + 3 * i + j] = Rk[i, 0] * R[0, j] + Rk[i, 1] * R[1, j] + Rk[i, 2] * R[2, j]
-        out[i] = p
+    k = mi[at(mi[MI_OS_BODY] + s)]
+    e = mi[DIM_NB] + mi[at(mi[MI_MO] + k)]
+    station_kinematics(mi, mf, w, OUTPUT_STATIONS, s, mi[W_POS] + e, mi[W_VEL] + e, mi[at(mi[MI_NM] + k)])
+    Rk = load9(w, mi[W_RW] + 9 * k)
+    pw = load3(w, mi[W_PW] + 3 * k)
+    x = mul3(Rk, load3(w, mi[W_STATION] + 3 * ST_POS))
+    out[0], out[1], out[2] = pw[0] + x[0], pw[1] + x[1], pw[2] + x[2]
+    Rs = matmul3(Rk, load9(w, mi[W_STATION_R] + 9 * SR_R))
+    for i in range(9):
+        out[3 + i] = Rs[i]
 
 
-@njit(cache=True)
-def station_trajectory(m, w, t, rows, vel, stations, out):
+@kernel
+def station_trajectory(mi, mf, w, t, rows, vel, stations, out):
     """out[i, j] (12,) = station_frame of station stations[j] at coordinates rows[i], time t[i]."""
     for i in range(rows.shape[0]):
-        body_poses(m, w, t[i], rows[i], vel)
+        body_poses(mi, mf, w, t[i], rows[i], vel)
         for j in range(stations.shape[0]):
-            station_frame(m, w, stations[j], out[i, j])
+            station_frame(mi, mf, w, stations[j], out[i, j])

@@ -1,10 +1,11 @@
 """Prescribed joint-angle laws evaluated inside the kernels (angle, rate, acceleration)."""
 import numpy as np
-from numba import njit
-from .layout import MOTION_SPINUP, MOTION_CYCLOIDAL, MOTION_TABLE
+from .jit import kernel
+from .layout import (MF_PROF_PAR, MF_TAB_C, MF_TAB_T, MI_PROF_KIND, MI_TAB_N, MI_TAB_OFF, MOTION_CYCLOIDAL,
+                     MOTION_SPINUP, MOTION_TABLE, at)
 
 
-@njit(cache=True)
+@kernel
 def spinup(t, omega, T):
     """Smooth spin-up (Kane, Ryan & Banerjee 1987; seed 003 ex. 4.1): rate omega after T."""
     if t < T:
@@ -16,7 +17,7 @@ def spinup(t, omega, T):
     return omega * (t - 0.5 * T), omega, 0.0
 
 
-@njit(cache=True)
+@kernel
 def cycloidal(t, k, T):
     """Seed 004 eq. (44): q = k (t - T/pi sin(pi t / T)), rest to rest on [0, 2T], then held."""
     if t >= 2.0 * T:
@@ -25,40 +26,41 @@ def cycloidal(t, k, T):
     return k * (t - np.sin(c * t) / c), k * (1.0 - np.cos(c * t)), k * c * np.sin(c * t)
 
 
-@njit(cache=True)
-def table(t, tt, cc):
-    """Piecewise cubic q(t) = c0 + c1 s + c2 s^2 + c3 s^3, s = t - t_i; held outside the table."""
-    n = tt.shape[0]
-    if t <= tt[0]:
-        return cc[0, 0], 0.0, 0.0
-    if t >= tt[n - 1]:
-        return cc[n - 1, 0], 0.0, 0.0
+@kernel
+def table(t, mf, ot, oc, n):
+    """Piecewise cubic q(t) = c0 + c1 s + c2 s^2 + c3 s^3, s = t - t_i, of the n samples with times at
+    mf[ot:] and coefficient rows (4 each) at mf[oc:]; held outside the table."""
+    if t <= mf[at(ot)]:
+        return mf[at(oc)], 0.0, 0.0
+    if t >= mf[at(ot + n - 1)]:
+        return mf[at(oc + 4 * (n - 1))], 0.0, 0.0
     lo = 0
     hi = n - 1
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if tt[mid] <= t:
+        if mf[at(ot + mid)] <= t:
             lo = mid
         else:
             hi = mid
-    s = t - tt[lo]
-    c0, c1, c2, c3 = cc[lo, 0], cc[lo, 1], cc[lo, 2], cc[lo, 3]
+    s = t - mf[at(ot + lo)]
+    c = oc + 4 * lo
+    c0, c1, c2, c3 = mf[at(c)], mf[at(c + 1)], mf[at(c + 2)], mf[at(c + 3)]
     return c0 + s * (c1 + s * (c2 + s * c3)), c1 + s * (2.0 * c2 + 3.0 * s * c3), 2.0 * c2 + 6.0 * s * c3
 
 
-@njit(cache=True)
-def evaluate(prof_kind, prof_par, tab_off, tab_n, tab_t, tab_c, k, t):
+@kernel
+def evaluate(mi, mf, k, t):
     """(q, qd, qdd) of the prescribed joint k at time t."""
-    kind = prof_kind[k]
-    q0 = prof_par[k, 0]
+    kind = mi[at(mi[MI_PROF_KIND] + k)]
+    par = mi[MF_PROF_PAR] + 4 * k
+    q0 = mf[at(par)]
     if kind == MOTION_SPINUP:
-        q, qd, qdd = spinup(t, prof_par[k, 1], prof_par[k, 2])
+        q, qd, qdd = spinup(t, mf[at(par + 1)], mf[at(par + 2)])
     elif kind == MOTION_CYCLOIDAL:
-        q, qd, qdd = cycloidal(t, prof_par[k, 1], prof_par[k, 2])
+        q, qd, qdd = cycloidal(t, mf[at(par + 1)], mf[at(par + 2)])
     elif kind == MOTION_TABLE:
-        a = tab_off[k]
-        n = tab_n[k]
-        return table(t, tab_t[a:a + n], tab_c[a:a + n])
+        a = mi[at(mi[MI_TAB_OFF] + k)]
+        return table(t, mf, mi[MF_TAB_T] + a, mi[MF_TAB_C] + 4 * a, mi[at(mi[MI_TAB_N] + k)])
     else:
         q, qd, qdd = 0.0, 0.0, 0.0
     return q0 + q, qd, qdd

@@ -35,20 +35,21 @@ joint's frame it is exact. And with P_i as printed the constraint row along s is
 M_sys is singular; the joint's torque balance fills that row.
 """
 import numpy as np
-from numba import njit
 
-from .aba import joint_torques_arrays, motor_accelerations_arrays, prepare_arrays
-from .layout import JOINT_PRESCRIBED
-from .screw_dae_arrays import B_MO, B_NM, B_NMP, B_NODE0, B_NODE1, B_PARENT, D_NB, D_NETA, D_NM, D_NQ
-from .spatial import axis_rotation, xyz_rate_bias, xyz_rotation
+from .jit import kernel
+from .joints import impose_prescribed_motion, link_torques, rotor_accelerations
+from .layout import DAE_MO, DAE_NM, DAE_NMP, DAE_NODE0, DAE_NODE1, DAE_PARENT, JOINT_PRESCRIBED
+from .screw_dae_arrays import views
+from .spatial import axis_rotation, xyz_rotation
 
 
-@njit(cache=True)
+@kernel
 def station_frame(stat, s, NM, pos, vel, e0, nm, M33, V3, Ghat):
     """Deformed frame of station s relative to the body carrying it (modes pos/vel[e0:e0 + nm]).
 
-    M33[0] = R_s = Rxyz(Lambda eta) R0 (the station axes in body axes), M33[1] = Rxyz, M33[2] = E
-    (rotation-vector rate -> angular velocity); V3[0] = r (position), V3[1] = theta = Lambda eta,
+    M33 (flat, 3 x 3 matrices at 0, 9, 18, 27 and a 3-vector at 36): M33[0:9] = R_s = Rxyz(Lambda eta) R0
+    (the station axes in body axes), M33[9:18] = Rxyz, M33[18:27] = E (rotation-vector rate -> angular
+    velocity); V3[0] = r (position), V3[1] = theta = Lambda eta,
     V3[2] = theta_dot, V3[3] = omega_rel = E theta_dot, V3[4] = r_dot = Ghat eta_dot,
     V3[5] = dE/dt theta_dot, V3[6] = e_x eta_dot^T S eta_dot; Ghat = Gamma + e_x (S eta)^T.
     """
@@ -84,32 +85,33 @@ def station_frame(stat, s, NM, pos, vel, e0, nm, M33, V3, Ghat):
         V3[2, i] = thd
         V3[4, i] = rd
     V3[0, 0] += 0.5 * fs
-    xyz_rotation(V3[1, 0], V3[1, 1], V3[1, 2], M33, 1, 2)
+    xyz_rotation(V3[1, 0], V3[1, 1], V3[1, 2], M33, 9, 18, 36, V3[2, 0], V3[2, 1], V3[2, 2])
     for i in range(3):
         for j in range(3):
-            M33[0, i, j] = M33[1, i, 0] * stat[s, 3 + j] + M33[1, i, 1] * stat[s, 6 + j] + M33[1, i, 2] * stat[s, 9 + j]
-        V3[3, i] = M33[2, i, 0] * V3[2, 0] + M33[2, i, 1] * V3[2, 1] + M33[2, i, 2] * V3[2, 2]
-    V3[5, 0], V3[5, 1], V3[5, 2] = xyz_rate_bias(V3[1, 0], V3[1, 1], V3[2, 0], V3[2, 1], V3[2, 2])
+            M33[3 * i + j] = (M33[9 + 3 * i] * stat[s, 3 + j] + M33[9 + 3 * i + 1] * stat[s, 6 + j]
+                              + M33[9 + 3 * i + 2] * stat[s, 9 + j])
+        V3[3, i] = M33[18 + 3 * i] * V3[2, 0] + M33[18 + 3 * i + 1] * V3[2, 1] + M33[18 + 3 * i + 2] * V3[2, 2]
+    V3[5, 0], V3[5, 1], V3[5, 2] = M33[36], M33[37], M33[38]
     V3[6, 0] = qs
     V3[6, 1] = 0.0
     V3[6, 2] = 0.0
 
 
-@njit(cache=True)
+@kernel
 def link_kinematics(k, nb, NM, body, stat, axis, pos, vel, Rpc, ppc, Rw, pw, V, kap, Phi, M33, V3, Ghat):
     """Pose, twist and acceleration map of body k from its parent's (eqs. 23-24, 31-32, 102):
     a_k = Phi_k [a_p; eta_ddot_p] + kappa_k + s q_ddot, all in body k's axes."""
-    par = body[k, B_PARENT]
-    nmp = body[k, B_NMP]
-    e0 = nb + (body[par, B_MO] if par >= 0 else 0)
+    par = body[k, DAE_PARENT]
+    nmp = body[k, DAE_NMP]
+    e0 = nb + (body[par, DAE_MO] if par >= 0 else 0)
     oL = 12 + 3 * NM
     station_frame(stat, k, NM, pos, vel, e0, nmp, M33, V3, Ghat)
     ax0, ax1, ax2 = axis[k, 0], axis[k, 1], axis[k, 2]
-    axis_rotation(ax0, ax1, ax2, pos[k], M33, 3)
+    axis_rotation(ax0, ax1, ax2, np.cos(pos[k]), np.sin(pos[k]), M33, 27)
     for i in range(3):
         ppc[k, i] = V3[0, i]
         for j in range(3):
-            Rpc[k, i, j] = M33[0, i, 0] * M33[3, 0, j] + M33[0, i, 1] * M33[3, 1, j] + M33[0, i, 2] * M33[3, 2, j]
+            Rpc[k, i, j] = M33[3 * i] * M33[27 + j] + M33[3 * i + 1] * M33[30 + j] + M33[3 * i + 2] * M33[33 + j]
     for i in range(3):
         if par < 0:
             pw[k, i] = ppc[k, i]
@@ -150,9 +152,9 @@ def link_kinematics(k, nb, NM, body, stat, axis, pos, vel, Rpc, ppc, Rw, pw, V, 
         Phi[k, 3 + i, 1] = -(c2 * r0 - c0 * r2)
         Phi[k, 3 + i, 2] = -(c0 * r1 - c1 * r0)
         for a in range(nmp):           # modal columns: Rpc^T E Lambda (angular), Rpc^T Ghat (linear)
-            el0 = M33[2, 0, 0] * stat[k, oL + a] + M33[2, 0, 1] * stat[k, oL + NM + a] + M33[2, 0, 2] * stat[k, oL + 2 * NM + a]
-            el1 = M33[2, 1, 0] * stat[k, oL + a] + M33[2, 1, 1] * stat[k, oL + NM + a] + M33[2, 1, 2] * stat[k, oL + 2 * NM + a]
-            el2 = M33[2, 2, 0] * stat[k, oL + a] + M33[2, 2, 1] * stat[k, oL + NM + a] + M33[2, 2, 2] * stat[k, oL + 2 * NM + a]
+            el0 = M33[18] * stat[k, oL + a] + M33[19] * stat[k, oL + NM + a] + M33[20] * stat[k, oL + 2 * NM + a]
+            el1 = M33[21] * stat[k, oL + a] + M33[22] * stat[k, oL + NM + a] + M33[23] * stat[k, oL + 2 * NM + a]
+            el2 = M33[24] * stat[k, oL + a] + M33[25] * stat[k, oL + NM + a] + M33[26] * stat[k, oL + 2 * NM + a]
             Phi[k, i, 6 + a] = c0 * el0 + c1 * el1 + c2 * el2
             Phi[k, 3 + i, 6 + a] = c0 * Ghat[0, a] + c1 * Ghat[1, a] + c2 * Ghat[2, a]
     # relative angular velocity w_r = Rpc^T omega_rel + s q_dot; kappa += (omega_k - s qd) x w_r, -w_r x v_k
@@ -173,16 +175,16 @@ def link_kinematics(k, nb, NM, body, stat, axis, pos, vel, Rpc, ppc, Rw, pw, V, 
     kap[k, 5] -= wr0 * V[k, 4] - wr1 * V[k, 3]
 
 
-@njit(cache=True)
-def link_terms(k, nb, NM, body, node, rot, gravity, Kmod, Dmod, pos, vel, el_pos, el_vel, cK, cD, blocks, Rw, V, Mk,
-               hk, Ghat, V3):
+@kernel
+def link_terms(k, nb, NM, body, node, rot, gravity, Kmod, Dmod, pos, vel, el_pos, el_vel, cK, cD, fitted, C, Rw, V,
+               Mk, hk, Ghat, V3):
     """Inertia operator M_k (6 + nm square) and the velocity, gravity and elastic terms h_k of body k
     (seed 000 eqs. 10-12 and 64-66 for lumped nodes). Node j at r_j has the acceleration
     v_dot + omega_dot x r_j + Ghat_j eta_ddot + beta_j, beta_j = omega x v + omega x (omega x r_j)
     + 2 omega x r_dot_j + e_x eta_dot^T S_j eta_dot; its force m_j (acceleration - g) enters as
     [r_j x F; F; Ghat_j^T F]. Node rotary inertia J_j turns with omega + Lambda_j eta_dot."""
-    nm = body[k, B_NM]
-    e0 = nb + body[k, B_MO]
+    nm = body[k, DAE_NM]
+    e0 = nb + body[k, DAE_MO]
     n = 6 + nm
     oG = 4
     oS = 4 + 3 * NM
@@ -197,7 +199,7 @@ def link_terms(k, nb, NM, body, node, rot, gravity, Kmod, Dmod, pos, vel, el_pos
     wv0 = om1 * V[k, 5] - om2 * V[k, 4] - gb0
     wv1 = om2 * V[k, 3] - om0 * V[k, 5] - gb1
     wv2 = om0 * V[k, 4] - om1 * V[k, 3] - gb2
-    for j in range(body[k, B_NODE0], body[k, B_NODE1]):
+    for j in range(body[k, DAE_NODE0], body[k, DAE_NODE1]):
         m = node[j, 0]
         fs = 0.0
         sd = 0.0
@@ -284,15 +286,15 @@ def link_terms(k, nb, NM, body, node, rot, gravity, Kmod, Dmod, pos, vel, el_pos
             s += Kmod[k, a, b] * el_pos[e0 + b] + Dmod[k, a, b] * el_vel[e0 + b]
             if b >= a:
                 Mk[k, 6 + a, 6 + b] += rot[k, oLJL + a * NM + b] + cK * Kmod[k, a, b] + cD * Dmod[k, a, b]
-                if blocks.shape[0] > 0:
-                    Mk[k, 6 + a, 6 + b] += blocks[k, a, b]
+                if fitted:
+                    Mk[k, 6 + a, 6 + b] += C[k, a, b]
         hk[k, 6 + a] += s
     for i in range(n):
         for jj in range(i + 1, n):
             Mk[k, jj, i] = Mk[k, i, jj]
 
 
-@njit(cache=True)
+@kernel
 def joint_operator(drive, armature, axis, k, i, j):
     """Q_k[i, j]: the joint rows act on delta through Q = diag(I - (1 - J_arm) s s^T, I) for a
     torque-driven joint (the projection P of eq. 26 plus the axis row's rotor inertia), I for a
@@ -303,11 +305,11 @@ def joint_operator(drive, armature, axis, k, i, j):
     return q
 
 
-@njit(cache=True)
+@kernel
 def stack_block(k, body, axis, drive, armature, tauj, qdd_pres, kap, Mk, hk, A, r):
     """Block row k of the stacked system (eqs. 35-36, 42, 72): joint rows 0-5, link rows 6.. .
     Columns: f_k (0-5), a_k (6-11), eta_ddot_k (12..)."""
-    nm = body[k, B_NM]
+    nm = body[k, DAE_NM]
     n = 12 + nm
     for i in range(n):
         r[k, i] = 0.0
@@ -337,7 +339,7 @@ def stack_block(k, body, axis, drive, armature, tauj, qdd_pres, kap, Mk, hk, A, 
                 A[k, i, j] = axis[k, i] * axis[k, j]
 
 
-@njit(cache=True)
+@kernel
 def lu_factor(A, k, n, piv):
     """LU factorisation with partial pivoting of the leading n x n block of A[k], in place.
     False if a pivot is below 1e-14 of the block's largest entry (singular to rounding)."""
@@ -371,11 +373,11 @@ def lu_factor(A, k, n, piv):
     return True
 
 
-@njit(cache=True)
+@kernel
 def lu_solve(A, k, n, piv, b, kb):
     """Solve A[k] x = b[kb, :n] in place with the factors of lu_factor."""
     for c in range(n):
-        p = piv[k, c]
+        p = int(piv[k, c])
         if p != c:
             t = b[kb, c]
             b[kb, c] = b[kb, p]
@@ -392,23 +394,23 @@ def lu_solve(A, k, n, piv, b, kb):
         b[kb, i] = s / A[k, i, i]
 
 
-@njit(cache=True)
+@kernel
 def eliminate(nb, body, axis, drive, armature, Phi, A, r, piv, W, y, cols, QPhi):
     """Tip-to-base block elimination: factor each diagonal block, y_k = A_k^-1 r_k and
     W_k = A_k^-1 B_k with B_k = -Q_k Phi_k the coupling of the joint rows to the parent's
     accelerations; the parent's link rows receive the Schur complement -Phi_k^T (W_k, y_k)
     of the child's wrench (eq. 79 by block Gaussian elimination). False on a singular block."""
     for k in range(nb - 1, -1, -1):
-        n = 12 + body[k, B_NM]
+        n = 12 + body[k, DAE_NM]
         if not lu_factor(A, k, n, piv):
             return False
         for i in range(n):
             y[k, i] = r[k, i]
         lu_solve(A, k, n, piv, y, k)
-        par = body[k, B_PARENT]
+        par = body[k, DAE_PARENT]
         if par < 0:
             continue
-        npx = 6 + body[k, B_NMP]
+        npx = 6 + body[k, DAE_NMP]
         for c in range(6):
             for i in range(n):
                 cols[c, i] = 0.0
@@ -439,15 +441,15 @@ def eliminate(nb, body, axis, drive, armature, Phi, A, r, piv, W, y, cols, QPhi)
     return True
 
 
-@njit(cache=True)
+@kernel
 def back_substitute(nb, body, axis, drive, qdd_pres, Phi, kap, W, y, z, wrench, tau_joint, acc):
     """Base-to-tip: z_k = y_k - W_k [a_p; eta_ddot_p]; joint acceleration s^T delta, modal
     accelerations and the interaction wrench f_k out of z_k (Table 1, step vii)."""
     for k in range(nb):
-        nm = body[k, B_NM]
+        nm = body[k, DAE_NM]
         n = 12 + nm
-        par = body[k, B_PARENT]
-        npx = 6 + body[k, B_NMP] if par >= 0 else 0
+        par = body[k, DAE_PARENT]
+        npx = 6 + body[k, DAE_NMP] if par >= 0 else 0
         for i in range(n):
             s = y[k, i]
             for c in range(npx):
@@ -463,7 +465,7 @@ def back_substitute(nb, body, axis, drive, qdd_pres, Phi, kap, W, y, z, wrench, 
                     d -= Phi[k, i, c] * z[par, 6 + c]
                 qdd += axis[k, i] * d
         acc[k] = qdd
-        base = nb + body[k, B_MO]
+        base = nb + body[k, DAE_MO]
         for e in range(nm):
             acc[base + e] = z[k, 12 + e]
         for i in range(6):
@@ -471,34 +473,29 @@ def back_substitute(nb, body, axis, drive, qdd_pres, Phi, kap, W, y, z, wrench, 
         tau_joint[k] = axis[k, 0] * z[k, 0] + axis[k, 1] * z[k, 1] + axis[k, 2] * z[k, 2]
 
 
-_NO_BLOCKS = np.zeros((0, 0, 0))
-
-
-@njit(cache=True)
-def forward_dynamics(dm, dw, t, pos, vel, tau, el_pos, el_vel, cK, cD, acc):
+@kernel
+def forward_dynamics(mi, mf, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, acc):
     """Generalized accelerations acc (joints, modes, rotors) at the state (pos, vel) and time t,
-    with the interaction wrenches in dw.wrench; the same contract as hil.kernels.aba.forward_dynamics
-    (tau: drive torque per joint; elastic forces at (el_pos, el_vel); cK, cD: the implicit
-    integrator's added modal mass). False on a singular block."""
-    return forward_dynamics_blocks(dm, dw, t, pos, vel, tau, el_pos, el_vel, cK, cD, _NO_BLOCKS, acc)
+    with the interaction wrenches in the work block dae_wrench; the same contract as
+    hil.kernels.aba.forward_dynamics (tau: drive torque per joint; elastic forces at (el_pos, el_vel);
+    cK, cD: the implicit integrator's added modal mass). False on a singular block."""
+    dm, dw = views(mi, mf, w)
+    return solve(dm, dw, t, pos, vel, tau, el_pos, el_vel, cK, cD, False, acc)
 
 
-@njit(cache=True)
-def forward_dynamics_blocks(dm, dw, t, pos, vel, tau, el_pos, el_vel, cK, cD, blocks, acc):
-    """forward_dynamics with blocks[k] added to body k's modal mass (hil.kernels.aba.forward_dynamics_blocks)."""
-    nb = dm.dims[D_NB]
-    NM = dm.dims[D_NM]
-    nq = dm.dims[D_NQ]
-    off = nb + dm.dims[D_NETA]
-    prepare_arrays(nq, nb, dm.drive, dm.prof_kind, dm.prof_par, dm.tab_off, dm.tab_n, dm.tab_t, dm.tab_c, t, pos, vel,
-                   dw.pos, dw.vel, dw.qdd_pres)
-    joint_torques_arrays(nb, off, dm.mot, dm.kspring, dm.dspring, dm.viscous, dm.coulomb, dm.jpar, dw.pos, dw.vel,
-                         tau, dw.tauj)
+@kernel
+def solve(dm, dw, t, pos, vel, tau, el_pos, el_vel, cK, cD, fitted, acc):
+    """forward_dynamics on the views of hil.kernels.screw_dae_arrays; with `fitted`, the fitted midpoint
+    scheme's blocks C added to each body's modal mass (hil.kernels.aba.forward_dynamics_blocks)."""
+    nb = dm.nb
+    NM = dm.NM
+    impose_prescribed_motion(dm.mi, dm.mf, t, pos, vel, dw.pos, 0, dw.vel, 0, dw.qdd_pres, 0)
+    link_torques(dm.mi, dm.mf, dw.pos, 0, dw.vel, 0, tau, dw.tauj, 0)
     for k in range(nb):
         link_kinematics(k, nb, NM, dm.body, dm.stat, dm.axis, dw.pos, dw.vel, dw.Rpc, dw.ppc, dw.Rw, dw.pw, dw.V,
                         dw.kap, dw.Phi, dw.M33, dw.V3, dw.Ghat)
         link_terms(k, nb, NM, dm.body, dm.node, dm.rot, dm.gravity, dm.Kmod, dm.Dmod, dw.pos, dw.vel, el_pos, el_vel,
-                   cK, cD, blocks, dw.Rw, dw.V, dw.Mk, dw.hk, dw.Ghat, dw.V3)
+                   cK, cD, fitted, dm.C, dw.Rw, dw.V, dw.Mk, dw.hk, dw.Ghat, dw.V3)
         stack_block(k, dm.body, dm.axis, dm.drive, dm.armature, dw.tauj, dw.qdd_pres, dw.kap, dw.Mk, dw.hk, dw.A,
                     dw.r)
     if not eliminate(nb, dm.body, dm.axis, dm.drive, dm.armature, dw.Phi, dw.A, dw.r, dw.piv, dw.W, dw.y, dw.cols,
@@ -506,6 +503,5 @@ def forward_dynamics_blocks(dm, dw, t, pos, vel, tau, el_pos, el_vel, cK, cD, bl
         return False
     back_substitute(nb, dm.body, dm.axis, dm.drive, dw.qdd_pres, dw.Phi, dw.kap, dw.W, dw.y, dw.z, dw.wrench,
                     dw.tau_joint, acc)
-    motor_accelerations_arrays(nb, off, dm.mot, dm.mot_inertia, dm.viscous, dm.coulomb, dm.jpar, dm.drive, dw.vel,
-                               tau, dw.tauj, acc)
+    rotor_accelerations(dm.mi, dm.mf, dw.vel, 0, tau, dw.tauj, 0, acc)
     return True

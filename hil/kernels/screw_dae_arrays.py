@@ -1,43 +1,50 @@
-"""The arrays of the screw-theoretic DAE kernel (hil.kernels.screw_dae), built from the kernel model.
+"""The arrays of the screw-theoretic DAE kernel (hil.kernels.screw_dae): blocks dae_* of the kernel model
+and work arrays (hil.kernels.layout), so that the DAE kernel is called as the articulated-body one is,
+``(mi, mf, w, ...)``.
 
 The DAE kernel keeps its own copy of the link geometry and inertia (nodes, joint and output
-stations) in a few flat arrays with fixed row widths, so that it shares no buffer with the
-articulated-body kernel; it refers to the run-time joint arrays of the kernel model (drive state,
-profiles, friction, rotor and spring data, modal stiffness and damping) which the drives and the
-fault engine change in place while the plant runs. ``pack`` refills the copied arrays after a
-change of the kernel model's geometry (a payload fault re-assembles the model in place).
+stations) in a few blocks with fixed row widths, so that it shares no buffer with the
+articulated-body kernel; it reads the kernel model's run-time joint data (drive state, profiles,
+friction, rotor and spring data, modal stiffness and damping, the fitted midpoint blocks) which the
+drives and the fault engine change in place while the plant runs. ``pack`` fills the copied blocks
+when the model is assembled (a payload fault swaps them with the rest of the variant's arrays).
 
-Row layouts (NM = the largest number of modes of one body; offsets from the helpers below):
+Row layouts (NM = the largest number of modes of one body; widths from hil.kernels.layout):
 
-* ``body[k]``: parent (-1: the base), modes nm, offset of its modes in eta, first and
-  one-past-last node, the parent's nm.
-* ``node[j]``: mass, p0 (3), Gamma (3 x NM, row-major), S (NM x NM): the lumped node j sits at
+* ``dae_body[k]``: parent (-1: the base), modes nm, offset of its modes in eta, first and
+  one-past-last node, the parent's nm (columns DAE_*).
+* ``dae_node[j]``: mass, p0 (3), Gamma (3 x NM, row-major), S (NM x NM): the lumped node j sits at
   p0 + Gamma eta + e_x eta^T S eta / 2 in its body frame.
-* ``rot[k]``: sum J, sum J Lambda (3 x NM), sum Lambda^T J Lambda (NM x NM) of the node rotary
+* ``dae_rot[k]``: sum J, sum J Lambda (3 x NM), sum Lambda^T J Lambda (NM x NM) of the node rotary
   inertias (constant in the body frame).
-* ``stat[s]``: p0 (3), R0 (3 x 3), Gamma, Lambda (3 x NM each), S (NM x NM) of a station: s < nb
-  the joint frame of body s on its parent, s >= nb the output station s - nb; ``stat_body[s]`` the
+* ``dae_stat[s]``: p0 (3), R0 (3 x 3), Gamma, Lambda (3 x NM each), S (NM x NM) of a station: s < nb
+  the joint frame of body s on its parent, s >= nb the output station s - nb; ``dae_stat_body[s]`` the
   body that carries it (-1: the base).
+
+Inside numba, ``views`` gives the blocks as the arrays of two named tuples, DaeModel and DaeWork (views
+cost nothing in kernels compiled without reference counting).
 """
 from __future__ import annotations
 
 from collections import namedtuple
 
 import numpy as np
+from numba import njit
 
-from .layout import DIM_NB, DIM_NETA, DIM_NM, DIM_NQ, DIM_NS
-
-# DaeModel.dims
-D_NB, D_NM, D_NQ, D_NETA, D_NST = range(5)
-# DaeModel.body columns
-B_PARENT, B_NM, B_MO, B_NODE0, B_NODE1, B_NMP = range(6)
-N_BODY_COLS = 6
+from .jit import kernel
+from .layout import (DAE_BODY_COLS, DIM_NB, DIM_NM, DIM_NNODE, DIM_NQ, DIM_NS, FIT_C, MF_ARMATURE, MF_DAE_AXIS,
+                     MF_DAE_GRAVITY, MF_DAE_NODE, MF_DAE_ROT, MF_DAE_STAT, MF_DMOD, MF_FITTED, MF_KMOD, MI_DAE_BODY,
+                     MI_DAE_STAT_BODY, MI_DRIVE, N_FIT, W_ACC, W_DAE_A, W_DAE_COLS, W_DAE_GHAT, W_DAE_HK, W_DAE_KAP,
+                     W_DAE_M33, W_DAE_MK, W_DAE_PHI, W_DAE_PIV, W_DAE_POS, W_DAE_PPC, W_DAE_PW, W_DAE_QDD_PRES,
+                     W_DAE_QPHI, W_DAE_R, W_DAE_RPC, W_DAE_RW, W_DAE_SO, W_DAE_TAU_JOINT, W_DAE_TAUJ, W_DAE_V,
+                     W_DAE_V3, W_DAE_VEL, W_DAE_W, W_DAE_WRENCH, W_DAE_Y, W_DAE_Z, W_K1, W_K2, W_K3, W_K4, W_PE, W_PS,
+                     W_VS, dae_block, dae_node_width, dae_rot_width, dae_stat_width)
 
 DaeModel = namedtuple("DaeModel", [
-    "dims", "body", "node", "rot", "stat", "stat_body", "axis", "gravity",
-    # run-time joint arrays of the kernel model (shared, written by drives and faults)
-    "drive", "prof_kind", "prof_par", "tab_off", "tab_n", "tab_t", "tab_c", "jpar", "viscous", "coulomb",
-    "armature", "mot", "mot_inertia", "kspring", "dspring", "Kmod", "Dmod", "fitted",
+    "nb", "NM", "nq", "body", "node", "rot", "stat", "stat_body", "axis", "gravity",
+    # the kernel model's flat arrays (the joint laws of hil.kernels.joints read them) and views of its
+    # run-time joint blocks (the drives and faults write them); C: the fitted midpoint's implicit blocks
+    "mi", "mf", "drive", "armature", "Kmod", "Dmod", "fitted", "C",
 ])
 
 DaeWork = namedtuple("DaeWork", [
@@ -45,24 +52,6 @@ DaeWork = namedtuple("DaeWork", [
     "Mk", "hk", "A", "r", "piv", "W", "y", "z", "wrench", "Ghat", "M33", "V3", "cols", "QPhi",
     "k1", "k2", "k3", "k4", "ps", "vs", "pe", "acc", "so",
 ])
-
-
-def node_width(NM: int) -> int:
-    return 4 + 3 * NM + NM * NM
-
-
-def rot_width(NM: int) -> int:
-    return 9 + 3 * NM + NM * NM
-
-
-def stat_width(NM: int) -> int:
-    return 12 + 6 * NM + NM * NM
-
-
-def block_size(NM: int) -> int:
-    """Unknowns of one link's block: its inboard interaction wrench (6), its spatial
-    acceleration (6) and its modal accelerations (up to NM)."""
-    return 12 + NM
 
 
 def _station_row(row: np.ndarray, p0, R0, G, L, S, NM: int) -> None:
@@ -73,62 +62,84 @@ def _station_row(row: np.ndarray, p0, R0, G, L, S, NM: int) -> None:
     row[12 + 6 * NM:] = np.asarray(S)[:NM, :NM].reshape(NM * NM)
 
 
-def build(km) -> DaeModel:
-    """The DAE model arrays of a kernel model (hil.model.assembly.KernelModel)."""
-    nb, NM = int(km.dims[DIM_NB]), int(km.dims[DIM_NM])
-    n_nodes = int(km.node_off[nb]) if nb else 0
-    n_st = nb + int(km.dims[DIM_NS])
-    dims = np.array([nb, NM, int(km.dims[DIM_NQ]), int(km.dims[DIM_NETA]), n_st], np.int64)
-    dm = DaeModel(
-        dims=dims, body=np.zeros((max(nb, 1), N_BODY_COLS), np.int64),
-        node=np.zeros((max(n_nodes, 1), node_width(NM))), rot=np.zeros((max(nb, 1), rot_width(NM))),
-        stat=np.zeros((max(n_st, 1), stat_width(NM))), stat_body=-np.ones(max(n_st, 1), np.int64),
-        axis=np.zeros((max(nb, 1), 3)), gravity=np.zeros(3),
-        drive=km.drive, prof_kind=km.prof_kind, prof_par=km.prof_par, tab_off=km.tab_off, tab_n=km.tab_n,
-        tab_t=km.tab_t, tab_c=km.tab_c, jpar=km.jpar, viscous=km.viscous, coulomb=km.coulomb,
-        armature=km.armature, mot=km.mot, mot_inertia=km.mot_inertia, kspring=km.kspring, dspring=km.dspring,
-        Kmod=km.Kmod, Dmod=km.Dmod, fitted=km.fitted)
-    pack(dm, km)
-    return dm
-
-
-def pack(dm: DaeModel, km) -> None:
-    """Copy the geometry and inertia of the kernel model `km` into the DAE arrays, in place."""
-    nb, NM = int(dm.dims[D_NB]), int(dm.dims[D_NM])
+def pack(km) -> None:
+    """Copy the geometry and inertia of the kernel model `km` (hil.model.assembly.KernelModel) into its
+    DAE blocks, in place."""
+    nb, NM, ns = int(km.dims[DIM_NB]), int(km.dims[DIM_NM]), int(km.dims[DIM_NS])
+    body, stat, stat_body = km.dae_body, km.dae_stat, km.dae_stat_body
     for k in range(nb):
         par = int(km.parent[k])
-        dm.body[k] = (par, km.nm[k], km.mo[k], km.node_off[k], km.node_off[k + 1], km.nm[par] if par >= 0 else 0)
-        dm.axis[k] = km.axis[k]
-        row = dm.rot[k]
+        body[k] = (par, km.nm[k], km.mo[k], km.node_off[k], km.node_off[k + 1], km.nm[par] if par >= 0 else 0)
+        km.dae_axis[k] = km.axis[k]
+        row = km.dae_rot[k]
         row[0:9] = km.Jsum[k].reshape(9)
         row[9:9 + 3 * NM] = km.JL[k].reshape(3 * NM)
         row[9 + 3 * NM:] = km.LJL[k].reshape(NM * NM)
-        _station_row(dm.stat[k], km.st_p0[k], km.st_R0[k], km.st_G[k], km.st_L[k], km.st_S[k], NM)
-        dm.stat_body[k] = par
-    for j in range(int(km.node_off[nb]) if nb else 0):
-        row = dm.node[j]
+        _station_row(stat[k], km.st_p0[k], km.st_R0[k], km.st_G[k], km.st_L[k], km.st_S[k], NM)
+        stat_body[k] = par
+    for j in range(km.dae_node.shape[0]):
+        row = km.dae_node[j]
         row[0] = km.nd_m[j]
         row[1:4] = km.nd_p0[j]
         row[4:4 + 3 * NM] = km.nd_G[j].reshape(3 * NM)
         row[4 + 3 * NM:] = km.nd_S[j].reshape(NM * NM)
-    for s in range(int(dm.dims[D_NST]) - nb):
-        _station_row(dm.stat[nb + s], km.os_p0[s], km.os_R0[s], km.os_G[s], km.os_L[s], km.os_S[s], NM)
-        dm.stat_body[nb + s] = km.os_body[s]
-    dm.gravity[:] = km.gravity
+    for s in range(ns):
+        _station_row(stat[nb + s], km.os_p0[s], km.os_R0[s], km.os_G[s], km.os_L[s], km.os_S[s], NM)
+        stat_body[nb + s] = km.os_body[s]
+    km.dae_gravity[:] = km.gravity
 
 
-def make_work(dm: DaeModel) -> DaeWork:
-    """Every scratch buffer of the DAE kernel for this model (nothing is allocated per evaluation)."""
-    nb, NM, nq = int(dm.dims[D_NB]), int(dm.dims[D_NM]), int(dm.dims[D_NQ])
+@njit(inline="always")
+def _block(a, o, n):
+    """The n entries of the flat array a from offset o (a 1-d view; inlined into views, so that the view
+    is not returned from a compiled function, which kernels without reference counting cannot do)."""
+    return a[o:o + n]
+
+
+@kernel
+def views(mi, mf, w):
+    """The DAE kernel's model and work (DaeModel, DaeWork) as views of the flat arrays."""
+    nb, NM, nq = mi[DIM_NB], mi[DIM_NM], mi[DIM_NQ]
     nb1 = max(nb, 1)
+    nst = nb + mi[DIM_NS]
     nx = 6 + NM
-    n = block_size(NM)
-    z = np.zeros
-    return DaeWork(
-        pos=z(nq), vel=z(nq), qdd_pres=z(nb1), tauj=z(nb1), tau_joint=z(nb1),
-        Rpc=z((nb1, 3, 3)), ppc=z((nb1, 3)), Rw=z((nb1, 3, 3)), pw=z((nb1, 3)), V=z((nb1, 6)), kap=z((nb1, 6)),
-        Phi=z((nb1, 6, nx)), Mk=z((nb1, nx, nx)), hk=z((nb1, nx)), A=z((nb1, n, n)), r=z((nb1, n)),
-        piv=np.zeros((nb1, n), np.int64), W=z((nb1, n, nx)), y=z((nb1, n)), z=z((nb1, n)), wrench=z((nb1, 6)),
-        Ghat=z((3, NM)), M33=z((4, 3, 3)), V3=z((8, 3)), cols=z((6, n)), QPhi=z((6, nx)),
-        k1=z(nq), k2=z(nq), k3=z(nq), k4=z(nq), ps=z(nq), vs=z(nq), pe=z(nq), acc=z(nq), so=z((8, 3)),
-    )
+    n = dae_block(NM)
+    node_w = dae_node_width(NM)
+    nnode = mi[DIM_NNODE]
+    fitted = _block(mf, mi[MF_FITTED], N_FIT * nb * NM * NM).reshape((N_FIT, nb, NM, NM))
+    dm = DaeModel(
+        nb, NM, nq,
+        _block(mi, mi[MI_DAE_BODY], nb * DAE_BODY_COLS).reshape((nb, DAE_BODY_COLS)),
+        _block(mf, mi[MF_DAE_NODE], nnode * node_w).reshape((nnode, node_w)),
+        _block(mf, mi[MF_DAE_ROT], nb * dae_rot_width(NM)).reshape((nb, dae_rot_width(NM))),
+        _block(mf, mi[MF_DAE_STAT], nst * dae_stat_width(NM)).reshape((nst, dae_stat_width(NM))),
+        _block(mi, mi[MI_DAE_STAT_BODY], nst),
+        _block(mf, mi[MF_DAE_AXIS], 3 * nb).reshape((nb, 3)),
+        _block(mf, mi[MF_DAE_GRAVITY], 3),
+        mi, mf,
+        _block(mi, mi[MI_DRIVE], nb),
+        _block(mf, mi[MF_ARMATURE], nb),
+        _block(mf, mi[MF_KMOD], nb * NM * NM).reshape((nb, NM, NM)),
+        _block(mf, mi[MF_DMOD], nb * NM * NM).reshape((nb, NM, NM)),
+        fitted, fitted[FIT_C])
+    dw = DaeWork(
+        _block(w, mi[W_DAE_POS], nq), _block(w, mi[W_DAE_VEL], nq), _block(w, mi[W_DAE_QDD_PRES], nb1),
+        _block(w, mi[W_DAE_TAUJ], nb1), _block(w, mi[W_DAE_TAU_JOINT], nb1),
+        _block(w, mi[W_DAE_RPC], 9 * nb1).reshape((nb1, 3, 3)), _block(w, mi[W_DAE_PPC], 3 * nb1).reshape((nb1, 3)),
+        _block(w, mi[W_DAE_RW], 9 * nb1).reshape((nb1, 3, 3)), _block(w, mi[W_DAE_PW], 3 * nb1).reshape((nb1, 3)),
+        _block(w, mi[W_DAE_V], 6 * nb1).reshape((nb1, 6)), _block(w, mi[W_DAE_KAP], 6 * nb1).reshape((nb1, 6)),
+        _block(w, mi[W_DAE_PHI], 6 * nx * nb1).reshape((nb1, 6, nx)),
+        _block(w, mi[W_DAE_MK], nx * nx * nb1).reshape((nb1, nx, nx)),
+        _block(w, mi[W_DAE_HK], nx * nb1).reshape((nb1, nx)),
+        _block(w, mi[W_DAE_A], n * n * nb1).reshape((nb1, n, n)), _block(w, mi[W_DAE_R], n * nb1).reshape((nb1, n)),
+        _block(w, mi[W_DAE_PIV], n * nb1).reshape((nb1, n)),
+        _block(w, mi[W_DAE_W], n * nx * nb1).reshape((nb1, n, nx)),
+        _block(w, mi[W_DAE_Y], n * nb1).reshape((nb1, n)), _block(w, mi[W_DAE_Z], n * nb1).reshape((nb1, n)),
+        _block(w, mi[W_DAE_WRENCH], 6 * nb1).reshape((nb1, 6)),
+        _block(w, mi[W_DAE_GHAT], 3 * NM).reshape((3, NM)), _block(w, mi[W_DAE_M33], 39),
+        _block(w, mi[W_DAE_V3], 24).reshape((8, 3)), _block(w, mi[W_DAE_COLS], 6 * n).reshape((6, n)),
+        _block(w, mi[W_DAE_QPHI], 6 * nx).reshape((6, nx)),
+        _block(w, mi[W_K1], nq), _block(w, mi[W_K2], nq), _block(w, mi[W_K3], nq), _block(w, mi[W_K4], nq),
+        _block(w, mi[W_PS], nq), _block(w, mi[W_VS], nq), _block(w, mi[W_PE], nq), _block(w, mi[W_ACC], nq),
+        _block(w, mi[W_DAE_SO], 24).reshape((8, 3)))
+    return dm, dw

@@ -1,22 +1,28 @@
 """The plant's step with the screw-theoretic DAE kernel: the integrators of hil.kernels.integrate
 around hil.kernels.screw_dae.forward_dynamics, and the output stations from its solution."""
 import numpy as np
-from numba import njit
 
+from .jit import kernel
 from . import profiles
 from .integrate import _STAGES, _stage_state
-from .layout import FIT_B, FIT_C, JOINT_PRESCRIBED, METHOD_FITTED, METHOD_IMEX, METHOD_RK4
-from .screw_dae import forward_dynamics, forward_dynamics_blocks, station_frame
-from .screw_dae_arrays import B_MO, B_NM, D_NB, D_NM, D_NQ
+from .layout import DAE_MO, DAE_NM, FIT_B, JOINT_PRESCRIBED, METHOD_FITTED, METHOD_IMEX, METHOD_RK4
+from .screw_dae import solve, station_frame
+from .screw_dae_arrays import views
 
 
-@njit(cache=True)
-def advance(dm, dw, t, pos, vel, tau, dt, nsub, method):
+@kernel
+def advance(mi, mf, w, t, pos, vel, tau, dt, nsub, method):
     """Advance (pos, vel) in place from t to t + dt with nsub substeps (the stages of
     hil.kernels.integrate.advance); False on a singular block or a non-finite state."""
+    dm, dw = views(mi, mf, w)
+    return _advance(dm, dw, t, pos, vel, tau, dt, nsub, method)
+
+
+@kernel
+def _advance(dm, dw, t, pos, vel, tau, dt, nsub, method):
     if method == METHOD_FITTED:
         return fitted_advance(dm, dw, t, pos, vel, tau, dt, nsub)
-    nq = dm.dims[D_NQ]
+    nq = dm.nq
     h = dt / nsub
     k1, k2, k3, k4 = dw.k1, dw.k2, dw.k3, dw.k4
     ps, vs, pe, acc = dw.ps, dw.vs, dw.pe, dw.acc
@@ -30,7 +36,7 @@ def advance(dm, dw, t, pos, vel, tau, dt, nsub, method):
             dts = _stage_state(method, stage, h, nq, pos, vel, acc, k1, k2, ps, vs, pe)
             el_pos = pe if imex else ps
             el_vel = vel if imex else vs
-            ok &= forward_dynamics(dm, dw, ts + dts, ps, vs, tau, el_pos, el_vel, cK, cD, acc)
+            ok &= solve(dm, dw, ts + dts, ps, vs, tau, el_pos, el_vel, cK, cD, False, acc)
             if method == METHOD_RK4:
                 for i in range(nq):
                     if stage == 0:
@@ -53,9 +59,9 @@ def advance(dm, dw, t, pos, vel, tau, dt, nsub, method):
             for i in range(nq):
                 pos[i] += h * vel[i]
                 vel[i] += h * acc[i]
-    for k in range(dm.dims[D_NB]):
+    for k in range(dm.nb):
         if dm.drive[k] == JOINT_PRESCRIBED:
-            q, qd, _ = profiles.evaluate(dm.prof_kind, dm.prof_par, dm.tab_off, dm.tab_n, dm.tab_t, dm.tab_c, k, t + dt)
+            q, qd, _ = profiles.evaluate(dm.mi, dm.mf, k, t + dt)
             pos[k] = q
             vel[k] = qd
     for i in range(nq):
@@ -64,38 +70,38 @@ def advance(dm, dw, t, pos, vel, tau, dt, nsub, method):
     return ok
 
 
-@njit(cache=True)
+@kernel
 def fitted_advance(dm, dw, t, pos, vel, tau, dt, nsub):
     """hil.kernels.fitted_midpoint.advance with this kernel's forward dynamics."""
-    nb = dm.dims[D_NB]
-    nq = dm.dims[D_NQ]
+    nb = dm.nb
+    nq = dm.nq
     h = dt / nsub
     ps, vs, pe, acc = dw.ps, dw.vs, dw.pe, dw.acc
-    B, C = dm.fitted[FIT_B], dm.fitted[FIT_C]
+    B = dm.fitted[FIT_B]
     ok = True
     for s in range(nsub):
         tm = t + s * h + 0.5 * h
         for i in range(nq):
             pe[i] = pos[i] + 0.5 * h * vel[i]
-        ok &= forward_dynamics_blocks(dm, dw, tm, pe, vel, tau, pe, vel, 0.0, 0.0, C, acc)
+        ok &= solve(dm, dw, tm, pe, vel, tau, pe, vel, 0.0, 0.0, True, acc)
         for i in range(nq):
             ps[i] = pe[i] + 0.25 * h * h * acc[i]
             vs[i] = vel[i] + 0.5 * h * acc[i]
         for k in range(nb):
-            base = nb + dm.body[k, B_MO]
-            n = dm.body[k, B_NM]
+            base = nb + dm.body[k, DAE_MO]
+            n = dm.body[k, DAE_NM]
             for r in range(n):
                 sb = 0.0
                 for c in range(n):
                     sb += B[k, r, c] * acc[base + c]
                 ps[base + r] = pe[base + r] + h * h * sb
-        ok &= forward_dynamics_blocks(dm, dw, tm, ps, vs, tau, pe, vel, 0.0, 0.0, C, acc)
+        ok &= solve(dm, dw, tm, ps, vs, tau, pe, vel, 0.0, 0.0, True, acc)
         for i in range(nq):
             pos[i] += h * vel[i] + 0.5 * h * h * acc[i]
             vel[i] += h * acc[i]
     for k in range(nb):
         if dm.drive[k] == JOINT_PRESCRIBED:
-            q, qd, _ = profiles.evaluate(dm.prof_kind, dm.prof_par, dm.tab_off, dm.tab_n, dm.tab_t, dm.tab_c, k, t + dt)
+            q, qd, _ = profiles.evaluate(dm.mi, dm.mf, k, t + dt)
             pos[k] = q
             vel[k] = qd
     for i in range(nq):
@@ -104,17 +110,23 @@ def fitted_advance(dm, dw, t, pos, vel, tau, dt, nsub):
     return ok
 
 
-@njit(cache=True)
-def station_state(dm, dw, s, out):
+@kernel
+def station_state(mi, mf, w, s, out):
     """World kinematics of output station s after forward_dynamics, in the layout of
     hil.kernels.outputs.station_state: position, rotation (row-major), velocity, angular
     velocity, specific force (acceleration minus gravity), angular acceleration, world axes."""
-    nb = dm.dims[D_NB]
-    NM = dm.dims[D_NM]
+    dm, dw = views(mi, mf, w)
+    _station_state(dm, dw, s, out)
+
+
+@kernel
+def _station_state(dm, dw, s, out):
+    nb = dm.nb
+    NM = dm.NM
     st = nb + s
     k = dm.stat_body[st]
-    nm = dm.body[k, B_NM]
-    e0 = nb + dm.body[k, B_MO]
+    nm = dm.body[k, DAE_NM]
+    e0 = nb + dm.body[k, DAE_MO]
     M33, V3, G, so = dw.M33, dw.V3, dw.Ghat, dw.so
     station_frame(dm.stat, st, NM, dw.pos, dw.vel, e0, nm, M33, V3, G)
     V, z, g = dw.V, dw.z, dm.gravity
@@ -131,7 +143,7 @@ def station_state(dm, dw, s, out):
             so[0, i] += G[i, a] * dd
             el = 0.0
             for j in range(3):
-                el += M33[2, i, j] * dm.stat[st, 12 + 3 * NM + j * NM + a]
+                el += M33[18 + 3 * i + j] * dm.stat[st, 12 + 3 * NM + j * NM + a]
             so[1, i] += el * dd
     c0, c1, c2 = o1 * r2 - o2 * r1, o2 * r0 - o0 * r2, o0 * r1 - o1 * r0                   # omega x r
     a0, a1, a2 = z[k, 6], z[k, 7], z[k, 8]
@@ -156,19 +168,20 @@ def station_state(dm, dw, s, out):
         p = dw.pw[k, i]
         for j in range(3):
             p += R[k, i, j] * V3[0, j]
-            out[3 + 3 * i + j] = R[k, i, 0] * M33[0, 0, j] + R[k, i, 1] * M33[0, 1, j] + R[k, i, 2] * M33[0, 2, j]
+            out[3 + 3 * i + j] = R[k, i, 0] * M33[j] + R[k, i, 1] * M33[3 + j] + R[k, i, 2] * M33[6 + j]
         out[i] = p
         for q in range(4):
             out[12 + 3 * q + i] = R[k, i, 0] * so[2 + q, 0] + R[k, i, 1] * so[2 + q, 1] + R[k, i, 2] * so[2 + q, 2]
         out[18 + i] -= g[i]
 
 
-@njit(cache=True)
-def step_and_sample(dm, dw, t, pos, vel, tau, dt, nsub, method, stations, out):
+@kernel
+def step_and_sample(mi, mf, w, t, pos, vel, tau, dt, nsub, method, stations, out):
     """Advance from t to t + dt, solve the DAE at the new state (wrenches and accelerations there)
     and write the world kinematics of each output station in `stations` to out[i]."""
-    ok = advance(dm, dw, t, pos, vel, tau, dt, nsub, method)
-    ok &= forward_dynamics(dm, dw, t + dt, pos, vel, tau, pos, vel, 0.0, 0.0, dw.acc)
+    dm, dw = views(mi, mf, w)
+    ok = _advance(dm, dw, t, pos, vel, tau, dt, nsub, method)
+    ok &= solve(dm, dw, t + dt, pos, vel, tau, pos, vel, 0.0, 0.0, False, dw.acc)
     for i in range(stations.shape[0]):
-        station_state(dm, dw, stations[i], out[i])
+        _station_state(dm, dw, stations[i], out[i])
     return ok

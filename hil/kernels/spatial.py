@@ -3,97 +3,184 @@
 Spatial vectors are Featherstone-ordered, angular part first: a twist is
 [omega; v], a wrench is [moment; force], both in the coordinates of the frame
 they belong to. See README.md, section "Conventions".
+
+Matrices live in flat arrays (hil.kernels.layout): a 3 x 3 matrix at offset o holds
+element (i, j) at o + 3 i + j; an n x n block with row stride `stride` at o + i stride + j.
 """
 import numpy as np
-from numba import njit
+
+from .jit import kernel
+from .layout import at
 
 
-@njit(cache=True)
-def axis_rotation(x, y, z, q, M, i):
-    """M[i] = rotation matrix of angle q about the unit axis (x, y, z) (Rodrigues)."""
-    c = np.cos(q)
-    s = np.sin(q)
+@kernel
+def axis_rotation(x, y, z, c, s, w, o):
+    """w[o:o + 9] = rotation of angle q about the unit axis (x, y, z), given c = cos q, s = sin q
+    (Rodrigues)."""
     t = 1.0 - c
-    M[i, 0, 0] = t * x * x + c
-    M[i, 0, 1] = t * x * y - s * z
-    M[i, 0, 2] = t * x * z + s * y
-    M[i, 1, 0] = t * x * y + s * z
-    M[i, 1, 1] = t * y * y + c
-    M[i, 1, 2] = t * y * z - s * x
-    M[i, 2, 0] = t * x * z - s * y
-    M[i, 2, 1] = t * y * z + s * x
-    M[i, 2, 2] = t * z * z + c
+    w[at(o)] = t * x * x + c
+    w[at(o + 1)] = t * x * y - s * z
+    w[at(o + 2)] = t * x * z + s * y
+    w[at(o + 3)] = t * x * y + s * z
+    w[at(o + 4)] = t * y * y + c
+    w[at(o + 5)] = t * y * z - s * x
+    w[at(o + 6)] = t * x * z - s * y
+    w[at(o + 7)] = t * y * z + s * x
+    w[at(o + 8)] = t * z * z + c
 
 
-@njit(cache=True)
-def xyz_rotation(a, b, c, M, iR, iE):
-    """Cross-section rotation M[iR] = Rx(a) Ry(b) Rz(c) of the small-rotation vector (a, b, c).
-
-    M[iE] = E maps the rotation-vector rate to the angular velocity in the unrotated
-    frame: omega = E th_dot. The sequence is exact (R is orthonormal) and equals
-    I + skew(th) to first order.
-    """
+@kernel
+def xyz_rotation(a, b, c, w, oR, oE, obias, ad, bd, cd):
+    """Cross-section rotation w[oR:oR + 9] = Rx(a) Ry(b) Rz(c) of the small-rotation vector (a, b, c),
+    w[oE:oE + 9] = E, which maps the rotation-vector rate to the angular velocity in the unrotated
+    frame (omega = E th_dot), and w[obias:obias + 3] = dE/dt th_dot at the rates (ad, bd, cd). The
+    sequence is exact (R is orthonormal) and equals I + skew(th) to first order."""
     ca, sa = np.cos(a), np.sin(a)
     cb, sb = np.cos(b), np.sin(b)
     cc, sc = np.cos(c), np.sin(c)
-    M[iR, 0, 0] = cb * cc
-    M[iR, 0, 1] = -cb * sc
-    M[iR, 0, 2] = sb
-    M[iR, 1, 0] = ca * sc + sa * sb * cc
-    M[iR, 1, 1] = ca * cc - sa * sb * sc
-    M[iR, 1, 2] = -sa * cb
-    M[iR, 2, 0] = sa * sc - ca * sb * cc
-    M[iR, 2, 1] = sa * cc + ca * sb * sc
-    M[iR, 2, 2] = ca * cb
-    M[iE, 0, 0] = 1.0
-    M[iE, 0, 1] = 0.0
-    M[iE, 0, 2] = sb
-    M[iE, 1, 0] = 0.0
-    M[iE, 1, 1] = ca
-    M[iE, 1, 2] = -sa * cb
-    M[iE, 2, 0] = 0.0
-    M[iE, 2, 1] = sa
-    M[iE, 2, 2] = ca * cb
+    w[at(oR)] = cb * cc
+    w[at(oR + 1)] = -cb * sc
+    w[at(oR + 2)] = sb
+    w[at(oR + 3)] = ca * sc + sa * sb * cc
+    w[at(oR + 4)] = ca * cc - sa * sb * sc
+    w[at(oR + 5)] = -sa * cb
+    w[at(oR + 6)] = sa * sc - ca * sb * cc
+    w[at(oR + 7)] = sa * cc + ca * sb * sc
+    w[at(oR + 8)] = ca * cb
+    w[at(oE)] = 1.0
+    w[at(oE + 1)] = 0.0
+    w[at(oE + 2)] = sb
+    w[at(oE + 3)] = 0.0
+    w[at(oE + 4)] = ca
+    w[at(oE + 5)] = -sa * cb
+    w[at(oE + 6)] = 0.0
+    w[at(oE + 7)] = sa
+    w[at(oE + 8)] = ca * cb
+    w[at(obias)] = cb * bd * cd
+    w[at(obias + 1)] = -sa * ad * bd + (-ca * cb * ad + sa * sb * bd) * cd
+    w[at(obias + 2)] = ca * ad * bd + (-sa * cb * ad - ca * sb * bd) * cd
 
 
-@njit(cache=True)
-def xyz_rate_bias(a, b, ad, bd, cd):
-    """dE/dt * th_dot for the Rx Ry Rz sequence at angles (a, b, .) and rates (ad, bd, cd)."""
-    ca, sa = np.cos(a), np.sin(a)
-    cb, sb = np.cos(b), np.sin(b)
-    return (cb * bd * cd, -sa * ad * bd + (-ca * cb * ad + sa * sb * bd) * cd,
-            ca * ad * bd + (-sa * cb * ad - ca * sb * bd) * cd)
-
-
-@njit(cache=True)
-def cholesky_inplace(A, k, n):
-    """Lower Cholesky factor of the leading n x n block of A[k], in place. False if not SPD."""
+@kernel
+def cholesky_inplace(A, o, n, stride, inv, oinv):
+    """Lower Cholesky factor of the n x n block at A[o] (row stride `stride`), in place, and the
+    reciprocals of its diagonal in inv[oinv:oinv + n]. False if not positive definite."""
     for j in range(n):
-        s = A[k, j, j]
+        rj = o + j * stride
+        s = A[at(rj + j)]
         for i in range(j):
-            s -= A[k, j, i] * A[k, j, i]
+            s -= A[at(rj + i)] * A[at(rj + i)]
         if s <= 0.0:
             return False
         d = np.sqrt(s)
-        A[k, j, j] = d
+        r = 1.0 / d
+        A[at(rj + j)] = d
+        inv[at(oinv + j)] = r
         for i in range(j + 1, n):
-            s = A[k, i, j]
+            ri = o + i * stride
+            s = A[at(ri + j)]
             for c in range(j):
-                s -= A[k, i, c] * A[k, j, c]
-            A[k, i, j] = s / d
+                s -= A[at(ri + c)] * A[at(rj + c)]
+            A[at(ri + j)] = s * r
     return True
 
 
-@njit(cache=True)
-def cholesky_solve(L, k, n, b):
-    """Solve (L[k] L[k]^T) x = b for the leading n entries of b, in place."""
+@kernel
+def cholesky_solve(L, o, n, stride, b, ob, step):
+    """Solve (L L^T) x = b in place for the n entries b[ob + i step], L the factor at L[o]."""
     for i in range(n):
-        s = b[i]
+        ri = o + i * stride
+        s = b[at(ob + i * step)]
         for c in range(i):
-            s -= L[k, i, c] * b[c]
-        b[i] = s / L[k, i, i]
+            s -= L[at(ri + c)] * b[at(ob + c * step)]
+        b[at(ob + i * step)] = s / L[at(ri + i)]
     for i in range(n - 1, -1, -1):
-        s = b[i]
+        s = b[at(ob + i * step)]
         for c in range(i + 1, n):
-            s -= L[k, c, i] * b[c]
-        b[i] = s / L[k, i, i]
+            s -= L[at(o + c * stride + i)] * b[at(ob + c * step)]
+        b[at(ob + i * step)] = s / L[at(o + i * stride + i)]
+
+
+@kernel
+def rotate_symmetric(r00, r01, r02, r10, r11, r12, r20, r21, r22, a00, a01, a02, a11, a12, a22):
+    """R A R^T for a symmetric A, as its upper triangle (x00, x01, x02, x11, x12, x22)."""
+    t00 = a00 * r00 + a01 * r01 + a02 * r02
+    t01 = a00 * r10 + a01 * r11 + a02 * r12
+    t02 = a00 * r20 + a01 * r21 + a02 * r22
+    t10 = a01 * r00 + a11 * r01 + a12 * r02
+    t11 = a01 * r10 + a11 * r11 + a12 * r12
+    t12 = a01 * r20 + a11 * r21 + a12 * r22
+    t20 = a02 * r00 + a12 * r01 + a22 * r02
+    t21 = a02 * r10 + a12 * r11 + a22 * r12
+    t22 = a02 * r20 + a12 * r21 + a22 * r22
+    return (r00 * t00 + r01 * t10 + r02 * t20, r00 * t01 + r01 * t11 + r02 * t21, r00 * t02 + r01 * t12 + r02 * t22,
+            r10 * t01 + r11 * t11 + r12 * t21, r10 * t02 + r11 * t12 + r12 * t22, r20 * t02 + r21 * t12 + r22 * t22)
+
+
+@kernel
+def rotate(r00, r01, r02, r10, r11, r12, r20, r21, r22, b00, b01, b02, b10, b11, b12, b20, b21, b22):
+    """R B R^T for a general B, row-major."""
+    t00 = b00 * r00 + b01 * r01 + b02 * r02
+    t01 = b00 * r10 + b01 * r11 + b02 * r12
+    t02 = b00 * r20 + b01 * r21 + b02 * r22
+    t10 = b10 * r00 + b11 * r01 + b12 * r02
+    t11 = b10 * r10 + b11 * r11 + b12 * r12
+    t12 = b10 * r20 + b11 * r21 + b12 * r22
+    t20 = b20 * r00 + b21 * r01 + b22 * r02
+    t21 = b20 * r10 + b21 * r11 + b22 * r12
+    t22 = b20 * r20 + b21 * r21 + b22 * r22
+    return (r00 * t00 + r01 * t10 + r02 * t20, r00 * t01 + r01 * t11 + r02 * t21, r00 * t02 + r01 * t12 + r02 * t22,
+            r10 * t00 + r11 * t10 + r12 * t20, r10 * t01 + r11 * t11 + r12 * t21, r10 * t02 + r11 * t12 + r12 * t22,
+            r20 * t00 + r21 * t10 + r22 * t20, r20 * t01 + r21 * t11 + r22 * t21, r20 * t02 + r21 * t12 + r22 * t22)
+
+
+@kernel
+def load3(a, o):
+    """(a[o], a[o + 1], a[o + 2]): a 3-vector of a flat array."""
+    return a[at(o)], a[at(o + 1)], a[at(o + 2)]
+
+
+@kernel
+def load9(a, o):
+    """The row-major 3 x 3 matrix at a[o] as a 9-tuple."""
+    return (a[at(o)], a[at(o + 1)], a[at(o + 2)], a[at(o + 3)], a[at(o + 4)], a[at(o + 5)], a[at(o + 6)],
+            a[at(o + 7)], a[at(o + 8)])
+
+
+@kernel
+def store3(a, o, x):
+    """a[o:o + 3] = the 3-tuple x."""
+    a[at(o)] = x[0]
+    a[at(o + 1)] = x[1]
+    a[at(o + 2)] = x[2]
+
+
+@kernel
+def store9(a, o, m):
+    """a[o:o + 9] = the 3 x 3 matrix m (9-tuple, row-major)."""
+    for i in range(9):
+        a[at(o + i)] = m[i]
+
+
+@kernel
+def mul3(m, x):
+    """M x for the 3 x 3 matrix m (9-tuple, row-major) and the 3-tuple x."""
+    return (m[0] * x[0] + m[1] * x[1] + m[2] * x[2], m[3] * x[0] + m[4] * x[1] + m[5] * x[2],
+            m[6] * x[0] + m[7] * x[1] + m[8] * x[2])
+
+
+@kernel
+def mul3t(m, x):
+    """M^T x: x's components in the axes that M's columns hold."""
+    return (m[0] * x[0] + m[3] * x[1] + m[6] * x[2], m[1] * x[0] + m[4] * x[1] + m[7] * x[2],
+            m[2] * x[0] + m[5] * x[1] + m[8] * x[2])
+
+
+@kernel
+def matmul3(a, b):
+    """A B for 3 x 3 matrices as row-major 9-tuples."""
+    return (a[0] * b[0] + a[1] * b[3] + a[2] * b[6], a[0] * b[1] + a[1] * b[4] + a[2] * b[7],
+            a[0] * b[2] + a[1] * b[5] + a[2] * b[8], a[3] * b[0] + a[4] * b[3] + a[5] * b[6],
+            a[3] * b[1] + a[4] * b[4] + a[5] * b[7], a[3] * b[2] + a[4] * b[5] + a[5] * b[8],
+            a[6] * b[0] + a[7] * b[3] + a[8] * b[6], a[6] * b[1] + a[7] * b[4] + a[8] * b[7],
+            a[6] * b[2] + a[7] * b[5] + a[8] * b[8])

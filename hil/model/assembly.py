@@ -1,12 +1,13 @@
 """Turn a Model (hil.model.spec) into the flat arrays the numba kernels read.
 
-KernelModel holds the model as preallocated numpy arrays (one namedtuple so a
-cycle is one Python-to-numba call); Work holds every scratch buffer the kernels
-write, so a step allocates nothing.
+KernelModel holds the model in two flat arrays, ``mi`` (int64) and ``mf`` (float64), laid out by
+hil.kernels.layout; Work holds every scratch buffer of the kernels in one flat array ``w``, so a
+step allocates nothing and crosses into numba with three arrays. Python reads and writes the
+named blocks through views (``km.view("jpar")`` or ``km.jpar``), which the drives and fault
+effects change in place while the kernels run.
 """
 from __future__ import annotations
 
-from collections import namedtuple
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,26 +15,86 @@ import numpy as np
 from config_schema import raise_problem
 from hil.model import spec as md
 from hil.model.modal import BeamModes, beam_modes
+from hil.kernels import layout as lay_
+from hil.kernels import screw_dae_arrays
 from hil.kernels.layout import (JOINT_PRESCRIBED, JOINT_TORQUE_DRIVEN, JP_COUL_VS, JP_STRIBECK, JP_STRIB_VS, JP_BRAKE_VS,
                                 JP_BACKLASH, N_JP, N_FIT, MOTION_CONSTANT, MOTION_SPINUP, MOTION_CYCLOIDAL,
                                 MOTION_TABLE)
 
-KernelModel = namedtuple("KernelModel", [
-    "dims", "parent", "nm", "mo", "axis", "armature", "viscous", "coulomb", "jpar",
-    "drive", "prof_kind", "prof_par", "tab_off", "tab_n", "tab_t", "tab_c",
-    "mot", "mot_inertia", "kspring", "dspring",
-    "st_p0", "st_R0", "st_G", "st_L", "st_S",
-    "node_off", "nd_m", "nd_p0", "nd_J", "nd_G", "nd_L", "nd_S", "Jsum", "JL", "LJL",
-    "Kmod", "Dmod", "gravity", "fitted",
-    "os_body", "os_p0", "os_R0", "os_G", "os_L", "os_S",
-])
 
-Work = namedtuple("Work", [
-    "pos", "vel", "qdd_pres", "tauj", "tau_joint", "Rpc", "ppc", "Rw", "pw", "Phi", "kap", "V",
-    "Mb", "bb", "P", "p", "Lff", "Y", "y", "IA", "pA", "U", "Dj", "uj", "Ia", "IaPhi", "nud", "fj",
-    "Ghat", "Se", "M33", "V3", "V6", "SV", "SM", "tn", "tx", "tx2", "tx3", "t3a", "t6a", "t6b", "t6c",
-    "Mq", "hq", "Aq", "rq", "iq", "k1", "k2", "k3", "k4", "ps", "vs", "pe", "acc",
-])
+class _Blocks:
+    """Named views into flat arrays (the blocks of hil.kernels.layout)."""
+
+    def __init__(self, views: dict[str, np.ndarray]):
+        self._views = views
+
+    def view(self, name: str) -> np.ndarray:
+        """The block `name` as a numpy view of its flat array (writes reach the kernels)."""
+        try:
+            return self._views[name]
+        except KeyError:
+            raise KeyError(f"no kernel array {name!r}; arrays: {', '.join(self._views)}") from None
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        views = self.__dict__.get("_views")
+        if views is not None and name in views:
+            return views[name]
+        raise AttributeError(name)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Every block, name -> view."""
+        return dict(self._views)
+
+
+def _views(arrays: dict[str, np.ndarray], where: dict) -> dict[str, np.ndarray]:
+    out = {}
+    for name, (array, at, shape) in where.items():
+        if array in arrays:
+            n = int(np.prod(shape, dtype=np.int64))
+            out[name] = arrays[array][at:at + n].reshape(shape)
+    return out
+
+
+class KernelModel(_Blocks):
+    """An assembled model as the kernels read it: ``mi`` (sizes, block offsets, integer blocks) and
+    ``mf`` (float blocks); every kernel takes ``(km.mi, km.mf, work.w, ...)``."""
+
+    def __init__(self, sizes: lay_.Sizes, blocks: dict[str, np.ndarray]):
+        self.sizes = sizes
+        self.where, self.lengths = lay_.offsets(sizes)
+        self.mi = np.zeros(self.lengths["mi"], np.int64)
+        self.mf = np.zeros(self.lengths["mf"])
+        self.mi[:lay_.N_DIMS] = sizes
+        for name, (array, at, shape) in self.where.items():
+            self.mi[lay_.slot(name)] = at
+        super().__init__(_views({"mi": self.mi, "mf": self.mf}, self.where))
+        for name, view in self._views.items():
+            value = np.asarray(blocks[name])
+            if value.shape != view.shape:
+                raise ValueError(f"kernel array {name}: shape {value.shape}, the layout expects {view.shape}")
+            view[...] = value
+
+    def copy(self) -> KernelModel:
+        """An independent copy (its own mi and mf)."""
+        return KernelModel(self.sizes, self._views)
+
+    @property
+    def dims(self) -> np.ndarray:
+        """The sizes (hil.kernels.layout DIM_*), a view of the header of mi."""
+        return self.mi[:lay_.N_DIMS]
+
+
+class Work(_Blocks):
+    """Every scratch buffer of the kernels for one model, in one flat array ``w`` (named views too)."""
+
+    def __init__(self, km: KernelModel):
+        self.w = np.zeros(km.lengths["w"])
+        super().__init__(_views({"w": self.w}, km.where))
+
+
+def make_work(km: KernelModel) -> Work:
+    """All scratch buffers of the kernels for this model."""
+    return Work(km)
 
 
 
@@ -303,6 +364,9 @@ def assemble(model: md.Model) -> Assembled:
     Jsum = np.zeros((nb, 3, 3))
     JL = np.zeros((nb, 3, NM))
     LJL = np.zeros((nb, NM, NM))
+    mG = np.zeros((nb, 3, NM))
+    mS = np.zeros((nb, NM, NM))
+    Mff0 = np.zeros((nb, NM, NM))
 
     def add_node(mass, p0, J, G, L, S):
         nd["m"].append(mass)
@@ -338,6 +402,10 @@ def assemble(model: md.Model) -> Assembled:
             Jsum[k] += nd["J"][j]
             JL[k] += nd["J"][j] @ nd["L"][j]
             LJL[k] += nd["L"][j].T @ nd["J"][j] @ nd["L"][j]
+            mG[k] += nd["m"][j] * nd["G"][j]
+            mS[k] += nd["m"][j] * nd["S"][j]
+            Mff0[k] += nd["m"][j] * nd["G"][j].T @ nd["G"][j]
+        Mff0[k] += LJL[k]
         if md_ is not None:
             n = md_.nm
             Kmod[k, :n, :n] = md_.K
@@ -373,19 +441,27 @@ def assemble(model: md.Model) -> Assembled:
         os_p0[i], os_G[i], os_L[i], os_S[i] = _station_arrays(modes[k], s.station_m, s.offset_m, NM, model.foreshortening)
 
     nq = nb + neta + nmot
-    km = KernelModel(
-        dims=np.array([nb, neta, nmot, NM, nq, ns], np.int64), parent=parent, nm=nm, mo=mo, axis=axis,
+    nd_arrays = {key: np.array(v, float).reshape((len(nd["m"]),) + shape)
+                 for (key, v), shape in zip(nd.items(), ((), (3,), (3, 3), (3, NM), (3, NM), (NM, NM)))}
+    blocks = dict(
+        parent=parent, nm=nm, mo=mo, axis=axis,
         armature=armature, viscous=np.array([b.joint.viscous_N_m_s_rad for b in bodies], float),
         coulomb=np.array([b.joint.coulomb_N_m for b in bodies], float), jpar=_joint_parameters(bodies),
         drive=drive, prof_kind=prof_kind, prof_par=prof_par, tab_off=tab_off, tab_n=tab_n, tab_t=tab_t, tab_c=tab_c,
         mot=mot, mot_inertia=mot_inertia, kspring=kspring, dspring=dspring,
         st_p0=st_p0, st_R0=st_R0, st_G=st_G, st_L=st_L, st_S=st_S,
-        node_off=np.array(node_off, np.int64), nd_m=np.array(nd["m"], float), nd_p0=np.array(nd["p0"], float),
-        nd_J=np.array(nd["J"], float), nd_G=np.array(nd["G"], float), nd_L=np.array(nd["L"], float),
-        nd_S=np.array(nd["S"], float), Jsum=Jsum, JL=JL, LJL=LJL, Kmod=Kmod, Dmod=Dmod,
-        gravity=np.asarray(model.gravity_m_s2, float), fitted=np.zeros((N_FIT, max(nb, 1), NM, NM)),
+        node_off=np.array(node_off, np.int64), nd_m=nd_arrays["m"], nd_p0=nd_arrays["p0"], nd_J=nd_arrays["J"],
+        nd_G=nd_arrays["G"], nd_L=nd_arrays["L"], nd_S=nd_arrays["S"], Jsum=Jsum, JL=JL, LJL=LJL, mG=mG, mS=mS,
+        Mff0=Mff0, axial=np.array([np.any(nd_arrays["G"][node_off[k]:node_off[k + 1], 0] != 0) for k in range(nb)],
+                                  np.int64).reshape(nb), Kmod=Kmod, Dmod=Dmod,
+        gravity=np.asarray(model.gravity_m_s2, float), fitted=np.zeros((N_FIT, nb, NM, NM)),
         os_body=os_body, os_p0=os_p0, os_R0=os_R0, os_G=os_G, os_L=os_L, os_S=os_S,
     )
+    sizes = lay_.Sizes(nb=nb, neta=neta, nmot=nmot, NM=NM, nq=nq, ns=max(ns, 1), nnode=len(nd["m"]),
+                       ntab=len(tab_t))
+    dae = {name: np.zeros(shape) for name, (_, _, shape) in lay_.offsets(sizes)[0].items() if name.startswith("dae_")}
+    km = KernelModel(sizes, {**blocks, **dae})
+    screw_dae_arrays.pack(km)               # the DAE kernel's copy of the geometry and inertia
     layout = Layout(
         joint_names=[b.joint.name for b in bodies], body_names=names,
         mode_labels=[[] if m is None else list(m.labels) for m in modes], mode_offsets=[int(x) for x in mo],
@@ -404,22 +480,3 @@ def assemble(model: md.Model) -> Assembled:
         if eta0 is not None:
             pos0[nb + mo[k]: nb + mo[k] + nm[k]] = eta0
     return Assembled(model, km, layout, modes, pos0, vel0)
-
-
-def make_work(km: KernelModel) -> Work:
-    """All scratch buffers of the kernels for this model."""
-    nb, _, _, NM, nq, _ = (int(x) for x in km.dims)
-    nb1 = max(nb, 1)
-    NX = 6 + NM
-    z = np.zeros
-    return Work(
-        pos=z(nq), vel=z(nq), qdd_pres=z(nb1), tauj=z(nb1), tau_joint=z(nb1),
-        Rpc=z((nb1, 3, 3)), ppc=z((nb1, 3)), Rw=z((nb1, 3, 3)), pw=z((nb1, 3)),
-        Phi=z((nb1, 6, NX)), kap=z((nb1, 6)), V=z((nb1, 6)), Mb=z((nb1, NX, NX)), bb=z((nb1, NX)),
-        P=z((nb1, NX, NX)), p=z((nb1, NX)), Lff=z((nb1, NM, NM)), Y=z((nb1, NM, 6)), y=z((nb1, NM)),
-        IA=z((nb1, 6, 6)), pA=z((nb1, 6)), U=z((nb1, 6)), Dj=z(nb1), uj=z(nb1), Ia=z((6, 6)), IaPhi=z((6, NX)),
-        nud=z((nb1, NX)), fj=z((nb1, 6)), Ghat=z((3, NM)), Se=z(NM), M33=z((4, 3, 3)), V3=z((6, 3)), V6=z((2, 6)), SV=z((11, 3)), SM=z((3, 3, 3)),
-        tn=z(NM), tx=z(NX), tx2=z(NX), tx3=z(NX), t3a=z(3), t6a=z(6), t6b=z(6), t6c=z(6),
-        Mq=z((nq, nq)), hq=z(nq), Aq=z((1, nq, nq)), rq=z(nq), iq=np.zeros(nq, np.int64),
-        k1=z(nq), k2=z(nq), k3=z(nq), k4=z(nq), ps=z(nq), vs=z(nq), pe=z(nq), acc=z(nq),
-    )

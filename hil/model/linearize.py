@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from hil.model.assembly import Assembled, make_work
-from hil.kernels.aba import forward_dynamics, forward_kinematics, joint_torques, prepare
-from hil.kernels.oracle import bias_forces, mass_matrix
+from hil.kernels.outputs import evaluate
+from hil.kernels import oracle
 from hil.kernels.layout import JOINT_PRESCRIBED, JP_BACKLASH
 
 RK4_STABILITY = 2.0 * math.sqrt(2.0)   # |omega h| limit of classical RK4 on the imaginary axis
@@ -50,14 +50,8 @@ def static_forces(asm: Assembled, pos: np.ndarray, w=None) -> np.ndarray:
     torque that holds the arm still at pos; h[modes] = 0 is the static deflection."""
     km = asm.km
     w = make_work(km) if w is None else w
-    nq = asm.layout.nq
-    zero = np.zeros(nq)
-    h = np.zeros(nq)
-    prepare(km, w, 0.0, pos, zero)
-    joint_torques(km, w, np.zeros(max(asm.layout.n_joints, 1)))
-    forward_kinematics(km, w)
-    bias_forces(km, w, pos, zero, h)
-    _add_spring_rows(asm, w, h)
+    h = np.zeros(asm.layout.nq)
+    oracle.rest_forces(km.mi, km.mf, w.w, pos, np.zeros(asm.layout.nq), h)
     return h
 
 
@@ -83,12 +77,8 @@ def mass_matrix_at(asm: Assembled, pos: np.ndarray, w=None) -> np.ndarray:
     km = asm.km
     w = make_work(km) if w is None else w
     nq = asm.layout.nq
-    zero = np.zeros(nq)
-    prepare(km, w, 0.0, pos, zero)
-    joint_torques(km, w, np.zeros(max(asm.layout.n_joints, 1)))
-    forward_kinematics(km, w)
     M = np.zeros((nq, nq))
-    mass_matrix(km, w, 0.0, 0.0, M)
+    oracle.mass_matrix_at(km.mi, km.mf, w.w, 0.0, pos, np.zeros(nq), M)
     return M
 
 
@@ -96,14 +86,6 @@ def free_coordinates(asm: Assembled) -> np.ndarray:
     """Indices of the coordinates that move under forces: torque-driven joints, modes, rotors."""
     lay, km = asm.layout, asm.km
     return np.array([i for i in range(lay.nq) if i >= lay.n_joints or km.drive[i] != JOINT_PRESCRIBED], np.int64)
-
-
-def _add_spring_rows(asm: Assembled, w, h: np.ndarray) -> None:
-    """Rotor rows of h: the Spong spring acting on each rotor coordinate."""
-    km = asm.km
-    for k in range(asm.layout.n_joints):
-        if km.mot[k] >= 0:
-            h[asm.layout.motor_index(k)] = w.tauj[k]
 
 
 @dataclass
@@ -134,10 +116,8 @@ def spring_frequencies_hz(asm: Assembled) -> np.ndarray:
         return np.zeros(0)
     w = make_work(km)
     nq = asm.layout.nq
-    acc = np.zeros(nq)
-    zero = np.zeros(nq)
-    forward_dynamics(km, w, 0.0, asm.pos0, zero, np.zeros(asm.layout.n_joints), asm.pos0, zero, 0.0, 0.0, acc)
-    return np.array([math.sqrt(km.kspring[k] * (1 / km.mot_inertia[k] + 1 / w.Dj[k])) / (2 * math.pi)
+    evaluate(km.mi, km.mf, w.w, 0.0, asm.pos0.copy(), np.zeros(nq), np.zeros(asm.layout.n_joints), np.zeros(nq))
+    return np.array([math.sqrt(km.kspring[k] * (1 / km.mot_inertia[k] + 1 / w.D[k])) / (2 * math.pi)
                      for k in range(asm.layout.n_joints) if km.mot[k] >= 0])
 
 

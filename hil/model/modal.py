@@ -30,6 +30,7 @@ scipy is deliberately not imported: it may be absent on the real-time target.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -206,9 +207,17 @@ class _SplineShapes:
         return np.concatenate([r[0] for r in rules]), np.concatenate([r[1] for r in rules])
 
 
+@functools.lru_cache(maxsize=None)
+def _legendre(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """n-point Gauss-Legendre nodes and weights on [-1, 1] (computed once per n: every assembly asks)."""
+    t, w = np.polynomial.legendre.leggauss(n)
+    t.flags.writeable = w.flags.writeable = False
+    return t, w
+
+
 def _gauss(n: int, a: float, b: float) -> tuple[np.ndarray, np.ndarray]:
     """n-point Gauss-Legendre rule on [a, b]."""
-    t, w = np.polynomial.legendre.leggauss(n)
+    t, w = _legendre(n)
     half = 0.5 * (b - a)
     return a + half * (t + 1.0), half * w
 

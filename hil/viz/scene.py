@@ -117,7 +117,7 @@ class ArmScene:
     def frame(self, t: float, pos: np.ndarray) -> SceneFrame:
         """World geometry at coordinates pos (one row of ``coordinates``)."""
         self._pos[:] = pos
-        body_poses(self.km, self.work, t, self._pos, self._vel)
+        body_poses(self.km.mi, self.km.mf, self.work.w, t, self._pos, self._vel)
         out = SceneFrame(t)
         for k, name in enumerate(self.layout.body_names):
             p0, G, S = self._lines[k]
@@ -125,7 +125,7 @@ class ArmScene:
         for k, a, p0, G, S in self._attachments:
             out.attachments[a.name] = (self._to_world(k, p0[None], G[None], S[None])[0], a.mass_kg)
         for name, s, R_mount in self._imus:
-            station_frame(self.km, self.work, s, self._frame)
+            station_frame(self.km.mi, self.km.mf, self.work.w, s, self._frame)
             out.imu_frames[name] = (self._frame[:3].copy(), self._frame[3:].reshape(3, 3) @ R_mount)
         return out
 
@@ -141,7 +141,7 @@ class ArmScene:
         """World position (n, 3) of a named station at every row of pos (times t)."""
         s = np.array([self.layout.station_names.index(name)], np.int64)
         out = np.zeros((len(pos), 1, 12))
-        station_trajectory(self.km, self.work, np.ascontiguousarray(t, float), np.ascontiguousarray(pos),
+        station_trajectory(self.km.mi, self.km.mf, self.work.w, np.ascontiguousarray(t, float), np.ascontiguousarray(pos),
                            self._vel, s, out)
         return out[:, 0, :3]
 

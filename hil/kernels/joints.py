@@ -1,0 +1,121 @@
+"""Joint laws shared by both forward-dynamics kernels (hil.kernels.aba, hil.kernels.screw_dae):
+prescribed motion, the link torque a joint receives (drive minus friction, or the Spong spring),
+and the rotor equation of a Spong elastic joint.
+
+The model is read from the flat arrays (mi, mf) of hil.kernels.layout. Each function writes into
+buffers given as (array, offset) pairs, so the articulated-body kernel passes its one work array
+and the DAE kernel its own buffers without either creating views.
+"""
+import numpy as np
+
+from .jit import kernel
+from . import profiles
+from .layout import (DIM_NB, DIM_NETA, DIM_NQ, JOINT_PRESCRIBED, JOINT_ROTOR_HELD, JP_BACKLASH, JP_BRAKE,
+                     JP_BRAKE_VS, JP_COUL_VS, JP_STRIBECK, JP_STRIB_VS, MF_COULOMB, MF_DSPRING, MF_JPAR, MF_KSPRING,
+                     MF_MOT_INERTIA, MF_VISCOUS, MI_DRIVE, MI_MOT, N_JP, at)
+
+
+@kernel
+def impose_prescribed_motion(mi, mf, t, pos, vel, out_pos, o_pos, out_vel, o_vel, out_qdd, o_qdd):
+    """Copy the state (pos, vel) to out_pos[o_pos:], out_vel[o_vel:], with each prescribed joint
+    at its profile's angle and rate at time t; its acceleration goes to out_qdd[o_qdd + k]."""
+    for i in range(mi[DIM_NQ]):
+        out_pos[at(o_pos + i)] = pos[at(i)]
+        out_vel[at(o_vel + i)] = vel[at(i)]
+    drive = mi[MI_DRIVE]
+    for k in range(mi[DIM_NB]):
+        if mi[at(drive + k)] == JOINT_PRESCRIBED:
+            q, qd, qdd = profiles.evaluate(mi, mf, k, t)
+            out_pos[at(o_pos + k)] = q
+            out_vel[at(o_vel + k)] = qd
+            out_qdd[at(o_qdd + k)] = qdd
+
+
+@kernel
+def link_torques(mi, mf, pos, o_pos, vel, o_vel, tau, tauj, o_tauj):
+    """Link-side torque each joint receives, tauj[o_tauj + k]: the drive torque tau[k] minus friction,
+    or for a Spong joint its spring torque (state at pos[o_pos:], vel[o_vel:])."""
+    nb = mi[DIM_NB]
+    rotors = nb + mi[DIM_NETA]
+    mot = mi[MI_MOT]
+    for k in range(nb):
+        qd = vel[at(o_vel + k)]
+        r = mi[at(mot + k)]
+        if r >= 0:
+            jp = mi[MF_JPAR] + k * N_JP
+            deflection = pos[at(o_pos + rotors + r)] - pos[at(o_pos + k)]
+            tauj[at(o_tauj + k)] = spring_torque(mf[at(mi[MF_KSPRING] + k)], mf[at(mi[MF_DSPRING] + k)],
+                                                 mf[at(jp + JP_BACKLASH)], deflection, vel[at(o_vel + rotors + r)] - qd)
+        else:
+            tauj[at(o_tauj + k)] = tau[k] - joint_friction(mi, mf, k, qd)
+
+
+@kernel
+def rotor_accelerations(mi, mf, vel, o_vel, tau, tauj, o_tauj, acc):
+    """Spong rotor equation B phi_ddot = tau - k (phi - q) - d (phi_dot - q_dot) - friction into
+    acc[rotor index]; a rotor held by its brake (JOINT_ROTOR_HELD) does not accelerate."""
+    nb = mi[DIM_NB]
+    rotors = nb + mi[DIM_NETA]
+    mot = mi[MI_MOT]
+    drive = mi[MI_DRIVE]
+    for k in range(nb):
+        r = mi[at(mot + k)]
+        if r < 0:
+            continue
+        if mi[at(drive + k)] == JOINT_ROTOR_HELD:
+            acc[rotors + r] = 0.0
+        else:
+            phd = vel[at(o_vel + rotors + r)]
+            acc[rotors + r] = ((tau[k] - tauj[at(o_tauj + k)] - joint_friction(mi, mf, k, phd))
+                               / mf[at(mi[MF_MOT_INERTIA] + k)])
+
+
+@kernel
+def dead_band(deflection, backlash):
+    """Spring deflection beyond a dead band of total width `backlash` (0 inside, continuous at its edges)."""
+    half = 0.5 * backlash
+    if deflection > half:
+        return deflection - half
+    if deflection < -half:
+        return deflection + half
+    return 0.0
+
+
+@kernel
+def spring_torque(stiffness, damping, backlash, deflection, rate):
+    """Spong joint torque k dz(phi - q) + d (phi_dot - q_dot) on the link. With backlash the gear teeth
+    are apart inside the dead band: neither spring nor damper transmits torque there."""
+    if backlash > 0.0 and abs(deflection) <= 0.5 * backlash:
+        return 0.0
+    return stiffness * dead_band(deflection, backlash) + damping * rate
+
+
+@kernel
+def friction(viscous, coulomb, smoothing, stribeck, stribeck_vs, brake, brake_vs, rate):
+    """Friction torque opposing the rate: viscous, tanh-smoothed Coulomb with an optional Stribeck
+    breakaway torque decaying as exp(-(rate / v_st)^2), and a slipping holding brake, whose kinetic
+    torque F_b is smoothed by a ramp saturating at v_b (hil.devices.drives states why a ramp):
+
+    tau_f = c v + (F_c + F_s exp(-(v / v_st)^2)) tanh(v / v_s) + F_b clip(v / v_b, -1, 1)
+
+    v_s (jpar JP_COUL_VS) is the effective smoothing: the configured one, widened by
+    hil.dynamics.plant.Plant.stabilize_friction where the slope c + (F_c + F_s) / v_s at rest would be beyond
+    the substep's stability bound.
+    """
+    breakaway = coulomb
+    if stribeck > 0.0:
+        x = rate / stribeck_vs
+        breakaway += stribeck * np.exp(-x * x)
+    f = viscous * rate + breakaway * np.tanh(rate / smoothing)
+    if brake > 0.0:
+        f += brake * min(max(rate / brake_vs, -1.0), 1.0)
+    return f
+
+
+@kernel
+def joint_friction(mi, mf, k, rate):
+    """friction() with joint k's parameters (viscous, coulomb and the jpar columns JP_*)."""
+    jp = mi[MF_JPAR] + k * N_JP
+    return friction(mf[at(mi[MF_VISCOUS] + k)], mf[at(mi[MF_COULOMB] + k)], mf[at(jp + JP_COUL_VS)],
+                    mf[at(jp + JP_STRIBECK)], mf[at(jp + JP_STRIB_VS)], mf[at(jp + JP_BRAKE)], mf[at(jp + JP_BRAKE_VS)],
+                    rate)
