@@ -80,6 +80,8 @@ def soak(duration_s: float, bus: str, every_s: float, extra: list[str]) -> dict:
     samples = [s for s in got["samples"] if s[2] is not None] or got["samples"]    # while the firmware runs
     settled = max(SETTLED_S, 0.05 * duration_s)
     return {"command": " ".join(cmd), "exit_status": proc.returncode, "cycles": summary["cycles"],
+            "failed": summary.get("failed"), "run_failures": summary.get("run_failures"),
+            "firmware_cycles": (summary.get("firmware") or {}).get("cycles"),
             "emulator_memory": memory(samples, 1, settled), "firmware_memory": memory(samples, 2, settled),
             "overruns": summary["pacer"]["overruns"], "overrun_causes": summary["overrun_causes"],
             "lateness_us": summary["timing"]["lateness"], "cmd_age_us": summary["firmware_timing"]["cmd_age_us"],
@@ -102,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(r, indent=1))
         return 0
-    print(f"{r['command']}\n  exit status {r['exit_status']}, {r['cycles']} cycles; real-time features: "
+    print(f"{r['command']}\n  exit status {r['exit_status']}, {r['cycles']} cycles (the firmware's "
+          f"{r['firmware_cycles']}); failed: {r['failed']}; real-time features: "
           + (", ".join(k for k, on in r["realtime"].items() if on) or "none"))
     for who in ("emulator", "firmware"):
         m = r[f"{who}_memory"]
