@@ -1,8 +1,8 @@
 """The integrator plans already made, on disk beside the compiled kernels.
 
-A plan costs the start-up more than the run it serves (ELLA: the arm's frequencies by central
-differences, the linearised map of every candidate, the cost of an evaluation, with an energy
-tolerance measured runs): 0.3 to 2 s against the 0.1 s of a 10 s simulation. It depends only on the
+A plan costs every start (ELLA: the arm's frequencies by central differences, the linearised map of
+every candidate, the cost of an evaluation, the fitted blocks and the oracle kernels they load, 40 to
+60 ms of CPU; with an energy tolerance, measured runs of 10 s, about 2 s). It depends only on the
 kernel arrays (mi, mf), the initial state, the integrator settings, the requested method and
 substeps and the code that plans, so it is kept under that key in <numba cache>/plans (the numba
 cache folder is itself keyed on the kernel sources: hil.jit_cache). A later start with the same key
@@ -23,7 +23,8 @@ from numba.core import config as numba_config
 
 from hil.model.assembly import Assembled
 
-PLANNING_SOURCES = ("integrator_plan.py", "energy_error.py", "plan_cache.py", "../model/linearize.py",
+# the code whose results are kept (plant.py: the apparent inertias); the kernels key the folder itself
+PLANNING_SOURCES = ("integrator_plan.py", "energy_error.py", "plan_cache.py", "plant.py", "../model/linearize.py",
                     "../model/midpoint_fit.py")
 
 
