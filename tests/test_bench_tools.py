@@ -42,7 +42,8 @@ def quick_report():
 
 def test_quick_json_has_every_section(quick_report):
     rep = quick_report
-    assert {"host", "timing", "numba_cache_dir", "ella", "pinocchio", "scaling", "simulate", "elapsed_s"} <= rep.keys()
+    assert {"host", "timing", "numba_cache_dir", "ella", "pinocchio", "scaling", "simulate", "energy",
+            "elapsed_s"} <= rep.keys()
     assert rep["timing"]["timer"] == "time.thread_time_ns"
     host = rep["host"]
     for key in ("cpu", "cores", "python", "numpy", "numba", "pinocchio", "openblas_coretype_set"):
@@ -103,6 +104,18 @@ def test_quick_json_times_hil_simulate_in_a_child_process(quick_report):
     assert sim["pass"] == (sim["wall_s"] <= sim["goal_s"] == bench_kernel.SIMULATE_GOAL_S)
 
 
+def test_quick_json_judges_the_energy_of_each_plan_against_the_goal(quick_report):
+    en = quick_report["energy"]
+    assert en["goal"] == bench_kernel.ENERGY_GOAL == 1e-6 and en["duration_s"] == 1.0
+    own, with_tolerance, *plans = en["rows"]
+    assert (own["method"], own["substeps"]) == ("fitted_midpoint", 2)                  # ELLA's auto plan
+    assert (with_tolerance["method"], with_tolerance["substeps"]) == ("rk4", 4)      # auto with the tolerance
+    assert [(r["method"], r["substeps"]) for r in plans] == list(bench_kernel.ENERGY_PLANS[:1])
+    for r in en["rows"]:
+        assert r["pass_max"] == (r["max_deviation"] <= en["goal"]) and r["pass_drift"] == (abs(r["drift"]) <= en["goal"])
+    assert with_tolerance["pass_max"] and not own["pass_max"]         # 1 s: 1.2e-9 against 1.5e-5
+
+
 def test_hil_bench_kernel_tables(capsys, quick_report):
     code = hil_main(["bench", "kernel", "--quick", "--sections", "ella"])
     out, _ = capsys.readouterr()
@@ -113,6 +126,13 @@ def test_hil_bench_kernel_tables(capsys, quick_report):
     assert "1 ms step, fitted_midpoint x 2" in out                                 # ELLA's plan (auto)
     assert ("PASS" in out) or ("MISS" in out)
     assert "2. rigid limit" not in out and "3. scaling" not in out
+
+
+def test_hil_bench_kernel_prints_the_energy_next_to_its_goal(capsys):
+    assert hil_main(["bench", "kernel", "--quick", "--sections", "energy"]) == 0
+    out = capsys.readouterr().out
+    assert "6. energy of the undamped arm" in out and "goal 1e-06" in out
+    assert "rk4 x4 (energy_tolerance 1e-06)" in out and "PASS" in out and "MISS" in out
 
 
 def test_bad_section_is_a_usage_error(capsys):

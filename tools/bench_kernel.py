@@ -1,8 +1,9 @@
 """Kernel benchmarks: ELLA forward dynamics and 1 ms step, the rigid limit against
 Pinocchio, the scaling of the O(n) articulated-body algorithm against the dense
-composite-body oracle, and ``hil simulate`` of ELLA from the shell.
+composite-body oracle, ``hil simulate`` of ELLA from the shell and the energy of the undamped arm
+under each integrator plan.
 
-Run ``python -m tools.bench_kernel [--quick] [--json] [--sections ella,pinocchio,scaling,simulate]``
+Run ``python -m tools.bench_kernel [--quick] [--json] [--sections ella,pinocchio,scaling,simulate,energy]``
 or ``hil bench kernel ...``.
 
 Timing method (every number is the median over repeats of a per-call time, in us, with the
@@ -16,7 +17,9 @@ fastest and slowest repeat as its spread):
   real-time loop (Plant.step) and Pinocchio's ``pin.aba`` are called; this is the
   like-for-like comparison with Pinocchio;
 * simulate: ``python -m hil simulate CONFIG --duration 10`` in a child process, wall time
-  from start to exit (interpreter, imports, numba's start-up and cache loads included).
+  from start to exit (interpreter, imports, numba's start-up and cache loads included);
+* energy: not a timing; the arm made undamped, released at random joint rates, 10 s under each plan
+  (hil.dynamics.energy_error): max |E - E(0)| and the drift, over the largest kinetic energy.
 
 Everything is compiled (or loaded from the numba cache, which hil.jit_cache keys on the
 kernel sources) and run once before timing.
@@ -45,15 +48,20 @@ from hil.kernels.aba import forward_dynamics
 from hil.kernels.integrate import advance
 from hil.kernels.oracle import forward_dynamics_dense
 from hil.kernels.screw_dae import forward_dynamics as dae_forward_dynamics
+from hil.dynamics.energy_error import energy_error
+from hil.dynamics.integrator_plan import EVALUATIONS
 from hil.dynamics.plant import METHODS, Plant
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = ROOT / "configs" / "ella.toml"
-SECTIONS = ("ella", "pinocchio", "scaling", "simulate")
+SECTIONS = ("ella", "pinocchio", "scaling", "simulate", "energy")
 # goals: ELLA's forward dynamics and 1 ms step (us), ours against pin.aba (time ratios), hil simulate (s)
 GOALS_US = {"aba_kernel": 2.5, "aba_python": 4.0, "step_kernel": 12.0, "step_python": 12.0}
 PIN_GOALS = {"ratio_kernel": 1.0, "ratio_python": 1.5}
 SIMULATE_GOAL_S = 0.5
+ENERGY_GOAL = 1e-6        # undamped arm with gravity, 10 s at 1 kHz, relative to the largest kinetic energy
+ENERGY_PLANS = (("fitted_midpoint", 2), ("fitted_midpoint", 8), ("imex_midpoint", 2), ("imex_midpoint", 8),
+                ("rk4", 1), ("rk4", 3), ("rk4", 4))
 PIN_JOINTS = (3, 7, 30)
 PIN_JOINTS_QUICK = (3, 7)
 SCALING_LINKS = (1, 2, 4, 8, 16, 32, 64)
@@ -426,6 +434,40 @@ def format_simulate(s: dict | None) -> list[str]:
                     f"the simulation loop {s['loop_s']:.3f} s"]
 
 
+# ----------------------------------------------------------------------------- section 6
+def bench_energy(config: Path, duration_s: float, plans) -> dict:
+    """hil.dynamics.energy_error of the arm under its own plan (auto or the config's), the plan auto takes
+    with integrator.energy_tolerance = ENERGY_GOAL, and each of `plans`."""
+    model = load_model(config)
+    own = Plant(model).plan
+    model.integrator.energy_tolerance = ENERGY_GOAL
+    with_tolerance = Plant(model).plan
+    model.integrator.energy_tolerance = 0.0
+    rows = []
+    for label, (method, n) in ([("the config's plan", (own.method, own.substeps)),
+                                (f"energy_tolerance {ENERGY_GOAL:g}", (with_tolerance.method, with_tolerance.substeps))]
+                               + [("", mn) for mn in plans]):
+        e = energy_error(model, method, n, duration_s)
+        rows.append({"label": label, "method": method, "substeps": n, "evaluations": EVALUATIONS[method] * n,
+                     "max_deviation": e.max_deviation, "drift": e.drift, "slope_drift": e.slope_drift,
+                     "kinetic_max_J": e.kinetic_max_J,
+                     "pass_max": e.max_deviation <= ENERGY_GOAL, "pass_drift": abs(e.drift) <= ENERGY_GOAL})
+    return {"config": str(config), "duration_s": duration_s, "goal": ENERGY_GOAL, "rows": rows}
+
+
+def format_energy(s: dict | None) -> list[str]:
+    if s is None:
+        return []
+    lines = ["", f"6. energy of the undamped arm with gravity, released at random joint rates, {s['duration_s']:g} s "
+                 f"(hil.dynamics.energy_error); relative to the largest kinetic energy, goal {s['goal']:g}",
+             f"  {'plan':<38}{'evaluations':>12}{'max |E - E(0)|':>16}{'':6}{'drift':>11}{'':6}"]
+    for r in s["rows"]:
+        plan = f"{r['method']} x{r['substeps']}" + (f" ({r['label']})" if r["label"] else "")
+        lines.append(f"  {plan:<38}{r['evaluations']:>12}{r['max_deviation']:>16.1e}  {_pf(r['pass_max']):<4}"
+                     f"{r['drift']:>+11.1e}  {_pf(r['pass_drift']):<4}")
+    return lines
+
+
 # ----------------------------------------------------------------------------- report
 def _pf(ok: bool) -> str:
     return "PASS" if ok else "MISS"
@@ -506,6 +548,7 @@ def format_report(rep: dict) -> str:
             lines.append("  WARNING: a kernel call reported failure (singular inertia)")
     lines += format_screw_dae(rep.get("screw_dae"))
     lines += format_simulate(rep.get("simulate"))
+    lines += format_energy(rep.get("energy"))
     lines += ["", f"total {rep['elapsed_s']:.1f} s"]
     return "\n".join(lines)
 
@@ -548,6 +591,8 @@ def run(args: argparse.Namespace) -> dict:
         rep["screw_dae"] = bench_screw_dae(timer, SCALING_LINKS_QUICK if args.quick else SCALING_LINKS, args.config)
     if "simulate" in args.sections:
         rep["simulate"] = bench_simulate(args.config, *((1.0, 1) if args.quick else (10.0, 5)))
+    if "energy" in args.sections:
+        rep["energy"] = bench_energy(args.config, *((1.0, ENERGY_PLANS[:1]) if args.quick else (10.0, ENERGY_PLANS)))
     rep["elapsed_s"] = time.perf_counter() - t0
     return rep
 

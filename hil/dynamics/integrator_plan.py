@@ -25,7 +25,15 @@ not count as accurate.
 retained mode below the bandwidth (integrator.bandwidth_hz; 0: all) within FREQUENCY_TOLERANCE in
 frequency and with numerical damping within its damping ratio (at least DAMPING_RESOLUTION, the
 analysis' resolution), within the time budget (integrator.budget_fraction of the period, at the
-measured cost of one articulated-body evaluation). Where none does, it takes the most accurate plan
+measured cost of one articulated-body evaluation). With integrator.energy_tolerance > 0 the plan must
+also keep the energy of the undamped arm within it (hil.dynamics.energy_error: max |E - E(0)| over
+10 s, released at random joint rates): a measured run, as the linearised map cannot see the
+nonlinear exchange between the rigid motion and the vibration that makes the error. A method that
+missed at n substeps is next tried where its order predicts a pass, n (error / tolerance)^(1 / ORDER).
+ELLA at 1e-6 gets RK4 x4 (order 4; stable while omega h <= 2 sqrt 2 for undamped modes, |lambda| h <=
+2.785 for dampings; 16 evaluations per step; 4.8e-7 over 10 s, a one-signed loss from the numerical
+damping of its top modes); the second-order plans would need 32 (IMEX) to 128 (fitted) evaluations
+(README "Energy"). Where none does, it takes the most accurate plan
 within the budget and says so (IntegratorPlan.note, an IntegratorAccuracyWarning at start-up). The plan
 does not depend on the formulation: the screw-theoretic DAE integrates with the same schemes and blocks.
 """
@@ -34,19 +42,22 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from hil.dynamics import plan_cache
+from hil.dynamics.energy_error import METHOD_CODES, energy_error
 from hil.model.assembly import Assembled, make_work
 from hil.model.linearize import free_coordinates, mass_matrix_at, rest_state, step_frequencies_hz
 from hil.model.midpoint_fit import fit as fit_midpoint
 from hil.kernels import integrate
 from hil.kernels.outputs import evaluate
-from hil.kernels.layout import JP_BRAKE, JP_STRIBECK, METHOD_EULER, METHOD_FITTED, METHOD_IMEX, METHOD_RK4
+from hil.kernels.layout import JP_BRAKE, JP_STRIBECK, METHOD_RK4
 
-METHODS = {"rk4": METHOD_RK4, "imex_midpoint": METHOD_IMEX, "euler": METHOD_EULER, "fitted_midpoint": METHOD_FITTED}
+METHODS = METHOD_CODES          # name -> the step kernel's method code
 EVALUATIONS = {"rk4": 4, "imex_midpoint": 2, "euler": 1, "fitted_midpoint": 2}   # forward dynamics per substep
+ORDER = {"rk4": 4, "imex_midpoint": 2, "euler": 1, "fitted_midpoint": 2}
 # Real-axis stability bounds (|lambda h| for a damping lambda) of the explicit parts: classical RK4 2.785;
 # the explicit midpoint predictor of the IMEX and fitted midpoint schemes and forward Euler 2.
 REAL_AXIS_STABILITY = {"rk4": 2.785, "imex_midpoint": 2.0, "euler": 2.0, "fitted_midpoint": 2.0}
@@ -73,6 +84,7 @@ class IntegratorPlan:
     note: str = ""                       # what auto could not meet, and why
     modes: list[dict] = field(default_factory=list)   # ModeAccuracy rows of the plan (mode_accuracy)
     max_substeps: int | None = None      # auto: the most substeps of the method within the time budget
+    energy: dict | None = None           # auto with an energy tolerance: the chosen plan's EnergyError
 
     def describe(self) -> str:
         text = (f"{self.method}, {self.substeps} substep(s) of {self.dt_s / self.substeps * 1e6:.1f} us per "
@@ -129,7 +141,21 @@ class AccuracyReport:
 def plan_integrator(asm: Assembled, method: str | None = None, substeps: int | None = None,
                     evaluation_s: float | None = None) -> IntegratorPlan:
     """Method and substeps from the model's integrator settings; ``auto`` by accuracy (module docstring).
-    evaluation_s: the cost of one forward-dynamics evaluation (default: measured)."""
+    evaluation_s: the cost of one forward-dynamics evaluation (default: measured). A plan made before
+    for the same arrays, state and settings is taken from hil.dynamics.plan_cache."""
+    cache_key = plan_cache.key(asm, "plan", method, substeps, evaluation_s)
+    stored = plan_cache.load(cache_key)
+    if stored is not None:
+        plan = IntegratorPlan(**stored)
+        if plan.note:
+            warnings.warn(plan.note, IntegratorAccuracyWarning, stacklevel=3)
+        return plan
+    plan = _make_plan(asm, method, substeps, evaluation_s)
+    plan_cache.store(cache_key, asdict(plan))
+    return plan
+
+
+def _make_plan(asm: Assembled, method: str | None, substeps: int | None, evaluation_s: float | None) -> IntegratorPlan:
     cfg = asm.model.integrator
     method = method or cfg.method
     freqs = step_frequencies_hz(asm)
@@ -159,10 +185,24 @@ def _choose(asm: Assembled, freqs, bandwidth: float | None, substeps: int | None
     candidates.sort()
     analysis = LinearisedPlant(asm)
     affordable = [c for c in candidates if c[0] <= budget]
+    energy = EnergyTarget(asm, cfg.energy_tolerance)
+    first_accurate = None
     for _, _, m, n in affordable:
+        if not energy.worth_trying(m, n):
+            continue
         report = analysis.accuracy(m, n, cfg.dt_s, bandwidth)
-        if report.accurate:
-            return _plan(asm, freqs, m, n, bandwidth, report, "", budget)
+        if not report.accurate:
+            continue
+        first_accurate = first_accurate or (m, n, report)
+        if energy.met(m, n):
+            return _plan(asm, freqs, m, n, bandwidth, report, "", budget, energy.measured.get((m, n)))
+    if first_accurate is not None:      # frequencies kept, the energy tolerance not within the budget
+        m, n, report = first_accurate
+        note = (f"auto: no plan within the time budget ({budget} evaluations per step) keeps the undamped arm's "
+                f"energy within {cfg.energy_tolerance:g} of its largest kinetic energy over 10 s; chosen {m} x{n} "
+                f"(by frequency); measured: {energy.describe()}")
+        warnings.warn(note, IntegratorAccuracyWarning, stacklevel=5)
+        return _plan(asm, freqs, m, n, bandwidth, report, note, budget, energy.measured.get((m, n)))
     # nothing accurate within the budget: the most accurate of the dearest affordable plan of each method
     pool = affordable or candidates[:1]
     best = {}
@@ -178,14 +218,41 @@ def _choose(asm: Assembled, freqs, bandwidth: float | None, substeps: int | None
         off = "unstable at the initial state" + (f"; {off}" if off else "")
     note = (f"auto: no plan within {limit} keeps every {band} mode within {FREQUENCY_TOLERANCE:.1%} in "
             f"frequency with numerical damping below its damping ratio; chosen {m} x{n}; off: {off}")
-    warnings.warn(note, IntegratorAccuracyWarning, stacklevel=4)
+    warnings.warn(note, IntegratorAccuracyWarning, stacklevel=5)
     return _plan(asm, freqs, m, n, bandwidth, report, note, budget)
 
 
-def _plan(asm, freqs, method, n, bandwidth, report: AccuracyReport, note: str, budget: int) -> IntegratorPlan:
+def _plan(asm, freqs, method, n, bandwidth, report: AccuracyReport, note: str, budget: int,
+          energy=None) -> IntegratorPlan:
     return IntegratorPlan(method, n, asm.model.integrator.dt_s, freqs.max_hz, freqs.explicit_hz, bandwidth,
                           report.accurate, note, [vars(m) for m in report.modes],
-                          max(n, min(MAX_SUBSTEPS, budget // EVALUATIONS[method])))
+                          max(n, min(MAX_SUBSTEPS, budget // EVALUATIONS[method])),
+                          None if energy is None else vars(energy))
+
+
+class EnergyTarget:
+    """auto's energy tolerance (module docstring): measured runs, each plan once, skipping the plans a
+    method's order says cannot pass."""
+
+    def __init__(self, asm: Assembled, tolerance: float):
+        self.model, self.tolerance = asm.model, tolerance
+        self.measured: dict = {}
+        self.needed: dict[str, float] = {}      # per method: the substeps its order predicts it needs
+
+    def worth_trying(self, method: str, n: int) -> bool:
+        return self.tolerance <= 0 or n >= self.needed.get(method, 0)
+
+    def met(self, method: str, n: int) -> bool:
+        if self.tolerance <= 0:
+            return True
+        err = self.measured[(method, n)] = energy_error(self.model, method, n)
+        if err.max_deviation <= self.tolerance:
+            return True
+        self.needed[method] = n * (err.max_deviation / self.tolerance) ** (1.0 / ORDER[method])
+        return False
+
+    def describe(self) -> str:
+        return "; ".join(f"{m} x{n} {e.max_deviation:.1e}" for (m, n), e in self.measured.items())
 
 
 def accurate_substeps(asm: Assembled, plan: IntegratorPlan, lowest: int) -> int | None:

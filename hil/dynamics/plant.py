@@ -22,6 +22,7 @@ from hil.kernels.oracle import mass_matrix_at
 from hil.kernels.outputs import STATION_FIELDS, energy, evaluate, power, station_state
 from hil.model.linearize import rest_state
 from hil.model import midpoint_fit
+from hil.dynamics import plan_cache
 from hil.dynamics.integrator_plan import (METHODS, REAL_AXIS_STABILITY, IntegratorAccuracyWarning,  # noqa: F401
                                           IntegratorPlan, plan_integrator)
 from hil.kernels.layout import JOINT_PRESCRIBED, JP_COUL_VS, JP_STRIBECK
@@ -85,7 +86,7 @@ class Plant:
         # the configured Coulomb smoothing v_s (a lower bound) and the joints whose friction moves them
         self._configured_smoothing = self.km.jpar[:, JP_COUL_VS].copy()
         self._friction_acts = self.km.drive != JOINT_PRESCRIBED
-        self.stabilize_friction()
+        self.stabilize_friction(plan_cache.remembered(self.asm, "apparent inertias", lambda: apparent_inertias(self)))
         self._warm_up()
 
     @property
@@ -256,7 +257,8 @@ class Plant:
     def fitted_blocks(self, asm: Assembled, substeps: int) -> np.ndarray:
         """The fitted midpoint scheme's blocks (KernelModel.fitted) for `asm` (this plant's model or a
         variant of it) at `substeps` per step, fitted at the initial state."""
-        return midpoint_fit.fit(asm, asm.pos0, self.plan.dt_s / substeps).blocks
+        h = self.plan.dt_s / substeps
+        return plan_cache.remembered(asm, "fitted", lambda: midpoint_fit.fit(asm, asm.pos0, h).blocks, h)
 
     def q(self) -> np.ndarray:
         return self.pos[: self.layout.n_joints]

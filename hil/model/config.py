@@ -22,7 +22,8 @@ Schema (see the presets in ``configs/`` for complete examples)::
                    sensor_seed (integer >= 0, seed of the sensor noise generator)
     [integrator]   method (auto|fitted_midpoint|rk4|imex_midpoint|euler), dt_s > 0, substeps >= 0
                    (0 = auto), safety in (0, 1], bandwidth_hz >= 0 (auto keeps the modes below it
-                   accurate; 0 = all), budget_fraction in (0, 1] (share of the period a step may take)
+                   accurate; 0 = all), budget_fraction in (0, 1] (share of the period a step may take),
+                   energy_tolerance >= 0 (auto: the undamped arm's energy within it over 10 s; 0 = off)
     [[body]]       name, parent ("base" or an EARLIER body), initial_eta (one number per mode)
       [body.joint]     name, axis (normalised, non-zero), station_m, offset_m, rpy_rad, q0_rad,
                        qd0_rad_s, rotor_inertia_kg_m2, gear_ratio (> 0), viscous_N_m_s_rad,
@@ -97,7 +98,7 @@ INTEGRATOR_METHODS = ("auto", "fitted_midpoint", "rk4", "imex_midpoint", "euler"
 
 TOP_KEYS = ("model", "integrator", "body", "station", "sensor", "provenance")
 MODEL_KEYS = ("name", "description", "gravity_m_s2", "foreshortening", "sensor_seed")
-INTEGRATOR_KEYS = ("method", "dt_s", "substeps", "safety", "bandwidth_hz", "budget_fraction")
+INTEGRATOR_KEYS = ("method", "dt_s", "substeps", "safety", "bandwidth_hz", "budget_fraction", "energy_tolerance")
 STATION_KEYS = ("name", "body", "station_m", "offset_m")
 
 
@@ -138,6 +139,8 @@ def _read_preset(data: dict, source: str) -> Model:
             bandwidth_hz=it.number("bandwidth_hz", integ.bandwidth_hz, unit="Hz", nonneg=True),
             budget_fraction=it.number("budget_fraction", integ.budget_fraction, unit="(fraction of the period)",
                                       positive=True, upper=1.0),
+            energy_tolerance=it.number("energy_tolerance", integ.energy_tolerance,
+                                       unit="(fraction of the largest kinetic energy)", nonneg=True),
         )
 
     raw_bodies = top.array_of_tables("body", required=True, what="at least one [[body]] table")

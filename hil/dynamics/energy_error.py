@@ -1,0 +1,137 @@
+"""How well a plan keeps the energy of an undamped arm: the maximum deviation and the secular drift.
+
+The case (README "Energy"): the arm's model with every dissipation removed (joint friction, Spong
+damping, modal damping), gravity kept, released from its initial pose with the links undeformed at
+seeded random joint rates (rotors following their links), stepped without drive torque. Sampled after
+every step:
+
+* max deviation: max |E(t) - E(0)| over the run,
+* drift: mean E over the last second minus mean E over the first (the bounded swing a symmetric
+  scheme shows averages out of both means; what remains is the energy gained or lost for good),
+* slope drift: the least-squares slope of E(t) times the duration,
+
+each relative to the largest kinetic energy along the run (the energy actually exchanged; the
+gravity potential has an arbitrary zero).
+"""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from hil.kernels.aba import forward_kinematics, prepare
+from hil.kernels.integrate import advance
+from hil.kernels.layout import METHOD_EULER, METHOD_FITTED, METHOD_IMEX, METHOD_RK4
+from hil.kernels.outputs import energy
+from hil.model import midpoint_fit
+from hil.model import spec as md
+from hil.model.assembly import assemble, make_work
+
+HORIZON_S = 10.0        # the run the energy target is stated over
+RELEASE_SEED = 11       # the joint rates of the release (numpy default_rng)
+METHOD_CODES = {"rk4": METHOD_RK4, "imex_midpoint": METHOD_IMEX, "euler": METHOD_EULER,
+                "fitted_midpoint": METHOD_FITTED}
+
+
+@dataclass
+class EnergyError:
+    plan: str                 # IntegratorPlan.describe() of the run
+    max_deviation: float      # max |E(t) - E(0)| / max kinetic energy
+    drift: float              # (mean E over the last second - mean E over the first) / max kinetic energy
+    slope_drift: float        # least-squares slope of E(t) times the duration / max kinetic energy
+    kinetic_max_J: float
+    duration_s: float
+
+    def describe(self) -> str:
+        return (f"{self.plan}: over {self.duration_s:g} s max |E - E(0)| {self.max_deviation:.2e}, drift "
+                f"{self.drift:+.2e} (fitted slope {self.slope_drift:+.2e}) of the largest kinetic energy "
+                f"{self.kinetic_max_J:.1f} J")
+
+
+def undamped(model: md.Model, gravity: bool = True) -> md.Model:
+    """A copy of `model` without joint friction, Spong damping and modal damping (and gravity if not `gravity`)."""
+    model = copy.deepcopy(model)
+    for b in model.bodies:
+        b.joint.viscous_N_m_s_rad = 0.0
+        b.joint.coulomb_N_m = 0.0
+        if b.joint.elasticity is not None:
+            b.joint.elasticity.damping_N_m_s_rad = 0.0
+        if b.beam is not None:
+            b.beam.damping_ratio = np.zeros(b.beam.n_modes)
+    if not gravity:
+        model.gravity_m_s2 = np.zeros(3)
+    return model
+
+
+def release(plant, rng: np.random.Generator, eta_scale: float = 0.0) -> None:
+    """Random joint rates (rotors follow their links), the links undeformed or (eta_scale) slightly deformed:
+    a plant's (pos, vel, km, layout) set in place."""
+    lay = plant.layout
+    nj = lay.n_joints
+    plant.vel[:nj] = rng.normal(size=nj)
+    plant.vel[nj:] = 0.0
+    plant.pos[nj:nj + lay.n_eta] += rng.normal(size=lay.n_eta) * eta_scale
+    for k in range(nj):
+        if plant.km.mot[k] >= 0:
+            plant.pos[lay.motor_index(k)] = plant.pos[k]
+            plant.vel[lay.motor_index(k)] = plant.vel[k]
+
+
+def judge(total: np.ndarray, kinetic: np.ndarray, dt: float, plan: str = "") -> EnergyError:
+    """The measures of the module docstring from an energy history sampled every dt."""
+    k_max = float(kinetic.max())
+    t = np.arange(total.size) * dt
+    duration = float(t[-1])
+    if not np.all(np.isfinite(total)):
+        return EnergyError(plan, math.inf, math.inf, math.inf, k_max, duration)
+    window = min(1.0, duration / 2)
+    first, last = total[t < window].mean(), total[t > duration - window].mean()
+    slope = np.polyfit(t, total, 1)[0]
+    return EnergyError(plan, float(np.abs(total - total[0]).max() / k_max), float((last - first) / k_max),
+                       float(slope * duration / k_max), k_max, duration)
+
+
+class _Run:
+    """The undamped arm stepped by the production step kernel, on its own arrays."""
+
+    def __init__(self, model: md.Model, method: str, substeps: int):
+        self.asm = assemble(undamped(model))
+        self.km, self.layout = self.asm.km, self.asm.layout
+        self.dt, self.substeps, self.code = model.integrator.dt_s, substeps, METHOD_CODES[method]
+        if method == "fitted_midpoint":
+            self.km.fitted[:] = midpoint_fit.fit(self.asm, self.asm.pos0, self.dt / substeps).blocks
+        self.w = make_work(self.km).w
+        self.pos, self.vel = self.asm.pos0.copy(), self.asm.vel0.copy()
+        self.tau = np.zeros(max(self.layout.n_joints, 1))
+        self.e = np.zeros(3)
+
+    def energy(self, t: float) -> tuple[float, float]:
+        km = self.km
+        prepare(km.mi, km.mf, self.w, t, self.pos, self.vel)
+        forward_kinematics(km.mi, km.mf, self.w)
+        energy(km.mi, km.mf, self.w, self.e)
+        return float(self.e.sum()), float(self.e[0])
+
+    def history(self, duration: float) -> tuple[np.ndarray, np.ndarray]:
+        km, n = self.km, int(round(duration / self.dt))
+        total, kinetic = np.empty(n + 1), np.empty(n + 1)
+        for i in range(n + 1):
+            if i and not advance(km.mi, km.mf, self.w, (i - 1) * self.dt, self.pos, self.vel, self.tau, self.dt,
+                                 self.substeps, self.code):
+                total[i:], kinetic[i:] = np.inf, kinetic[:i].max()      # diverged: judged an infinite error
+                break
+            total[i], kinetic[i] = self.energy(i * self.dt)
+        return total, kinetic
+
+
+def energy_error(model: md.Model, method: str, substeps: int, duration: float = HORIZON_S,
+                 seed: int = RELEASE_SEED) -> EnergyError:
+    """The module docstring's measures for `model` made undamped, stepped with `method` x `substeps`."""
+    run = _Run(model, method, substeps)
+    release(run, np.random.default_rng(seed))
+    total, kinetic = run.history(duration)
+    h = run.dt / substeps
+    return judge(total, kinetic, run.dt, f"{method}, {substeps} substep(s) of {h * 1e6:.1f} us per "
+                                         f"{run.dt * 1e3:g} ms step")

@@ -1,0 +1,89 @@
+"""The integrator plans already made, on disk beside the compiled kernels.
+
+A plan costs every start (ELLA: the arm's frequencies by central differences, the linearised map of
+every candidate, the cost of an evaluation, the fitted blocks and the oracle kernels they load, 40 to
+60 ms of CPU; with an energy tolerance, measured runs of 10 s, about 2 s). It depends only on the
+kernel arrays (mi, mf), the initial state, the integrator settings, the requested method and
+substeps and the code that plans, so it is kept under that key in <numba cache>/plans (the numba
+cache folder is itself keyed on the kernel sources: hil.jit_cache). A later start with the same key
+takes the plan as it was made, the measured cost of an evaluation included, so the choice does not
+change with the machine's load from run to run. A plan that warned warns again when taken from here.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+from numba.core import config as numba_config
+
+from hil.model.assembly import Assembled
+
+# the code whose results are kept (plant.py: the apparent inertias); the kernels key the folder itself
+PLANNING_SOURCES = ("integrator_plan.py", "energy_error.py", "plan_cache.py", "plant.py", "../model/linearize.py",
+                    "../model/midpoint_fit.py")
+
+
+def _planning_code_hash() -> bytes:
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for name in PLANNING_SOURCES:
+        h.update((here / name).read_bytes())
+    return h.digest()
+
+
+def key(asm: Assembled, *request) -> str:
+    """The key of what is planned for `asm` given `request` (JSON-able values)."""
+    km = asm.km
+    h = hashlib.sha256(_planning_code_hash())
+    for a in (km.mi, km.mf, asm.pos0, asm.vel0):
+        h.update(a.tobytes())
+    settings = dataclasses.asdict(asm.model.integrator)
+    h.update(json.dumps([settings, *request], sort_keys=True).encode())
+    return h.hexdigest()[:32]
+
+
+def _path(cache_key: str, suffix: str = ".json") -> Path:
+    return Path(numba_config.CACHE_DIR) / "plans" / f"{cache_key}{suffix}"
+
+
+def remembered(asm: Assembled, what: str, compute: Callable[[], np.ndarray], *request) -> np.ndarray:
+    """An array computed from `asm` alone (the fitted midpoint blocks, the joints' apparent inertias):
+    stored under key(asm, what, *request) the first time, read from there later."""
+    path = _path(key(asm, what, *request), ".npy")
+    try:
+        return np.load(path)
+    except (OSError, ValueError):
+        pass
+    value = compute()
+    _write(path, lambda f: np.save(f, value))
+    return value
+
+
+def load(cache_key: str) -> dict | None:
+    """The stored plan's fields, or None (none stored, or unreadable: planned again)."""
+    try:
+        return json.loads(_path(cache_key).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def store(cache_key: str, fields: dict) -> None:
+    """Keep a plan's fields (written whole or not at all; a read-only cache folder keeps nothing)."""
+    _write(_path(cache_key), lambda f: f.write(json.dumps(fields).encode()))
+
+
+def _write(path: Path, write: Callable) -> None:
+    """write(binary file) into a temporary file beside path, then rename it (readers see all or nothing)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.parent / f"{path.name}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    except OSError:
+        pass

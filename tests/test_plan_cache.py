@@ -1,0 +1,85 @@
+"""Plans kept on disk (hil.dynamics.plan_cache): taken back unchanged, made again whenever anything they
+depend on changes, a damaged entry replanned, a warning repeated."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba.core import config as numba_config
+
+from hil.dynamics import integrator_plan, plan_cache
+from hil.dynamics.integrator_plan import IntegratorAccuracyWarning, plan_integrator
+from hil.model.assembly import assemble
+
+from chains import random_flexible_chain
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setattr(numba_config, "CACHE_DIR", str(tmp_path))
+    return tmp_path / "plans"
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Counts the plans actually made (not taken from the cache)."""
+    made = []
+    make = integrator_plan._make_plan
+
+    def counting(*args):
+        made.append(args[1:])
+        return make(*args)
+    monkeypatch.setattr(integrator_plan, "_make_plan", counting)
+    return made
+
+
+def chain():
+    return random_flexible_chain(np.random.default_rng(4), 3)
+
+
+def test_a_plan_is_made_once_and_taken_back_unchanged(cache, counted):
+    first = plan_integrator(assemble(chain()))
+    again = plan_integrator(assemble(chain()))
+    assert len(counted) == 1 and len(list(cache.glob("*.json"))) == 1
+    assert again == first and again.modes and again.method == "fitted_midpoint"
+
+
+@pytest.mark.parametrize("change", ["setting", "model", "request"])
+def test_any_change_the_plan_depends_on_makes_a_new_one(cache, counted, change):
+    plan_integrator(assemble(chain()), evaluation_s=1e-6)
+    model = chain()
+    if change == "setting":
+        model.integrator.bandwidth_hz = 100.0
+    elif change == "model":
+        model.bodies[-1].beam.E_Pa *= 1.01
+    asm = assemble(model)
+    plan_integrator(asm, "rk4" if change == "request" else None, evaluation_s=1e-6)
+    assert len(counted) == 2
+
+
+def test_a_damaged_entry_is_planned_again(cache, counted):
+    first = plan_integrator(assemble(chain()))
+    (entry,) = cache.glob("*.json")
+    entry.write_text('{"method": "rk4", "substeps"')
+    assert plan_integrator(assemble(chain())) == first and len(counted) == 2
+
+
+def test_a_plan_that_warned_warns_again_from_the_cache(cache, counted):
+    model = chain()
+    model.integrator.budget_fraction = 1e-6
+    for _ in range(2):
+        with pytest.warns(IntegratorAccuracyWarning, match="time budget"):
+            plan_integrator(assemble(model))
+    assert len(counted) == 1
+
+
+def test_remembered_arrays_are_computed_once_per_request(cache):
+    asm = assemble(chain())
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return np.arange(4.0)
+    a = plan_cache.remembered(asm, "x", compute, 0.5)
+    b = plan_cache.remembered(asm, "x", compute, 0.5)
+    c = plan_cache.remembered(asm, "x", compute, 0.25)
+    assert len(calls) == 2 and np.array_equal(a, b) and np.array_equal(b, c)
