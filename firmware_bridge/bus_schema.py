@@ -37,7 +37,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from config_schema import MISSING, ConfigError, Document, Table, is_integer, suggest
+from config_schema import MISSING, Document, Table, is_integer, suggest
 from firmware_bridge.codec import CRC_WIDTH, DIRECTIONS, TYPES, MessageSpec, SignalSpec, representable
 from firmware_bridge.framing import MAX_PAYLOAD
 

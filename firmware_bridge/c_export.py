@@ -235,7 +235,7 @@ def _protocol(bus: BusSpec, p: str, source: str) -> tuple[str, str]:
             h += _message_counter(p, spec)
     if serial:
         longest = max(s.length for s in bus.messages)
-        h += [f"/* Serial packets: COBS(id, payload, CRC-16/CCITT-FALSE of id and payload, big-endian) + 0x00. */",
+        h += ["/* Serial packets: COBS(id, payload, CRC-16/CCITT-FALSE of id and payload, big-endian) + 0x00. */",
               f"#define {p.upper()}_MAX_PAYLOAD ({MAX_PAYLOAD}u)",
               f"#define {p.upper()}_MAX_PACKET ({max_encoded_size(longest) + 1}u)   /* the longest packet of this map, "
               "with its 0x00 */",

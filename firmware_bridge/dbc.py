@@ -326,6 +326,7 @@ class _Sidecar:
         for key in ("rate_offset", "counter_max_delta", "crc"):
             if t.has(key):
                 d[key] = t.raw(key)
+        self.check_roles(t, m, counter, crc_signal)
         if counter is not None:
             d["counter"] = rename.get(counter, counter)
         if crc_signal is not None:
@@ -350,6 +351,26 @@ class _Sidecar:
         if v is not None and v not in names:
             raise t.error(key, v, f"a signal of the DBC message ({', '.join(sorted(names))})")
         return v
+
+    def check_roles(self, t: Table, m: Any, counter: str | None, crc_signal: str | None) -> None:
+        """The DBC's own annotations (SignalRole, CRCPolynomial), where it has them, agree with the sidecar."""
+        for s in m.signals:
+            attrs = s.dbc.attributes if s.dbc is not None else {}
+            if "SignalRole" not in attrs:
+                continue
+            role = attrs["SignalRole"].value
+            role = role if isinstance(role, str) else attrs["SignalRole"].definition.choices[role]
+            for key, named in (("counter", counter), ("crc_signal", crc_signal)):
+                is_it = role == ("counter" if key == "counter" else "crc")
+                if is_it != (named == s.name):
+                    raise t.error(key, named if named is not None else MISSING,
+                                  f"the DBC's SignalRole: {s.name} is {'the' if is_it else 'no'} "
+                                  f"{'rolling counter' if key == 'counter' else 'CRC'} of {m.name} (DBC {self.source})")
+            if role == "crc" and "CRCPolynomial" in attrs:
+                kind = t.raw("crc", "crc16" if m.is_fd else "crc8")
+                if CRC_TEXT.get(kind, (None, None))[1] != attrs["CRCPolynomial"].value:
+                    raise t.error("crc", kind, f"the DBC's CRCPolynomial 0x{attrs['CRCPolynomial'].value:X} "
+                                               f"of {s.name} (DBC {self.source})")
 
     def crc_byte(self, t: Table, m: Any, name: str) -> int:
         s = m.get_signal_by_name(name)

@@ -145,8 +145,10 @@ def test_a_dbc_without_its_sidecar_is_refused(tmp_path):
     (("[message.sensors]", "[message.sensor]"), "message.sensor"),
     (('crc_signal = "cmd_torque_crc"', 'crc_signal = "tau_elbow"'), "message.cmd_torque.crc_signal"),
     (('crc = "crc16"\ncrc_signal = "sensors_crc"', 'crc = "crc8"\ncrc_signal = "sensors_crc"'),
-     "message.sensors.crc_signal"),
+     "message.sensors.crc"),
     (("cycle_s = 0.001", "cycle_s = 0.001\nbitrate_bps = 500000"), "bus.bitrate_bps"),
+    (('counter = "cycle"', 'counter = "status"'), "message.sensors.counter"),
+    (('counter = "cycle"\ncounter_max_delta = 2\n', ""), "message.sensors.counter"),
     (("cycle_s = 0.001", "cycle_s = 0.0003"), "GenMsgCycleTime"),
 ])
 def test_a_sidecar_that_disagrees_with_its_dbc_is_refused_naming_the_key(tmp_path, edit, key):
@@ -165,6 +167,37 @@ def test_a_sidecar_without_a_table_for_a_dbc_message_is_refused(tmp_path):
     text = side.read_text()
     side.write_text(text[:text.index("[message.imu_gyro]")])
     assert "message.imu_gyro" in one_line_error(dbc)
+
+
+def test_a_sidecar_whose_crc_is_not_the_dbcs_is_refused(tmp_path):
+    """The DBC annotates a CRC-16 (polynomial 0x1021); a sidecar that calls it a CRC-8 is refused, on
+    a DBC whose CRC signal is 8 bits wide so that the width alone would pass."""
+    _, dbc = exported(ROOT / "configs/bus/compact_fd.toml", tmp_path)
+    dbc.write_text(dbc.read_text().replace("SG_ cmd_torque_crc : 48|16@1+ (1,0) [0|65535]",
+                                           "SG_ cmd_torque_crc : 48|8@1+ (1,0) [0|255]"))
+    side = sidecar_path(dbc)
+    side.write_text(side.read_text().replace('crc = "crc16"\ncrc_signal = "cmd_torque_crc"',
+                                             'crc = "crc8"\ncrc_signal = "cmd_torque_crc"'))
+    text = one_line_error(dbc)
+    assert "message.cmd_torque.crc" in text and "CRCPolynomial 0x1021" in text, text
+
+
+def test_a_crc_signal_narrower_than_its_crc_is_refused(tmp_path):
+    _, dbc = exported(ROOT / "configs/bus/compact_fd.toml", tmp_path)
+    dbc.write_text(dbc.read_text().replace("SG_ cmd_torque_crc : 48|16@1+ (1,0) [0|65535]",
+                                           "SG_ cmd_torque_crc : 48|8@1+ (1,0) [0|255]"))
+    text = one_line_error(dbc)
+    assert "message.cmd_torque.crc_signal" in text and "16-bit" in text, text
+
+
+def test_without_cantools_hil_bus_says_what_to_install_in_one_line(tmp_path, monkeypatch, capsys):
+    from hil.cli.main import main
+    _, dbc = exported(ROOT / "configs/bus/compact_fd.toml", tmp_path)
+    monkeypatch.setitem(sys.modules, "cantools", None)
+    assert main(["bus", "export", str(dbc), "--dbc", str(tmp_path / "again.dbc")]) == 2
+    assert main(["bus", "export", "compact_fd", "--c", str(tmp_path / "c")]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 2 and all("cantools" in line for line in lines), lines
 
 
 def test_overlapping_signals_in_a_dbc_are_refused(tmp_path):

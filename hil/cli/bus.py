@@ -73,6 +73,15 @@ def resolve_map(text: str) -> Path:
     raise CliError(f"bus map {text!r}: no such file, and not a shipped map ({names})")
 
 
+def load_bus(path: str | Path):
+    """BusMap.load, with a missing cantools (a DBC map) as a one-line CliError."""
+    from firmware_bridge.messages import BusMap
+    try:
+        return BusMap.load(path)
+    except ImportError as exc:
+        raise CliError(f"bus map {path}: {exc}") from None
+
+
 def _bus_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", choices=("export",))
     p.add_argument("map", help="bus map: a TOML file, a DBC with its sidecar, or a shipped map's name "
@@ -83,12 +92,15 @@ def _bus_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("bus", "bus maps: export standard interface files (--dbc, --c, --eds)", _bus_arguments)
 def _cmd_bus(args: argparse.Namespace) -> int:
-    from firmware_bridge.messages import BusMap
     chosen = [(e, getattr(args, e.name)) for e in EXPORTERS.values() if getattr(args, e.name) is not None]
     if not chosen:
         raise CliError("nothing to export: give " + " and/or ".join(f"--{e.name} {e.metavar}" for e in EXPORTERS.values()))
-    bus = BusMap.load(resolve_map(args.map))
+    bus = load_bus(resolve_map(args.map))
     for exporter, out in chosen:
-        for path in exporter.write(bus, out):
+        try:
+            written = exporter.write(bus, out)
+        except ImportError as exc:
+            raise CliError(f"--{exporter.name}: {exc}") from None
+        for path in written:
             print(path)
     return 0
