@@ -400,6 +400,8 @@ def _dbc_signal(s: Any, name: str, message: str, source: str) -> dict:
         raise ConfigError(source, f"{key}.length_bits", s.length, "expected at most 32 bits")
     if s.is_float:
         typ = "float32"
+    elif s.length == 1 and not s.is_signed and s.scale == 1 and s.offset == 0:
+        typ = "bool"
     else:
         width = 8 if s.length <= 8 else 16 if s.length <= 16 else 32
         typ = f"{'int' if s.is_signed else 'uint'}{width}"

@@ -21,7 +21,8 @@ cantools = pytest.importorskip("cantools")
 
 ROOT = Path(__file__).resolve().parent.parent
 MAPS = sorted(ROOT.glob("configs/bus/*.toml"))
-CAN_MAPS = [p for p in MAPS if BusMap.load(p).kind != "serial"]
+# the shipped CAN maps, and one with extended ids, big-endian, bool, float32 and offset signals
+CAN_MAPS = [p for p in MAPS if BusMap.load(p).kind != "serial"] + [ROOT / "tests/bus_maps/odd_can.toml"]
 SERIAL_MAPS = [p for p in MAPS if BusMap.load(p).kind == "serial"]
 
 
