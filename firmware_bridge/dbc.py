@@ -223,14 +223,34 @@ def sidecar_text(bus: BusSpec, dbc_name: str) -> str:
 
 
 def export_dbc(bus: BusSpec, out: str | Path, source: str = "<map>") -> list[Path]:
-    """Write the DBC ``out`` and its sidecar ``out.toml``; the paths written."""
+    """Write the DBC ``out`` and its sidecar ``out.toml``; the paths written. With cantools installed
+    the pair is read back first and must give ``bus`` again (ValueError naming the first message
+    that differs; nothing is left written)."""
     out = Path(out)
     text = dbc_text(bus, source)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     side = sidecar_path(out)
     side.write_text(sidecar_text(bus, out.name))
+    try:
+        _verify(bus, out)
+    except ValueError:
+        out.unlink()
+        side.unlink()
+        raise
     return [out, side]
+
+
+def _verify(bus: BusSpec, out: Path) -> None:
+    """``out`` read back (when cantools is there) is ``bus``."""
+    try:
+        back = read_dbc(out)
+    except ImportError:
+        return
+    if back == bus:
+        return
+    first = next((a.name for a, b in zip(bus.messages, back.messages) if a != b), "the bus")
+    raise ValueError(f"{out}: the DBC written does not read back as the map ({first} differs); not written")
 
 
 # ----------------------------------------------------------------------------- reading

@@ -208,6 +208,17 @@ def test_overlapping_signals_in_a_dbc_are_refused(tmp_path):
     assert str(dbc) in text and "overlap" in text
 
 
+def test_an_export_that_would_not_read_back_is_refused(tmp_path, monkeypatch):
+    """A writer that rounds numbers to 6 digits (enc_a's range, +-2147483648 counts) is caught
+    by the export's own read-back, and leaves no file."""
+    import firmware_bridge.dbc as dbc_module
+    monkeypatch.setattr(dbc_module, "_num", lambda x: f"{x:.6g}")
+    bus = BusMap.load(ROOT / "configs/bus/compact_classic.toml")
+    with pytest.raises(ValueError, match=r"does not read back as the map \(enc_a differs\)"):
+        export_dbc(bus.spec(), tmp_path / "x.dbc", bus.source)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_serial_map_has_no_dbc(tmp_path):
     bus = BusMap.load(SERIAL_MAPS[0])
     with pytest.raises(ConfigError, match="DBC describes CAN frames only"):
