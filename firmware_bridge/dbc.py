@@ -301,6 +301,9 @@ class _Sidecar:
         bus = top.table("bus", SIDECAR_BUS_KEYS, required=True, what="a [bus] table")
         cycle_s = bus.number("cycle_s", unit="s", positive=True)
         plant = bus.string("plant_node", PLANT)
+        nodes = [n.name for n in self.db.nodes]
+        if plant not in nodes:
+            raise bus.error("plant_node", plant, f"a node of the DBC ({', '.join(nodes) or 'none'}; DBC {self.source})")
         fd = any(m.is_fd for m in self.db.messages)
         out = {"kind": "canfd" if fd else "can", "cycle_s": cycle_s,
                "bitrate_bps": self.bitrate(bus, "bitrate_bps", "Baudrate")}

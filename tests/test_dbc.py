@@ -149,6 +149,7 @@ def test_a_dbc_without_its_sidecar_is_refused(tmp_path):
      "message.sensors.crc"),
     (("cycle_s = 0.001", "cycle_s = 0.001\nbitrate_bps = 500000"), "bus.bitrate_bps"),
     (('counter = "cycle"', 'counter = "status"'), "message.sensors.counter"),
+    (('plant_node = "PLANT"', 'plant_node = "EMULATOR"'), "bus.plant_node"),
     (('counter = "cycle"\ncounter_max_delta = 2\n', ""), "message.sensors.counter"),
     (("cycle_s = 0.001", "cycle_s = 0.0003"), "GenMsgCycleTime"),
 ])
