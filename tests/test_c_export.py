@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from firmware_bridge.c_export import export_c
-from firmware_bridge.framing import encode_packet
+from firmware_bridge.codec import crc8_sae_j1850
+from firmware_bridge.framing import crc16_ccitt_false, encode_packet
 from firmware_bridge.messages import BusMap, Codec
 
 pytest.importorskip("cantools")
@@ -44,7 +45,10 @@ def c_program(c_map: BusMap, py_map: BusMap, cases: int, seed: int = 11) -> tupl
     values it decodes from that frame."""
     rng = random.Random(seed)
     serial = py_map.kind == "serial"
-    body, expected = [], []
+    check = b"123456789"       # the CRC catalogue's check input: 0x4B and 0x29B1
+    body = ['    static const uint8_t check[9] = {0x31u, 0x32u, 0x33u, 0x34u, 0x35u, 0x36u, 0x37u, 0x38u, 0x39u};',
+            '    printf("check %02x %04x\\n", m_crc8_sae_j1850(check, 9u), m_crc16_ccitt_false(check, 9u, 0xFFFFu));']
+    expected = [f"check {crc8_sae_j1850(check):02x} {crc16_ccitt_false(check):04x}"]
     for codec in py_map.codecs:
         m, n = f"m_{codec.name}", codec.length
         for i in range(cases):
