@@ -218,8 +218,7 @@ def _legendre(n: int) -> tuple[np.ndarray, np.ndarray]:
 def _gauss(n: int, a: float, b: float) -> tuple[np.ndarray, np.ndarray]:
     """n-point Gauss-Legendre rule on [a, b]."""
     t, w = _legendre(n)
-    half = 0.5 * (b - a)
-    return a + half * (t + 1.0), half * w
+    return a + 0.5 * (b - a) * (t + 1.0), 0.5 * (b - a) * w
 
 
 def _clamped_free_coef(lam: float) -> np.ndarray:
