@@ -1,4 +1,5 @@
-"""Bus-map files: ``configs/bus/<name>.toml`` (or a DBC file) read into validated message layouts.
+"""Bus-map files: ``configs/bus/<name>.toml`` (or a DBC file, :mod:`firmware_bridge.dbc`) read into validated
+message layouts.
 
 A bus map is shared by the emulator (plant side) and the firmware (controller side). Schema (every
 key is checked; an unknown key is an error with the closest allowed name suggested)::
@@ -34,10 +35,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from config_schema import MISSING, ConfigError, Document, Table, is_integer, suggest
+from config_schema import MISSING, Document, Table, is_integer, suggest
 from firmware_bridge.codec import CRC_WIDTH, DIRECTIONS, TYPES, MessageSpec, SignalSpec, representable
 from firmware_bridge.framing import MAX_PAYLOAD
 
@@ -65,35 +65,8 @@ class BusSpec:
 
 
 def read_bus_map(data: dict, source: str) -> BusSpec:
-    """The bus map in ``data`` (parsed TOML, or a DBC file converted by :func:`read_dbc`)."""
+    """The bus map in ``data`` (parsed TOML, or a DBC file and its sidecar merged by firmware_bridge.dbc)."""
     return _Reader(Document(source)).bus_map(data)
-
-
-def read_dbc(path: str | Path, *, plant_node: str, cycle_s: float, bitrate_bps: int,
-             data_bitrate_bps: int) -> BusSpec:
-    """The bus map of a DBC file (needs the optional package ``cantools``).
-
-    Messages sent by ``plant_node`` go to_firmware, all others to_plant. The rate divider is the
-    DBC cycle time / cycle_s (every cycle if it has none). The bus is CAN FD if any message is FD
-    or longer than 8 bytes. Multiplexed and 64-bit signals are refused.
-    """
-    try:
-        import cantools
-    except ImportError as exc:
-        raise ImportError("BusMap.from_dbc needs the optional package cantools "
-                          "(pip install 'ella-hil[dbc]' or pip install cantools)") from exc
-    source = str(path)
-    try:
-        db = cantools.database.load_file(source)
-    except Exception as exc:  # cantools raises several parser-specific types
-        raise ConfigError(source, None, None, "a DBC file",
-                          message=f"{source}: not a readable DBC file: {exc}") from exc
-    messages = [_dbc_message(m, plant_node, cycle_s, source) for m in db.messages]
-    fd = any(m.is_fd or m.length > 8 for m in db.messages)
-    bus = {"kind": "canfd" if fd else "can", "bitrate_bps": bitrate_bps, "cycle_s": cycle_s}
-    if fd:
-        bus["data_bitrate_bps"] = data_bitrate_bps
-    return read_bus_map({"bus": bus, "message": messages}, source)
 
 
 def _label(d: Any, prefix: str, i: int) -> str:
@@ -282,35 +255,3 @@ class _Reader:
                                              f"ends past the {length}-byte frame")
         be_mask = ((1 << nbits) - 1) << shift
         return shift, int.from_bytes(be_mask.to_bytes(length, "big"), "little")
-
-
-# ----------------------------------------------------------------------------- DBC
-def _dbc_message(m: Any, plant_node: str, cycle_s: float, source: str) -> dict:
-    """The bus-map dict of one cantools Message."""
-    divider = 1 if not m.cycle_time else max(1, round(m.cycle_time * 1e-3 / cycle_s))
-    return {"name": m.name, "id": m.frame_id, "extended_id": bool(m.is_extended_frame),
-            "direction": "to_firmware" if plant_node in (m.senders or ()) else "to_plant",
-            "dlc": m.length, "rate_divider": divider,
-            "signal": [_dbc_signal(s, m.name, source) for s in m.signals]}
-
-
-def _dbc_signal(s: Any, message: str, source: str) -> dict:
-    """The bus-map dict of one cantools Signal."""
-    key = f"message[{message}].signal[{s.name}]"
-    if s.is_multiplexer or s.multiplexer_ids:
-        raise ConfigError(source, key, s.name, "multiplexed signals are not supported")
-    if s.length > 32:
-        raise ConfigError(source, f"{key}.length_bits", s.length, "expected at most 32 bits")
-    if s.is_float:
-        typ = "float32"
-    else:
-        width = 8 if s.length <= 8 else 16 if s.length <= 16 else 32
-        typ = f"{'int' if s.is_signed else 'uint'}{width}"
-    d = {"name": s.name, "type": typ, "start_bit": s.start, "length_bits": s.length,
-         "byte_order": "little" if s.byte_order == "little_endian" else "big",
-         "scale": s.scale, "offset": s.offset, "unit": s.unit or ""}
-    if s.minimum is not None:
-        d["min"] = s.minimum
-    if s.maximum is not None:
-        d["max"] = s.maximum
-    return d

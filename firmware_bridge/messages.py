@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from config_schema import ConfigError, is_integer, load_toml, parse_toml
-from firmware_bridge.bus_schema import BusSpec, read_bus_map, read_dbc
+from firmware_bridge.bus_schema import BusSpec, read_bus_map
 from firmware_bridge.codec import (DIRECTIONS, REJECTION_KINDS, Codec, DecodeError, EncodeError, MessageSpec, StatusFlag,
                                    counter_delta, counter_next, crc8_sae_j1850)
 from firmware_bridge.framing import max_encoded_size
@@ -66,19 +66,25 @@ class BusMap:
 
     @classmethod
     def load(cls, path: str | Path) -> BusMap:
-        """Load and validate ``configs/bus/<name>.toml``; a missing, unreadable or binary file is a
-        ConfigError naming it."""
+        """Load and validate ``configs/bus/<name>.toml``, or a DBC file ``FILE.dbc`` with its sidecar
+        ``FILE.dbc.toml`` (:meth:`from_dbc`); a missing, unreadable or binary file is a ConfigError
+        naming it."""
+        if Path(path).suffix.lower() == ".dbc":
+            return cls.from_dbc(path)
         source = str(path)
         return cls.from_spec(read_bus_map(load_toml(path), source), source)
 
     @classmethod
-    def from_dbc(cls, path: str | Path, *, plant_node: str = "PLANT", cycle_s: float = 0.001,
-                 bitrate_bps: int = 1_000_000, data_bitrate_bps: int = 5_000_000) -> BusMap:
-        """Bus map from a DBC file (needs the optional package ``cantools``); see
-        :func:`firmware_bridge.bus_schema.read_dbc`."""
-        spec = read_dbc(path, plant_node=plant_node, cycle_s=cycle_s, bitrate_bps=bitrate_bps,
-                        data_bitrate_bps=data_bitrate_bps)
-        return cls.from_spec(spec, str(path))
+    def from_dbc(cls, path: str | Path, sidecar: str | Path | None = None) -> BusMap:
+        """Bus map from a DBC file and its TOML sidecar (default ``FILE.dbc.toml``; needs the optional
+        package ``cantools``); see :mod:`firmware_bridge.dbc`."""
+        from firmware_bridge.dbc import read_dbc
+        return cls.from_spec(read_dbc(path, sidecar), str(path))
+
+    def spec(self) -> BusSpec:
+        """The validated layout this map was built from."""
+        return BusSpec(self.kind, self.bitrate_bps, self.data_bitrate_bps, self.cycle_s,
+                       tuple(c.spec for c in self.codecs))
 
     def __repr__(self) -> str:
         return f"BusMap({self.source!r}, {self.kind}, {len(self.codecs)} messages)"

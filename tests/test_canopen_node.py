@@ -474,4 +474,4 @@ def test_bus_export_cli(tmp_path, capsys):
     assert hil(["bus", "export", "no_such_map", "--eds", str(tmp_path)]) == 2
     assert "not a shipped map (canopen_cst, compact_classic" in capsys.readouterr().err
     assert hil(["bus", "export", "canopen_cst"]) == 2
-    assert "nothing to export: give --eds DIR" in capsys.readouterr().err
+    assert "nothing to export: give --dbc OUT.dbc and/or --c DIR and/or --eds DIR" in capsys.readouterr().err

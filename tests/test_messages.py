@@ -339,21 +339,40 @@ BA_ "GenMsgCycleTime" BO_ 272 2;
 '''
 
 
+SIDECAR = '''[bus]
+cycle_s = 0.001
+bitrate_bps = 500000        # the DBC has no Baudrate attribute
+plant_node = "PLANT"
+
+[message.Cmd]
+counter = "ctr"
+
+[message.Enc]
+name = "encoders"
+signals = { pos = "enc_elbow" }
+'''
+
+
 def test_from_dbc_matches_cantools(tmp_path):
+    """A DBC written elsewhere (no bit rate, a big-endian signal, no range) with a sidecar that
+    names its counter and renames a frame and a signal."""
     cantools = pytest.importorskip("cantools")
     path = tmp_path / "tiny.dbc"
     path.write_text(DBC)
+    (tmp_path / "tiny.dbc.toml").write_text(SIDECAR)
     bus = BusMap.from_dbc(path)
     db = cantools.database.load_file(str(path))
-    assert bus.kind == "can"
-    assert bus.codec("Cmd").direction == "to_plant" and bus.codec("Enc").direction == "to_firmware"
-    assert bus.codec("Enc").rate_divider == 2
+    assert (bus.kind, bus.bitrate_bps) == ("can", 500_000)
+    assert bus.codec("Cmd").direction == "to_plant" and bus.codec("encoders").direction == "to_firmware"
+    assert bus.codec("Cmd").rate_divider == 0 and bus.codec("encoders").rate_divider == 2
+    assert bus.codec("Cmd").counter_bits == 8
     cases = {"Cmd": {"tau_a": -12.34, "ctr": 9}, "Enc": {"pos": -123456, "temp": 37.5}}
     for name, values in cases.items():
-        codec = bus.codec(name)
-        frame = codec.encode([values[n] for n in codec.signal_names])
+        codec = bus.codec("encoders" if name == "Enc" else name)
+        ours = {"enc_elbow": "pos"}
+        frame = codec.encode([values[ours.get(n, n)] for n in codec.signal_names])
         assert frame.data == db.encode_message(name, values)
-        np.testing.assert_allclose(codec.decode(frame), [values[n] for n in codec.signal_names])
+        np.testing.assert_allclose(codec.decode(frame), [values[ours.get(n, n)] for n in codec.signal_names])
 
 
 def test_from_dbc_without_cantools_says_so(tmp_path, monkeypatch):

@@ -34,11 +34,11 @@ def _cmd_firmware(args: argparse.Namespace) -> int:
     from dataclasses import asdict
     from firmware_bridge.connect import open_link
     from firmware_bridge.reference.firmware import Firmware, serve
-    from firmware_bridge.messages import BusMap
+    from hil.cli.bus import load_bus
     from hil.model.presets import resolve
     from hil.runtime.realtime import RealtimeSetup
 
-    bus = BusMap.load(resolve("bus", args.bus))
+    bus = load_bus(resolve("bus", args.bus))
     parent = os.getppid() if args.exit_with_parent else None
     firmware = Firmware(bus, resolve("firmware", args.params), args.move_time,     # set up before the link opens
                         args.vibration_suppression)

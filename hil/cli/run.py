@@ -130,7 +130,7 @@ def _exit_status(summary: dict, check: bool) -> int:
 def run(args: argparse.Namespace) -> dict:
     """Build, start (with the firmware), run, judge: the summary."""
     from firmware_bridge.canopen import is_canopen
-    from firmware_bridge.messages import BusMap
+    from hil.cli.bus import load_bus
     from hil.jit_cache import needs_compiling
     from hil.logs.targets import load_targets
     from hil.model.presets import resolve
@@ -139,10 +139,10 @@ def run(args: argparse.Namespace) -> dict:
     from numba.core import config
 
     from firmware_bridge.connect import check_link_fits
-    if args.heartbeat_ms is not None and not is_canopen(BusMap.load(resolve("bus", args.bus))):
+    bus_map = load_bus(resolve("bus", args.bus))
+    if args.heartbeat_ms is not None and not is_canopen(bus_map):
         raise CliError(f"--heartbeat-ms needs a CANopen bus map; {args.bus} has no NMT and SYNC messages")
     targets = load_targets(resolve("targets", args.targets)) if args.targets else None
-    bus_map = BusMap.load(resolve("bus", args.bus))
     check_link_fits(bus_map, args.link)           # refused before anything is compiled or opened
     if needs_compiling(Path(config.CACHE_DIR)):
         print(f"hil: compiling kernels (first run only, about a minute; cached in {config.CACHE_DIR})",
