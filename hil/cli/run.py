@@ -200,7 +200,7 @@ def _run_with_firmware(args: argparse.Namespace, built) -> dict:
                                       args.firmware_priority, ready_line="ready" if args.spawn_firmware else None,
                                       echo=echo)
             firmware.watch(emulator.firmware_exited)
-            await_host(emulator.link)
+            await_host(emulator.link, args.start_timeout)
         summary = emulator.run()
         ran = True
     finally:

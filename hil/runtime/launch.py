@@ -146,9 +146,10 @@ def spawn_firmware(command: Sequence[str], endpoint: Endpoint, cpu: int | None =
     return firmware
 
 
-def await_host(link, timeout_s: float = 5.0) -> None:
+def await_host(link, timeout_s: float) -> None:
     """An emulated slcan adapter refuses frames until the host's open command ("O") has been read:
-    take in the host's setup lines before the first sensor frame goes out (no-op for other links)."""
+    take in the host's setup lines before the first sensor frame goes out (no-op for other links).
+    The wait is the run's start timeout: a firmware that starts slowly on a busy machine is no fault."""
     if not hasattr(link, "channel_open"):
         return
     deadline = time.monotonic() + timeout_s

@@ -150,7 +150,7 @@ class EmulatorRun:
                                                 ready_line="ready" if self.firmware == REFERENCE else None,
                                                 cwd=self.cwd)
                 self._firmware.watch(self._emulator.firmware_exited)
-                await_host(self._emulator.link)
+                await_host(self._emulator.link, self._emulator.opt.start_timeout_s)
         except BaseException:
             self.close()
             raise
