@@ -82,14 +82,17 @@ def _link(settings: dict, case: dict) -> str:
 def _run(case: dict, settings: dict, log: Path) -> tuple[dict | None, str | None, str | None]:
     """(summary, error, status): status None for a run that was judged."""
     from hil.campaign.overrides import Preset
+    from hil.runtime.sysguard import exit_with_parent
 
     log.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="hil-case-") as tmp:
         model = Path(tmp) / "model.toml"
         text = Preset(settings["arm"]).with_overrides(case["overrides"], f"{settings['arm']} ({case['case_id']})")
         model.write_text(text, encoding="utf-8")
+        parent = os.getpid()      # a worker that dies takes its case's processes with it
         proc = subprocess.Popen(command(case, settings, model, log), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True, cwd=settings["cwd"])
+                                text=True, start_new_session=True, cwd=settings["cwd"],
+                                preexec_fn=lambda: exit_with_parent(parent))
         try:
             out, err = proc.communicate(timeout=settings["timeout_s"])
         except subprocess.TimeoutExpired:

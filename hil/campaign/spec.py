@@ -200,7 +200,7 @@ def _leaves(raw: dict, prefix: str):
     """(path, spec) of every variation; unquoted dotted keys arrive as nested tables."""
     for k, v in raw.items():
         path = f"{prefix}.{k}" if prefix else k
-        if isinstance(v, dict) and v and not set(v) & set(VARIATION_KINDS):
+        if isinstance(v, dict) and not set(v) & set(VARIATION_KINDS) and any(isinstance(x, dict) for x in v.values()):
             yield from _leaves(v, path)
         else:
             yield path, v
