@@ -27,6 +27,10 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 @command("campaign", "a test campaign: firmware x fault scenarios x parameter spreads, one results table "
                      "(Parquet), resumable; locally or on a Dask cluster", _arguments)
 def _cmd_campaign(args: argparse.Namespace) -> int:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise CliError("hil campaign needs pyarrow for its results table: pip install 'ella-hil[campaign]'") from None
     from hil.campaign.engine import default_workers
     from hil.campaign.spec import load_campaign
 
