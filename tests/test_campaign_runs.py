@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from campaigns import PAYLOAD, comparable, write_campaign
+from hil.campaign.report import write_report
 from hil.campaign.results import read_results
 from hil.campaign.run import run_campaign
 from hil.cli.main import main
@@ -29,6 +30,8 @@ def test_a_crashing_firmware_is_an_error_row_and_the_campaign_goes_on(tmp_path):
     crash = rows["crash"]
     assert not crash["passed"] and "firmware exited with status 3" in crash["error"]
     assert crash["log"] and (tmp_path / "out" / crash["log"]).exists()      # a failing case keeps its log
+    report = write_report(path, tmp_path / "out").read_text()
+    assert "crash/none/0000" in report and "run_failed" in report
 
 
 def test_a_hanging_case_is_killed_at_its_timeout(tmp_path):

@@ -132,6 +132,7 @@ def metrics(summary: dict) -> dict:
     for v in summary.get("verdicts", []):
         out[f"verdict:{v['name']}"] = bool(v["passed"])
         out[f"value:{v['name']}"] = v["value"]
+        out[f"limit:{v['name']}"] = v["limit"]
     for joint, q in zip(summary.get("joints", []), summary.get("q", [])):
         out[f"q_final_rad:{joint}"] = float(q)
     tip = summary.get("tip_metrics") or {}
