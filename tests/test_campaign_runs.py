@@ -42,9 +42,10 @@ def test_a_hanging_case_is_killed_at_its_timeout(tmp_path):
     assert row["status"] == "timeout" and "timeout_s = 3 s" in row["error"] and not row["passed"]
 
 
-def test_a_failed_verdict_is_a_failed_row(tmp_path):
+def test_a_failed_verdict_is_a_failed_row_over_a_udp_loopback_link(tmp_path):
     path = write_campaign(tmp_path)
-    path.write_text(path.read_text().replace("max_torque_N_m = 250.0", "max_torque_N_m = 1.0"))
+    text = path.read_text().replace("max_torque_N_m = 250.0", "max_torque_N_m = 1.0")
+    path.write_text(text.replace('bus = "serial_frame"', 'bus = "compact_fd"\nlink = "udp_loopback"'))
     run_campaign(path, tmp_path / "out", workers=1, stream=io.StringIO())
     (row,) = read_results(tmp_path / "out")
     assert row["status"] == "failed" and not row["passed"] and row["error"] == ""

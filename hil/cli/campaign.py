@@ -9,7 +9,7 @@ from hil.cli.registry import CliError, command, positive_int
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", help="campaign file (configs/campaigns/*.toml)")
+    p.add_argument("file", help="campaign file, or the name of a shipped one (configs/campaigns/*.toml: payload_spread)")
     p.add_argument("--out", help="results folder (default: out/campaigns/<campaign name>); a rerun resumes it")
     p.add_argument("--engine", choices=("local", "dask"), default="local",
                    help="local: cases in worker processes of this machine (default); dask: on the Dask cluster at "
@@ -38,6 +38,8 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
         raise CliError("--engine dask needs --address tcp://HOST:PORT (a running dask scheduler)")
     if args.engine != "dask" and args.address:
         raise CliError("--address is for --engine dask")
+    from hil.model.presets import resolve
+    args.file = resolve("campaign", args.file)
     out = Path(args.out) if args.out else Path("out") / "campaigns" / load_campaign(args.file).name
     if args.report:
         from hil.campaign.report import write_report
