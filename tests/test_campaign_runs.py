@@ -77,3 +77,24 @@ def test_the_campaign_command_refuses_dask_without_an_address(tmp_path, capsys):
     path = write_campaign(tmp_path)
     assert main(["campaign", str(path), "--engine", "dask"]) == 2
     assert "--engine dask needs --address" in capsys.readouterr().err
+
+
+CONTROLLERS = ('[[firmware]]\nname = "pd"\nkind = "controller"\ncontroller = "tools.seed000_experiment:controller"\n\n'
+               '[[firmware]]\nname = "missing"\nkind = "controller"\ncontroller = "tools.seed000_experiment:no_such"\n')
+
+
+def test_an_in_process_controller_is_judged_and_a_missing_one_is_an_error_row(tmp_path):
+    path = write_campaign(tmp_path, firmware=CONTROLLERS)
+    run_campaign(path, tmp_path / "out", workers=2, stream=io.StringIO())
+    rows = {r["firmware"]: r for r in read_results(tmp_path / "out")}
+    pd = rows["pd"]
+    assert pd["status"] in ("passed", "failed") and pd["cycles"] == 301 and pd["verdict:setpoint_elbow"] is not None
+    assert pd["overruns"] is None                             # no loop, no pacer
+    assert rows["missing"]["status"] == "error" and "no_such" in rows["missing"]["error"]
+
+
+def test_an_in_process_controller_refuses_fault_scenarios(tmp_path):
+    from config_schema import ConfigError
+    from hil.campaign.spec import load_campaign
+    with pytest.raises(ConfigError, match=r'campaign.scenarios = .*expected \["none"\] with an in-process controller'):
+        load_campaign(write_campaign(tmp_path, firmware=CONTROLLERS, scenarios='["none", "imu_degradation"]'))

@@ -64,6 +64,9 @@ def command(case: dict, settings: dict, model: Path, log: Path) -> list[str]:
         argv += ["--scenario", case["scenario"]]
     if settings["targets"]:
         argv += ["--targets", settings["targets"]]
+    if fw["kind"] == "controller":
+        return [sys.executable, "-m", "hil", "simulate", str(model), "--duration", repr(settings["duration_s"]),
+                "--controller", fw["controller"], "--out", str(log)]
     if fw["kind"] == "reference":
         argv += ["--spawn-firmware", "--move-time", repr(fw["move_time_s"])]
         argv += ["--vibration-suppression"] if fw["vibration_suppression"] else []
@@ -98,6 +101,11 @@ def _run(case: dict, settings: dict, log: Path) -> tuple[dict | None, str | None
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             return None, f"no result within timeout_s = {settings['timeout_s']:g} s (wall clock); killed", "timeout"
+    if case["firmware"]["kind"] == "controller":
+        if proc.returncode != 0:
+            tail = " | ".join(err.strip().splitlines()[-STDERR_LINES:])
+            return None, f"hil simulate exited with status {proc.returncode}: {tail}", "error"
+        return offline_summary(log, settings["targets"]), None, None
     summary = _last_json(out)
     if summary is None:
         tail = " | ".join(err.strip().splitlines()[-STDERR_LINES:])
@@ -105,6 +113,21 @@ def _run(case: dict, settings: dict, log: Path) -> tuple[dict | None, str | None
     if summary.get("run_failures"):
         return summary, "; ".join(summary["run_failures"]), "run_failed"
     return summary, None, None
+
+
+def offline_summary(log: Path, targets: str | None) -> dict:
+    """An offline run's log judged as `hil run` judges a run (hil.runtime.outcome.judge)."""
+    from hil.logs.runlog import RunLog
+    from hil.logs.targets import load_targets
+    from hil.logs.verdicts import evaluate, tip_metrics
+
+    run = RunLog.read(str(log))
+    joints = [c[2:] for c in run.columns if c.startswith("q_")]
+    summary = {"joints": joints, "q": [float(run.column(f"q_{j}")[-1]) for j in joints], "cycles": len(run.column("t")),
+               "t_s": float(run.column("t")[-1]), "tip_metrics": tip_metrics(str(log))}
+    if targets:
+        summary["verdicts"] = evaluate(load_targets(targets), str(log), joints)
+    return summary
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -142,8 +165,8 @@ def metrics(summary: dict) -> dict:
     out["cmd_age_p99_us"] = age.get("p99")
     out["cmd_age_max_us"] = age.get("max")
     out["missed_cycles"] = (summary.get("firmware_timing") or {}).get("missed_cycles")
-    out["overruns"] = summary["pacer"]["overruns"]
-    out["watchdog_trips"] = summary["watchdog"]["trips"]
+    out["overruns"] = (summary.get("pacer") or {}).get("overruns")
+    out["watchdog_trips"] = (summary.get("watchdog") or {}).get("trips")
     out["cycles"] = summary["cycles"]
     out["t_s"] = float(summary["t_s"])
     out["faults_injected"] = (summary.get("faults") or {}).get("injections", 0)

@@ -15,6 +15,9 @@ the value and what was expected with its unit)::
     [[firmware]]   name (unique), kind = "reference" (the reference firmware: params, move_time_s,
                    vibration_suppression) | "command" (command: a command line with the
                    placeholders of `hil run --firmware`: {port}, {link}, {interface}, {channel}, {bus})
+                   | "controller" (controller = "MODULE:FACTORY": an in-process controller on the
+                   plant alone, `hil simulate --controller`: no bus, ideal measurements, no faults,
+                   so scenarios = ["none"])
     [sampling]     method = "grid" (every combination; a range gets `levels` evenly spaced points)
                    | "lhs" (Latin hypercube of `samples` points) | "random" (`samples` points)
     [variations]   "<model path>" = {uniform = [lo, hi]} (in the parameter's unit) | {scale = [lo, hi]}
@@ -36,7 +39,10 @@ from hil.model.presets import resolve
 TOP_KEYS = ("campaign", "firmware", "sampling", "variations", "verdict")
 CAMPAIGN_KEYS = ("name", "description", "arm", "bus", "link", "mode", "duration_s", "seed", "timeout_s", "logs",
                  "scenarios", "targets")
-FIRMWARE_KEYS = ("name", "kind", "params", "move_time_s", "vibration_suppression", "command")
+FIRMWARE_KEYS = ("name", "kind", "params", "move_time_s", "vibration_suppression", "command", "controller")
+FIRMWARE_KINDS = ("reference", "command", "controller")
+KIND_KEYS = {"reference": ("params", "move_time_s", "vibration_suppression"), "command": ("command",),
+             "controller": ("controller",)}
 SAMPLING_KEYS = ("method", "levels", "samples")
 VARIATION_KINDS = ("uniform", "scale", "values", "integers")
 NO_SCENARIO = "none"
@@ -45,15 +51,17 @@ NO_SCENARIO = "none"
 @dataclass(frozen=True)
 class Firmware:
     name: str
-    kind: str                              # "reference" | "command"
+    kind: str                              # "reference" | "command" | "controller"
     params: str | None = None              # reference: its nominal arm parameter file
     move_time_s: float = 1.0
     vibration_suppression: bool = False
     command: str = ""                      # command: the command line with placeholders
+    controller: str = ""                   # controller: MODULE:FACTORY (`hil simulate --controller`)
 
     def as_dict(self) -> dict:
         return {"name": self.name, "kind": self.kind, "params": self.params, "move_time_s": self.move_time_s,
-                "vibration_suppression": self.vibration_suppression, "command": self.command}
+                "vibration_suppression": self.vibration_suppression, "command": self.command,
+                "controller": self.controller}
 
 
 @dataclass(frozen=True)
@@ -114,13 +122,17 @@ def load_campaign(path: str | Path) -> Campaign:
     s = sampling or Table(doc, {}, "sampling", "sampling", SAMPLING_KEYS)
     method = s.choice("method", "grid", ("grid", "lhs", "random"))
     samples = s.integer("samples", 1 if method == "grid" else MISSING, minimum=1, what="parameter samples")
+    firmware = _firmware(doc, top, base)
+    if any(f.kind == "controller" for f in firmware) and scenarios != (NO_SCENARIO,):
+        raise c.error("scenarios", list(c.raw("scenarios")), 'expected ["none"] with an in-process controller: '
+                      "it drives the plant without the bus, the sensor models and the fault engine")
     return Campaign(
         source=source, name=c.name("name"), description=c.string("description", ""), arm=arm,
         bus=_file(c, "bus", "bus", base), link=c.choice("link", "pty", ("pty", "udp_loopback")), mode=mode,
         duration_s=c.number("duration_s", unit="s", positive=True), seed=c.integer("seed", 0, minimum=0),
         timeout_s=c.number("timeout_s", 300.0, unit="s", positive=True),
         logs=c.choice("logs", "failing", ("all", "failing", "none")), scenarios=scenarios,
-        firmware=_firmware(doc, top, base), method=method, levels=s.integer("levels", 3, minimum=1),
+        firmware=firmware, method=method, levels=s.integer("levels", 3, minimum=1),
         samples=samples, variations=_variations(doc, top, preset), targets=targets, preset=preset)
 
 
@@ -168,16 +180,20 @@ def _firmware(doc: Document, top: Table, base: Path) -> tuple[Firmware, ...]:
         name = f.name("name")
         if any(x.name == name for x in out):
             raise f.error("name", name, "expected a unique firmware name")
-        kind = f.choice("kind", "reference", ("reference", "command"))
+        kind = f.choice("kind", "reference", FIRMWARE_KINDS)
+        for key in FIRMWARE_KEYS[2:]:
+            if f.has(key) and key not in KIND_KEYS[kind]:
+                raise f.error(key, f.raw(key), f"expected only with kind = {next(k for k, v in KIND_KEYS.items() if key in v)!r}")
         if kind == "command":
-            for key in ("params", "move_time_s", "vibration_suppression"):
-                if f.has(key):
-                    raise f.error(key, f.raw(key), 'expected only with kind = "reference"')
             out.append(Firmware(name, kind, command=f.string("command", what="a command line with placeholders "
                                                                               "({port}, {link}, ...)")))
             continue
-        if f.has("command"):
-            raise f.error("command", f.raw("command"), 'expected only with kind = "command"')
+        if kind == "controller":
+            text = f.string("controller", what="MODULE:FACTORY, an in-process controller (hil simulate --controller)")
+            if ":" not in text:
+                raise f.error("controller", text, "expected MODULE:FACTORY")
+            out.append(Firmware(name, kind, controller=text))
+            continue
         out.append(Firmware(name, kind, params=_file(f, "params", "firmware", base) if f.has("params") else None,
                             move_time_s=f.number("move_time_s", 1.0, unit="s", positive=True),
                             vibration_suppression=f.boolean("vibration_suppression", False)))
