@@ -149,3 +149,12 @@ def test_the_fingerprint_changes_with_the_cases(tmp_path):
 def test_the_shipped_example_campaign_loads():
     campaign = load_campaign(CONFIG_ROOT / "campaigns" / "payload_spread.toml")
     assert len(expand(campaign)) == 12
+
+
+def test_two_scenarios_of_one_name_are_refused(tmp_path):
+    (tmp_path / "a").mkdir()
+    shipped = (CONFIG_ROOT / "scenarios" / "imu_degradation.toml").read_text()
+    (tmp_path / "a" / "imu_degradation.toml").write_text(shipped)
+    path = write_campaign(tmp_path, scenarios='["imu_degradation", "a/imu_degradation.toml"]')
+    with pytest.raises(ConfigError, match="distinct names"):
+        load_campaign(path)

@@ -158,6 +158,8 @@ def _scenarios(c: Table, base: Path) -> tuple[str, ...]:
             continue
         sub = Table(c.doc, {"scenarios": name}, c.where, c.path, ("scenarios",))
         path = _file(sub, "scenarios", "scenario", base)
+        if any(Path(p).stem == Path(path).stem for p in out):
+            raise c.error("scenarios", name, "expected scenario files of distinct names (a case is named by it)")
         from hil.faults.scenario import load_scenario
         load_scenario(path)
         out.append(path)
