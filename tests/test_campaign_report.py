@@ -52,3 +52,9 @@ def test_the_report_shows_the_matrix_and_the_worst_cases(tmp_path):
     worst = text[text.index("worst cases"):text.index("Which parameter")]
     assert worst.index("pid/loss/0004") < worst.index("pid/none/0011") < worst.index("pid/loss/0010")
     assert "mass_kg max_torque +1.00 11" in text
+
+
+def test_a_report_without_results_says_to_run_the_campaign_first(tmp_path):
+    import pytest
+    with pytest.raises(ValueError, match="no results table .*run the campaign first"):
+        write_report(write_campaign(tmp_path), tmp_path / "empty")

@@ -29,6 +29,9 @@ def write_report(file: str | Path, out: str | Path, worst: int = WORST) -> Path:
     """Write `out`/report.html (and the HTML reports of the worst cases whose logs were kept)."""
     campaign = load_campaign(file)
     out = Path(out)
+    if not (out / "results.parquet").is_file():
+        raise ValueError(f"{out}: no results table (results.parquet): run the campaign first, "
+                         f"hil campaign {file} --out {out}")
     rows = read_results(out)
     parts = [f"<h1>Campaign {html.escape(campaign.name)}</h1><p>{html.escape(campaign.description)}</p>",
              _totals(rows), "<h2>Pass / fail by scenario and firmware</h2>", _matrix(rows),
