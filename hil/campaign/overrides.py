@@ -39,15 +39,17 @@ class Preset:
         container, leaf = _locate(self.data, path, create=False)
         return container[leaf]
 
-    def with_overrides(self, overrides: dict[str, Any], source: str) -> str:
+    def with_overrides(self, overrides: dict[str, Any], source: str, validate: bool = True) -> str:
         """The preset's TOML text with `overrides` (path -> value) applied, validated by the
-        preset reader; `source` names the result in its errors."""
+        preset reader unless `validate` is False (the run that reads it validates it); `source`
+        names the result in its errors."""
         data = copy.deepcopy(self.data)
         for path, value in overrides.items():
             container, leaf = _locate(data, path, create=True)
             container[leaf] = value
         text = dumps(data)
-        load_model_from_string(text, source)
+        if validate:
+            load_model_from_string(text, source)
         return text
 
 

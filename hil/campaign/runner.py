@@ -9,6 +9,7 @@ run_failed (the run proves nothing: hil.runtime.outcome), error, timeout.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -84,13 +85,12 @@ def _link(settings: dict, case: dict) -> str:
 
 def _run(case: dict, settings: dict, log: Path) -> tuple[dict | None, str | None, str | None]:
     """(summary, error, status): status None for a run that was judged."""
-    from hil.campaign.overrides import Preset
     from hil.runtime.sysguard import exit_with_parent
 
     log.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="hil-case-") as tmp:
         model = Path(tmp) / "model.toml"
-        text = Preset(settings["arm"]).with_overrides(case["overrides"], f"{settings['arm']} ({case['case_id']})")
+        text = preset(settings["arm"]).with_overrides(case["overrides"], settings["arm"], validate=False)
         model.write_text(text, encoding="utf-8")
         parent = os.getpid()      # a worker that dies takes its case's processes with it
         proc = subprocess.Popen(command(case, settings, model, log), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -128,6 +128,13 @@ def offline_summary(log: Path, targets: str | None) -> dict:
     if targets:
         summary["verdicts"] = evaluate(load_targets(targets), str(log), joints)
     return summary
+
+
+@functools.lru_cache(maxsize=4)
+def preset(path: str):
+    """The campaign's preset, read once per worker process (its ranges were validated at load)."""
+    from hil.campaign.overrides import Preset
+    return Preset(path)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
