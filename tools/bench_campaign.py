@@ -1,7 +1,8 @@
 """What a campaign costs on this machine: cases per second with 1 and 2 workers (the local engine,
 or a Dask cluster of 1 and 2 worker processes on 127.0.0.1 with --engine dask), the overhead per
 case against a bare `hil run` of the same case (the same command line, run by hand one after the
-other), and the memory a worker needs (the largest resident set of a case's `hil run` process, and
+other, half before and half after the campaign) and the campaign's own time per case outside its
+cases' processes (collecting, writing rows), and the memory a worker needs (the largest resident set of a case's `hil run` process, and
 with --engine dask of a worker process).
 
 The cases: ELLA, the reference firmware over a serial pty pair, lockstep, no fault, the payload
@@ -28,6 +29,7 @@ from pathlib import Path
 
 from hil.campaign.cases import expand
 from hil.campaign.engine import settings
+from hil.campaign.results import read_results
 from hil.campaign.run import run_campaign
 from hil.campaign.runner import command
 from hil.campaign.spec import load_campaign
@@ -70,8 +72,9 @@ def bare_runs(path: Path, folder: Path, n: int) -> float:
     return sum(walls) / len(walls)
 
 
-def campaign_rate(path: Path, out: Path, workers: int, engine: str) -> float:
-    """Cases per second of the whole campaign with `workers` workers."""
+def campaign_rate(path: Path, out: Path, workers: int, engine: str) -> tuple[float, float | None, float]:
+    """Cases per second of the whole campaign with `workers` workers, the largest worker process
+    (Dask) in MB, and the campaign's own time per case outside its cases' processes [s]."""
     t0 = time.monotonic()
     if engine == "local":
         outcome = run_campaign(path, out, workers=workers, stream=io.StringIO())
@@ -84,7 +87,8 @@ def campaign_rate(path: Path, out: Path, workers: int, engine: str) -> float:
     bad = {k: v for k, v in outcome.counts.items() if k != "passed"}
     if bad:
         raise RuntimeError(f"benchmark cases did not pass: {bad}")
-    return outcome.ran / wall, worker_mb
+    case_s = sum(r["wall_s"] for r in read_results(out))
+    return outcome.ran / wall, worker_mb, (wall * workers - case_s) / outcome.ran
 
 
 class DaskCluster:
@@ -134,13 +138,18 @@ def measure(cases: int, duration: float, bare: int, engine: str) -> dict:
     try:
         path = folder / "bench.toml"
         path.write_text(CAMPAIGN.format(cases=cases, duration=duration), encoding="utf-8")
-        bare_s = bare_runs(path, folder, bare)
-        one, mb1 = campaign_rate(path, folder / "one", 1, engine)
-        two, mb2 = campaign_rate(path, folder / "two", 2, engine)
+        # bare runs before and after the 1-worker campaign: the machine's load drifts
+        before = bare_runs(path, folder, (bare + 1) // 2)
+        one, _, own_s = campaign_rate(path, folder / "one", 1, engine)
+        after = bare_runs(path, folder, bare // 2) if bare > 1 else before
+        bare_s = (before * ((bare + 1) // 2) + after * (bare // 2)) / bare if bare > 1 else before
+        two, mb2, _ = campaign_rate(path, folder / "two", 2, engine)
         case_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         return {"engine": engine, "cases": cases, "duration_s": duration, "bare_hil_run_s": bare_s,
+                "bare_before_s": before, "bare_after_s": after,
                 "cases_per_s_1_worker": one, "cases_per_s_2_workers": two, "speedup_2_workers": two / one,
-                "overhead_per_case": (1 / one) / bare_s - 1, "case_process_max_rss_mb": case_mb,
+                "overhead_per_case": (1 / one) / bare_s - 1, "own_time_per_case_s": own_s,
+                "own_overhead_per_case": own_s / (1 / one - own_s), "case_process_max_rss_mb": case_mb,
                 "worker_process_rss_mb": mb2 if engine == "dask" else None,
                 "load_average": os.getloadavg()}
     finally:
@@ -161,9 +170,12 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(r))
         return 0
     print(f"campaign of {r['cases']} cases x {r['duration_s']} s (lockstep, reference firmware), engine {r['engine']}")
-    print(f"  bare hil run of one case        {r['bare_hil_run_s']:.2f} s")
+    print(f"  bare hil run of one case        {r['bare_hil_run_s']:.2f} s (before {r['bare_before_s']:.2f} s, "
+          f"after {r['bare_after_s']:.2f} s the 1-worker campaign)")
     print(f"  1 worker                        {r['cases_per_s_1_worker']:.3f} cases/s "
-          f"(overhead per case {r['overhead_per_case'] * 100:+.1f} %, goal < 10 %)")
+          f"(overhead per case against bare runs {r['overhead_per_case'] * 100:+.1f} %, goal < 10 %; the "
+          f"campaign's own time outside its cases {r['own_time_per_case_s'] * 1e3:.0f} ms = "
+          f"{r['own_overhead_per_case'] * 100:.1f} % per case)")
     print(f"  2 workers                       {r['cases_per_s_2_workers']:.3f} cases/s "
           f"(x{r['speedup_2_workers']:.2f}, goal >= 1.8)")
     print(f"  memory: a case's hil run process at most {r['case_process_max_rss_mb']:.0f} MB"
