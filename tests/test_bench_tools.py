@@ -216,3 +216,12 @@ def test_component_bench_times_every_stage(capsys):
     for section in report.values():
         for what, us in section.items():
             assert 0 < us < math.inf or what.startswith("sensor stage"), (what, us)
+
+
+def test_campaign_bench_reports_rates_overhead_and_memory(capsys):
+    assert hil_main(["bench", "campaign", "--cases", "2", "--bare", "1", "--duration", "0.2", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["cases"] == 2 and r["engine"] == "local"
+    assert r["bare_hil_run_s"] > 0 and r["cases_per_s_1_worker"] > 0 and r["cases_per_s_2_workers"] > 0
+    assert math.isclose(r["speedup_2_workers"], r["cases_per_s_2_workers"] / r["cases_per_s_1_worker"])
+    assert math.isfinite(r["overhead_per_case"]) and r["case_process_max_rss_mb"] > 50   # numba and the plant

@@ -28,6 +28,7 @@ LAYERS = (
     ("hil.viz", "hil.replay"),
     ("hil.runtime",),
     ("hil.testing",),
+    ("hil.campaign",),
     ("hil.cli", "hil.__main__"),
 )
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from hil.cli.registry import CliError, command
 
-BENCHES = {"kernel": "tools.bench_kernel", "loop": "tools.bench_loop", "components": "tools.bench_components"}
+BENCHES = {"kernel": "tools.bench_kernel", "loop": "tools.bench_loop", "components": "tools.bench_components",
+           "campaign": "tools.bench_campaign"}
 
 
 def _bench_module(name: str):
@@ -25,7 +26,8 @@ def _bench_module(name: str):
     return importlib.import_module(module)
 
 
-@command("bench", "benchmarks: `hil bench kernel ...` (default), `hil bench loop ...` or `hil bench components ...`; "
+@command("bench", "benchmarks: `hil bench kernel ...` (default), `hil bench loop ...`, `hil bench components ...` or "
+                  "`hil bench campaign ...`; "
                   "arguments are passed on",
          passthrough=True)
 def _cmd_bench(argv: list[str]) -> int:

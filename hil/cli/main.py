@@ -5,7 +5,7 @@ import argparse
 import sys
 import warnings
 
-from hil.cli import modes, simulate, run, firmware, log, bench, report, replay, bus  # noqa: F401  (each registers its commands)
+from hil.cli import modes, simulate, run, firmware, log, bench, report, replay, bus, campaign  # noqa: F401  (each registers its commands)
 from hil.cli.registry import COMMANDS, EXIT_INTERRUPTED, EXIT_USAGE, USER_ERRORS
 
 

@@ -92,7 +92,7 @@ from hil.model.sensor_specs import parse_sensors
 from hil.model.plausibility import warn_implausible
 from hil.model.spec import Body, IntegratorSettings, Model, Station
 
-__all__ = ["load_model", "load_model_from_string", "INTEGRATOR_METHODS"]
+__all__ = ["load_model", "load_model_from_string", "parameter_paths", "INTEGRATOR_METHODS"]
 
 INTEGRATOR_METHODS = ("auto", "fitted_midpoint", "rk4", "imex_midpoint", "euler")
 
@@ -114,8 +114,17 @@ def load_model_from_string(text: str, source: str = "<string>") -> Model:
     return _read_preset(parse_toml(text, source), source)
 
 
-def _read_preset(data: dict, source: str) -> Model:
+def parameter_paths(data: dict, source: str) -> set[str]:
+    """Every dotted parameter path the parsed preset `data` may set (the names its [provenance]
+    keys may use: ``body.link1.beam.E_Pa``, ``body.link2.attachment.payload.mass_kg``); the preset
+    is validated on the way (ConfigError)."""
     doc = Document(source)
+    _read_preset(data, source, doc)
+    return set(doc.known)
+
+
+def _read_preset(data: dict, source: str, doc: Document | None = None) -> Model:
+    doc = doc or Document(source)
     top = doc.root(data, TOP_KEYS)
 
     mt = top.table("model", MODEL_KEYS, required=True, what="a [model] table with a name")

@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 CONFIG_ROOT = Path(__file__).resolve().parent.parent / "configs"
-FOLDERS = {"preset": "", "bus": "bus", "scenario": "scenarios", "targets": "targets", "firmware": "firmware"}
+FOLDERS = {"preset": "", "bus": "bus", "scenario": "scenarios", "targets": "targets", "firmware": "firmware",
+           "campaign": "campaigns"}
 
 
 def shipped(kind: str) -> list[str]:

@@ -342,7 +342,7 @@ def _key_numbers(s: dict, header: dict) -> str:
         items.append((f"final angle {k} [rad]", v))
     timing = s.get("timing") or {}
     for key in ("lateness", "compute", "io"):
-        if key in timing:
+        if key in timing and timing[key]["p50"] is not None:      # none without cycles
             v = timing[key]
             items.append((f"{key} [us] p50 / p99 / max", f"{v['p50']:.1f} / {v['p99']:.1f} / {v['max']:.1f}"))
     fw = s.get("firmware") or {}

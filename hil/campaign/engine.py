@@ -1,0 +1,119 @@
+"""Where a campaign's cases run: here (the default: a pool of worker threads, each driving one
+`hil run` process; no server to start) or on a Dask cluster (`--engine dask --address
+tcp://HOST:8786`). Either way this process collects the rows and writes them (hil.campaign.results):
+the workers write only the run logs they keep, into the results folder (on a cluster: a folder
+every worker sees at the same path).
+
+A worker lost mid-campaign (killed, its machine gone) loses only the cases it was running: the
+scheduler gives them to another worker, each case's task has a key that names it, so it runs to
+one result, and the store refuses a second row for a case in any event.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+from hil.campaign.cases import Case
+from hil.campaign.runner import run_case
+from hil.campaign.spec import Campaign
+
+ENGINES = ("local", "dask")
+
+
+def settings(campaign: Campaign, out: Path, targets: str | None) -> dict:
+    """What every case of the campaign shares (plain data: it travels to the workers)."""
+    from firmware_bridge.messages import BusMap
+    return {"arm": campaign.arm, "bus": campaign.bus, "bus_kind": BusMap.load(campaign.bus).kind,
+            "link": campaign.link, "mode": campaign.mode, "duration_s": campaign.duration_s,
+            "timeout_s": campaign.timeout_s, "logs": campaign.logs, "targets": targets,
+            "out": str(out.resolve()), "cwd": str(Path(campaign.source).resolve().parent)}
+
+
+def run_local(cases: list[Case], common: dict, workers: int) -> Iterator[dict]:
+    """The rows of `cases`, as they finish, from `workers` cases at a time on this machine."""
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="case") as pool:
+        futures = [pool.submit(run_case, c.as_dict(), common) for c in cases]
+        try:
+            for future in as_completed(futures):
+                yield future.result()
+        finally:
+            for f in futures:
+                f.cancel()
+
+
+def run_dask(cases: list[Case], common: dict, address: str, key_prefix: str) -> Iterator[dict]:
+    """The rows of `cases` from the Dask cluster at `address`; a case whose task the cluster gave
+    up on (it killed workers over and over) is an error row, and the campaign goes on."""
+    try:
+        from distributed import Client, as_completed as dask_completed
+    except ImportError as exc:
+        raise ValueError(f"--engine dask needs {exc.name}: pip install 'ella-hil[cluster]'") from None
+    with Client(address, timeout="30s") as client:
+        futures = {client.submit(run_case, c.as_dict(), common, key=f"{key_prefix}-{c.case_id}", pure=False): c
+                   for c in cases}
+        for future in dask_completed(futures):
+            case = futures[future]
+            if future.status == "finished":
+                yield future.result()
+            else:
+                yield _lost(case, common, repr(future.exception()))
+            future.release()
+
+
+def _lost(case: Case, common: dict, message: str) -> dict:
+    return {"case_id": case.case_id, "index": case.index, "firmware": case.firmware.name,
+            "scenario": case.scenario_name, "sample": case.sample, "seed": case.seed, "worker": "",
+            "status": "error", "error": f"the engine gave up on the case: {message}", "passed": False, "log": "",
+            "wall_s": 0.0}
+
+
+class Progress:
+    """One line on stderr: done/total, failures, errors, rate and time left; on a terminal it is
+    redrawn, otherwise printed at every tenth of the campaign."""
+
+    def __init__(self, total: int, already: int, stream=sys.stderr):
+        self.total, self.done, self.start_done = total, already, already
+        self.failed = self.errors = 0
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.t0 = time.monotonic()
+        self._next_line = already
+
+    def update(self, row: dict) -> None:
+        self.done += 1
+        self.failed += row["status"] == "failed"
+        self.errors += row["status"] in ("error", "timeout", "run_failed")
+        if self.tty:
+            self.stream.write("\r" + self.line())
+        elif self.done >= self._next_line or self.done == self.total:
+            self.stream.write(self.line() + "\n")
+            self._next_line = self.done + max(1, self.total // 10)
+        self.stream.flush()
+
+    def line(self) -> str:
+        width = 30
+        filled = int(width * self.done / max(self.total, 1))
+        ran = self.done - self.start_done
+        rate = ran / max(time.monotonic() - self.t0, 1e-9)
+        left = (self.total - self.done) / rate if rate > 0 else float("nan")
+        return (f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} cases, {self.failed} failed, "
+                f"{self.errors} errors, {rate * 60:.1f} cases/min, {left:.0f} s left")
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+
+
+def default_workers() -> int:
+    return max(1, len(os.sched_getaffinity(0)))
+
+
+def execute(cases: list[Case], common: dict, engine: str, address: str | None, workers: int, key_prefix: str,
+            on_row: Callable[[dict], None]) -> None:
+    rows = run_local(cases, common, workers) if engine == "local" else run_dask(cases, common, address, key_prefix)
+    for row in rows:
+        on_row(row)

@@ -1,0 +1,184 @@
+"""One campaign case, run where an engine puts it: `hil run` in its own process on this machine
+(its link, a pty pair or UDP on 127.0.0.1, never leaves it), judged, reduced to one results row.
+
+The process boundary is what lets the campaign go on whatever a case does: a case that crashes
+(the emulator, the firmware, a model the plant refuses) is a row with status "error" or
+"run_failed" and its message; a case that hangs is killed, with its firmware, after the campaign's
+`timeout_s` of wall-clock time (status "timeout"). Statuses: passed, failed (a verdict failed),
+run_failed (the run proves nothing: hil.runtime.outcome), error, timeout.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+STATUSES = ("passed", "failed", "run_failed", "error", "timeout")
+STDERR_LINES = 5
+
+
+def safe_name(case_id: str) -> str:
+    return case_id.replace("/", "__")
+
+
+def run_case(case: dict, settings: dict) -> dict:
+    """Run the case (hil.campaign.cases.Case.as_dict()) with the campaign's `settings`
+    (hil.campaign.engine.settings): its results row. Never raises for what the case does."""
+    started = time.monotonic()
+    row = {"case_id": case["case_id"], "index": case["index"], "firmware": case["firmware"]["name"],
+           "scenario": Path(case["scenario"]).stem, "sample": case["sample"], "seed": case["seed"],
+           "worker": f"{socket.gethostname()}:{os.getpid()}"}
+    row.update({f"param:{k}": _cell(v) for k, v in case["overrides"].items()})
+    log = Path(settings["out"]) / "logs" / f"{safe_name(case['case_id'])}.msgpack"
+    try:
+        summary, error, status = _run(case, settings, log)
+    except Exception as exc:     # noqa: BLE001 - anything the case does is recorded, never raised
+        summary, error, status = None, f"{type(exc).__name__}: {exc}", "error"
+    row.update(metrics(summary) if summary else {})
+    passed = status is None and all(v["passed"] for v in summary.get("verdicts", []))
+    row["status"] = status or ("passed" if passed else "failed")
+    row["error"] = error or ""
+    row["passed"] = passed
+    keep = settings["logs"] == "all" or (settings["logs"] == "failing" and not passed)
+    if not keep or not log.exists():
+        log.unlink(missing_ok=True)
+        Path(str(log) + ".summary.json").unlink(missing_ok=True)
+    row["log"] = str(log.relative_to(settings["out"])) if log.exists() else ""
+    row["wall_s"] = time.monotonic() - started
+    return row
+
+
+def command(case: dict, settings: dict, model: Path, log: Path) -> list[str]:
+    """The `hil run` command line of the case."""
+    fw = case["firmware"]
+    argv = [sys.executable, "-m", "hil", "run", str(model), "--bus", settings["bus"], "--mode", settings["mode"],
+            "--duration", repr(settings["duration_s"]), "--seed", str(case["seed"]), "--log", str(log), "--json",
+            "--link", _link(settings, case)]
+    if case["scenario"] != "none":
+        argv += ["--scenario", case["scenario"]]
+    if settings["targets"]:
+        argv += ["--targets", settings["targets"]]
+    if fw["kind"] == "controller":
+        return [sys.executable, "-m", "hil", "simulate", str(model), "--duration", repr(settings["duration_s"]),
+                "--controller", fw["controller"], "--out", str(log)]
+    if fw["kind"] == "reference":
+        argv += ["--spawn-firmware", "--move-time", repr(fw["move_time_s"])]
+        argv += ["--vibration-suppression"] if fw["vibration_suppression"] else []
+        argv += ["--firmware-params", fw["params"]] if fw["params"] else []
+    else:
+        argv += ["--firmware", fw["command"]]
+    return argv
+
+
+def _link(settings: dict, case: dict) -> str:
+    if settings["link"] == "pty":
+        return "pty"
+    return f"{settings['bus_kind']}:udp_loopback:c{os.getpid()}x{case['index']}"
+
+
+def _run(case: dict, settings: dict, log: Path) -> tuple[dict | None, str | None, str | None]:
+    """(summary, error, status): status None for a run that was judged."""
+    from hil.runtime.sysguard import exit_with_parent
+
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="hil-case-") as tmp:
+        model = Path(tmp) / "model.toml"
+        text = preset(settings["arm"]).with_overrides(case["overrides"], settings["arm"], validate=False)
+        model.write_text(text, encoding="utf-8")
+        parent = os.getpid()      # a worker that dies takes its case's processes with it
+        proc = subprocess.Popen(command(case, settings, model, log), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True, cwd=settings["cwd"],
+                                preexec_fn=lambda: exit_with_parent(parent))
+        try:
+            out, err = proc.communicate(timeout=settings["timeout_s"])
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            return None, f"no result within timeout_s = {settings['timeout_s']:g} s (wall clock); killed", "timeout"
+    if case["firmware"]["kind"] == "controller":
+        if proc.returncode != 0:
+            tail = " | ".join(err.strip().splitlines()[-STDERR_LINES:])
+            return None, f"hil simulate exited with status {proc.returncode}: {tail}", "error"
+        return offline_summary(log, settings["targets"]), None, None
+    summary = _last_json(out)
+    if summary is None:
+        tail = " | ".join(err.strip().splitlines()[-STDERR_LINES:])
+        return None, f"hil run exited with status {proc.returncode} without a summary: {tail}", "error"
+    if summary.get("run_failures"):
+        return summary, "; ".join(summary["run_failures"]), "run_failed"
+    return summary, None, None
+
+
+def offline_summary(log: Path, targets: str | None) -> dict:
+    """An offline run's log judged as `hil run` judges a run (hil.runtime.outcome.judge)."""
+    from hil.logs.runlog import RunLog
+    from hil.logs.targets import load_targets
+    from hil.logs.verdicts import evaluate, tip_metrics
+
+    run = RunLog.read(str(log))
+    joints = [c[2:] for c in run.columns if c.startswith("q_")]
+    summary = {"joints": joints, "q": [float(run.column(f"q_{j}")[-1]) for j in joints], "cycles": len(run.column("t")),
+               "t_s": float(run.column("t")[-1]), "tip_metrics": tip_metrics(str(log))}
+    if targets:
+        summary["verdicts"] = evaluate(load_targets(targets), str(log), joints)
+    return summary
+
+
+@functools.lru_cache(maxsize=4)
+def preset(path: str):
+    """The campaign's preset, read once per worker process (its ranges were validated at load)."""
+    from hil.campaign.overrides import Preset
+    return Preset(path)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.communicate()
+
+
+def _last_json(text: str) -> dict | None:
+    for line in reversed(text.strip().splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except json.JSONDecodeError:
+                return None
+    return None
+
+
+def metrics(summary: dict) -> dict:
+    """The key numbers of a run: each verdict (passed, value), the final joint angles, the tip's
+    settling and residual vibration, overruns, command age, watchdog trips, faults injected."""
+    out: dict = {}
+    for v in summary.get("verdicts", []):
+        out[f"verdict:{v['name']}"] = bool(v["passed"])
+        out[f"value:{v['name']}"] = v["value"]
+        out[f"limit:{v['name']}"] = v["limit"]
+    for joint, q in zip(summary.get("joints", []), summary.get("q", [])):
+        out[f"q_final_rad:{joint}"] = float(q)
+    tip = summary.get("tip_metrics") or {}
+    out["tip_settled_at_s"] = tip.get("settled_at_s")
+    out["tip_residual_pp_mm"] = tip.get("residual_pp_mm")
+    age = (summary.get("firmware_timing") or {}).get("cmd_age_us") or {}
+    out["cmd_age_p99_us"] = age.get("p99")
+    out["cmd_age_max_us"] = age.get("max")
+    out["missed_cycles"] = (summary.get("firmware_timing") or {}).get("missed_cycles")
+    out["overruns"] = (summary.get("pacer") or {}).get("overruns")
+    out["watchdog_trips"] = (summary.get("watchdog") or {}).get("trips")
+    out["cycles"] = summary["cycles"]
+    out["t_s"] = float(summary["t_s"])
+    out["faults_injected"] = (summary.get("faults") or {}).get("injections", 0)
+    return out
+
+
+def _cell(value):
+    return json.dumps(value) if isinstance(value, (list, dict)) else value

@@ -1,0 +1,57 @@
+"""`hil campaign FILE --out DIR [--engine local|dask --address ...] [--workers N] [--report]`."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from hil.cli.registry import CliError, command, positive_int
+
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", help="campaign file, or the name of a shipped one (configs/campaigns/*.toml: payload_spread)")
+    p.add_argument("--out", help="results folder (default: out/campaigns/<campaign name>); a rerun resumes it")
+    p.add_argument("--engine", choices=("local", "dask"), default="local",
+                   help="local: cases in worker processes of this machine (default); dask: on the Dask cluster at "
+                        "--address")
+    p.add_argument("--address", help="--engine dask: the scheduler, e.g. tcp://127.0.0.1:8786")
+    p.add_argument("--workers", type=positive_int, default=None,
+                   help="--engine local: cases at a time (default: the CPUs this process may use)")
+    p.add_argument("--limit", type=positive_int, default=None, help="run at most N of the cases still to do")
+    p.add_argument("--report", action="store_true",
+                   help="write DIR/report.html from the results (no case is run): pass/fail matrix, worst cases, "
+                        "sensitivity")
+    p.add_argument("--json", action="store_true", help="print the outcome as JSON")
+
+
+@command("campaign", "a test campaign: firmware x fault scenarios x parameter spreads, one results table "
+                     "(Parquet), resumable; locally or on a Dask cluster", _arguments)
+def _cmd_campaign(args: argparse.Namespace) -> int:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise CliError("hil campaign needs pyarrow for its results table: pip install 'ella-hil[campaign]'") from None
+    from hil.campaign.engine import default_workers
+    from hil.campaign.spec import load_campaign
+
+    if args.engine == "dask" and not args.address:
+        raise CliError("--engine dask needs --address tcp://HOST:PORT (a running dask scheduler)")
+    if args.engine != "dask" and args.address:
+        raise CliError("--address is for --engine dask")
+    from hil.model.presets import resolve
+    args.file = resolve("campaign", args.file)
+    out = Path(args.out) if args.out else Path("out") / "campaigns" / load_campaign(args.file).name
+    if args.report:
+        from hil.campaign.report import write_report
+        print(write_report(args.file, out))
+        return 0
+    from hil.campaign.run import run_campaign
+    outcome = run_campaign(args.file, out, args.engine, args.address, args.workers or default_workers(), args.limit)
+    result = {"table": str(outcome.table), "cases": outcome.total, "skipped": outcome.skipped, "ran": outcome.ran,
+              "duplicates_refused": outcome.duplicates, "corrupt_parts": outcome.corrupt, "status": outcome.counts}
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"{outcome.table}: {outcome.total} cases ({outcome.skipped} done before, {outcome.ran} run now); "
+              + ", ".join(f"{k} {v}" for k, v in sorted(outcome.counts.items())))
+    return 0
