@@ -45,6 +45,7 @@ from hil.devices.drives import DriveBank
 from hil.dynamics.plant import Plant
 from hil.runtime.realtime import SERIES
 from hil.runtime.loop import Emulator, RuntimeOptions
+from hil.runtime.stages import STAGES, StageClock
 from hil.faults.scenario import load_scenario
 from hil.model.sensor_specs import default_sensors
 
@@ -183,6 +184,8 @@ def inprocess_comparison(cycles: int, bus_path: str = LINKS["pty"][0]) -> dict:
     one's timing (Emulator.stats, step_once's own clock) over the last `cycles`."""
     model, bus = load_model(ROOT / ARM), BusMap.load(ROOT / bus_path)
     rigs = {name: _emulator(model, bus, name, WARMUP_CYCLES + cycles) for name in MODEL_SETS}
+    for emu, _ in rigs.values():
+        emu.stage_clock = StageClock(WARMUP_CYCLES + cycles)
     gc.collect()
     for _ in range(WARMUP_CYCLES + cycles):
         for emu, firmware in rigs.values():
@@ -194,6 +197,9 @@ def inprocess_comparison(cycles: int, bus_path: str = LINKS["pty"][0]) -> dict:
         timing[name] = {series: {"p50": float(np.percentile(data[series], 50)),
                                  "p99": float(np.percentile(data[series], 99)), "mean": float(data[series].mean())}
                         for series in ("compute", "total")}
+        stages = emu.stage_clock.durations_us(skip=WARMUP_CYCLES)
+        timing[name]["stages_us"] = {stage: {"p50": float(np.percentile(d, 50)), "p99": float(np.percentile(d, 99))}
+                                     for stage, d in stages.items()}
         timing[name]["channels"] = len(emu.sensors.channel_names)
         timing[name]["faults_active"] = len(emu.faults.active())
     return {"bus": bus_path, "cycles": cycles, "timing": timing, "difference_us": differences(timing)}
@@ -271,6 +277,18 @@ def print_report(report: dict, duration: float) -> None:
                          for name, t in ip["timing"].items())
         print(f"in process, afap, {ip['bus']}, {ip['cycles']} cycles each, stepped alternately ({load}):")
         print("\n".join(comparison_rows(ip["timing"], ip["difference_us"])))
+        print("\n".join(stage_rows(ip["timing"])))
+
+
+def stage_rows(timing: dict) -> list[str]:
+    """Each stage's p50 (p99) [us] per model set, the whole cycle last (hil.runtime.stages)."""
+    names = list(timing)
+    rows = [f"  per stage, p50 (p99) [us]: {'':4s}" + "".join(f"{n:>20s}" for n in names)]
+    for stage in (*STAGES, "cycle"):
+        rows.append(f"  {stage:31s}" + "".join(
+            f"{timing[n]['stages_us'][stage]['p50']:11.2f} ({timing[n]['stages_us'][stage]['p99']:6.1f})"
+            for n in names))
+    return rows
 
 
 if __name__ == "__main__":

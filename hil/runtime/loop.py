@@ -50,6 +50,8 @@ from hil.runtime.divergence import DivergenceGuard
 from hil.runtime.options import RuntimeOptions, Watchdog
 from hil.runtime.receive import ReceiveBudget
 from hil.runtime.start import await_first_command, check_period, link_poller
+from hil.runtime.sensor_frames import CompiledSensorFrames
+from hil.runtime.stages import StageClock
 from hil.runtime.stalls import Heartbeat, OverrunCauses
 from hil.logs.run_logger import RunLogger
 from hil.faults.scenario import Scenario
@@ -83,6 +85,7 @@ class Emulator:
         self.drives = drives or DriveBank(plant)
         self.sensors = SensorSuite(plant, sensors, seed=options.seed, current_source=self.drives.current)
         sensors_out.bind(self.sensors.channel_names)
+        self._sensor_frames = CompiledSensorFrames(sensors_out, self.sensors.channel_names).frames
         # the faults' seed: the run's, else the scenario's, else the model's
         seed = next(s for s in (options.seed, scenario and scenario.seed, plant.asm.model.sensor_seed) if s is not None)
         self.faults = FaultEngine(self.sensors.channel_names, dt_s=plant.dt, seed=seed,
@@ -144,6 +147,7 @@ class Emulator:
                         + (wrench_columns(plant.layout.joint_names) if options.log_wrenches else []))
         self._wrench_row = plant.wrenches[:nj].reshape(-1) if options.log_wrenches else None   # a view
         self.logger: RunLogger | None = None
+        self.stage_clock: StageClock | None = None    # per-stage timestamps (hil.runtime.stages), when set
         self.live = None        # a tap on the logger's thread (hil.viz.live.LiveView), set before run()
         self._eta = plant.pos[nj:nj + plant.layout.n_eta]     # a view made once (the plant steps pos in place)
 
@@ -313,9 +317,9 @@ class Emulator:
         """Frames from the measured sensor channels (after any change a fault engine made to them)."""
         measured = self.sensors.measured
         if self.protocol is None:
-            return self.sensors_out.frames(self.cycle, measured, status)
+            return self._sensor_frames(self.cycle, measured, status)
         # CANopen: boot-up, heartbeats due, TPDOs answering a SYNC
-        return self.protocol.transmit(lambda k: self.sensors_out.frames(k, measured, status))
+        return self.protocol.transmit(lambda k: self._sensor_frames(k, measured, status))
 
     def send_frames(self, frames: list[Frame]) -> bool:
         """Send frames; True if any went out on the wire (a bus fault may withhold them)."""
@@ -369,29 +373,55 @@ class Emulator:
         -> encode -> send -> log (fault triggers first; a stall fault in the compute phase)."""
         t0 = time.monotonic_ns()
         c0 = time.thread_time_ns()
+        clk = self.stage_clock
+        if clk is not None:
+            clk.mark(0)
         self.faults.begin_cycle(self.cycle, self.plant.t)
-        fresh = self._decode(self._receive())
+        if clk is not None:
+            clk.mark(1)
+        frames = self._receive()
+        if clk is not None:
+            clk.mark(2)
+        fresh = self._decode(frames)
         cmd_age_us = self.age.cycle_start(t0)
+        if clk is not None:
+            clk.mark(3)
         self._supervise(fresh)
         t1 = time.monotonic_ns()
+        if clk is not None:
+            clk.mark(4)
         tau = self.drives.update(self._applied_torque())
+        if clk is not None:
+            clk.mark(5)
         self.faults.stall()
         tau = self._step_plant(tau)
+        if clk is not None:
+            clk.mark(6)
         self.sensors.sample()
+        if clk is not None:
+            clk.mark(7)
         self.faults.apply_signals(self.sensors.measured, self.sensors.truth)
         self.cycle += 1
         t2 = time.monotonic_ns()
+        if clk is not None:
+            clk.mark(8)
         status = self._status()
         frames = self._encode(status & self._announced)
+        if clk is not None:
+            clk.mark(9)
         if self.opt.mode != "lockstep":     # commands that arrived while the plant stepped answer older frames
             self._read_into(self._early)
         self.send_sensors(frames)
         t3 = time.monotonic_ns()
+        if clk is not None:
+            clk.mark(10)
         if fresh and self.commands.arrival_s > 0:
             self.latency_ns[self.latency_count % len(self.latency_ns)] = t3 - int(self.commands.arrival_s * 1e9)
             self.latency_count += 1
         self._log(tau, status, lateness_ns, t2 - t1, (t1 - t0) + (t3 - t2), cmd_age_us)
         self.stats.record(lateness_ns, t2 - t1, (t1 - t0) + (t3 - t2), t3 - t0)
+        if clk is not None:
+            clk.mark(11)
         self._last_work = (t0, time.thread_time_ns() - c0, t2 - t1, (t1 - t0) + (t3 - t2))
 
     def _supervise(self, fresh: bool) -> None:
