@@ -16,7 +16,7 @@ from firmware_bridge.messages import (
 from config_schema import ConfigError
 
 BUS_DIR = Path("configs/bus")
-PRESETS = ("compact_classic", "compact_fd", "canopen_cst", "serial_frame", "full_fd")
+PRESETS = ("compact_classic", "compact_fd", "canopen_cst", "serial_frame", "full_fd", "udp_10khz")
 JOINTS = ("base_yaw", "shoulder_pitch", "elbow")
 
 

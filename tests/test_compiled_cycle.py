@@ -1,0 +1,112 @@
+"""The compiled stages of the emulator's cycle against the Python reference they replace.
+
+The sensor frames (hil.runtime.sensor_frames: the bus map's codec table, firmware_bridge.codec_table,
+run by hil.kernels.frame_codec) must be the bytes firmware_bridge.signals.SensorOutput.frames makes
+from the same measured channels, status and cycle: in an emulator of ELLA under a load of active
+signal and bus faults, cycle by cycle, on every non-CANopen bus map; with the same saturation and
+refusal counts for values beyond the signals' ranges and NaN. The per-stage clock (hil.runtime.stages)
+covers the whole cycle.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from firmware_bridge.messages import BusMap
+from firmware_bridge.signals import SensorOutput
+from hil.devices.sensors import SensorSuite
+from hil.dynamics.plant import Plant
+from hil.model.config import load_model
+from hil.runtime.sensor_frames import CompiledSensorFrames
+from hil.runtime.stages import STAGES, StageClock
+from tools import bench_loop
+
+ROOT = Path(__file__).resolve().parent.parent
+MAPS = ("serial_frame", "compact_fd", "compact_classic", "full_fd")
+CYCLES = 300
+
+
+@pytest.fixture(scope="module")
+def model():
+    return load_model(ROOT / "configs" / "ella.toml")
+
+
+def _checked(emu, bus: BusMap) -> list[int]:
+    """Let every call of the emulator's compiled encoder be checked against a reference SensorOutput
+    fed the same arguments; returns the list of frames compared, per call."""
+    ref = SensorOutput(bus, emu.plant.layout.joint_names)
+    ref.bind(emu.sensors.channel_names)
+    compiled = emu._sensor_frames
+    seen = []
+
+    def both(cycle, measured, status):
+        expected = ref.frames(cycle, measured.copy(), status)
+        got = compiled(cycle, measured, status)
+        assert got == expected, f"cycle {cycle}: compiled {got} != reference {expected}"
+        seen.append(len(got))
+        return got
+    emu._sensor_frames = both
+    return seen
+
+
+@pytest.mark.parametrize("name", MAPS)
+def test_sensor_frames_equal_the_reference_under_faults(model, name):
+    bus = BusMap.load(ROOT / "configs" / "bus" / f"{name}.toml")
+    emu, firmware = bench_loop._emulator(model, bus, "faulted", CYCLES)
+    seen = _checked(emu, bus)
+    for _ in range(CYCLES):
+        firmware.answer()
+        emu.step_once()
+    assert len(emu.faults.active()) >= 5               # the benchmark's fault load is on
+    assert len(seen) == CYCLES and sum(seen) > 0
+    assert emu.commands.reader.accepted == CYCLES      # the firmware decoded every frame and answered
+
+
+def test_saturation_refusal_and_nan_match_the_reference(model):
+    plant = Plant(model)
+    names = SensorSuite(plant).channel_names
+    rng = np.random.default_rng(7)
+    for name in MAPS:
+        bus = BusMap.load(ROOT / "configs" / "bus" / f"{name}.toml")
+        ref, out = (SensorOutput(bus, plant.layout.joint_names) for _ in range(2))
+        ref.bind(names)
+        out.bind(names)
+        compiled = CompiledSensorFrames(out, names)
+        for cycle in range(400):        # values from 1e-3 to 1e7 times unit scale: many beyond the ranges
+            measured = rng.normal(0.0, 10.0 ** rng.integers(-3, 8), len(names))
+            if cycle % 5 == 0:
+                measured[rng.integers(len(names))] = np.nan
+            status = int(rng.integers(0, 300))
+            assert compiled.frames(cycle, measured.copy(), status) == ref.frames(cycle, measured.copy(), status), \
+                (name, cycle)
+        assert ref.writer.saturated > 0 and ref.writer.refused > 0, name
+        assert (out.writer.saturated, out.writer.refused) == (ref.writer.saturated, ref.writer.refused), name
+
+
+def test_a_diverging_table_is_caught(model):
+    """The comparison above can fail: one signal's byte order flipped in the table changes the bytes."""
+    plant = Plant(model)
+    names = SensorSuite(plant).channel_names
+    bus = BusMap.load(ROOT / "configs" / "bus" / "compact_fd.toml")
+    ref, out = (SensorOutput(bus, plant.layout.joint_names) for _ in range(2))
+    ref.bind(names)
+    out.bind(names)
+    compiled = CompiledSensorFrames(out, names)
+    compiled._sig[0, 1] ^= 1
+    measured = np.arange(len(names), dtype=float) + 1000.0
+    assert compiled.frames(3, measured, 1) != ref.frames(3, measured, 1)
+
+
+def test_stage_clock_covers_the_cycle(model):
+    bus = BusMap.load(ROOT / "configs" / "bus" / "serial_frame.toml")
+    emu, firmware = bench_loop._emulator(model, bus, "models", 50)
+    emu.stage_clock = StageClock(20)
+    for _ in range(50):
+        firmware.answer()
+        emu.step_once()
+    d = emu.stage_clock.durations_us()
+    assert set(d) == {*STAGES, "cycle"} and all(len(v) == 20 for v in d.values())
+    assert all(np.all(d[s] >= 0) for s in STAGES) and np.all(d["plant"] > 0)
+    np.testing.assert_allclose(sum(d[s] for s in STAGES), d["cycle"])
