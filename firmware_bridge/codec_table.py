@@ -60,3 +60,35 @@ def encoder_table(codecs, sources: dict[str, int]) -> EncoderTable:
                          c.data_id, counter_row, c.counter_bits))
         ids.append((c.arbitration_id, c.is_fd, c.is_extended_id))
     return EncoderTable(tuple(messages), tuple(rows), tuple(values), tuple(ids))
+
+
+@dataclass(frozen=True)
+class DecoderTable:
+    """Rows of a decoder: per message its payload length, CRC kind, byte and Data ID, and its first
+    signal row and signal count; per signal its byte order, bit position, width, sign bit (0 for
+    unsigned and float32), whether it is a float32, and scale, offset and the raw range accepted
+    (Codec.decode's checks, in its order: length, CRC, then each signal's NaN and range)."""
+
+    message_rows: tuple[tuple[int, ...], ...]
+    signal_rows: tuple[tuple[int, ...], ...]
+    signal_values: tuple[tuple[float, ...], ...]
+    crc8: tuple[int, ...] = _CRC8
+    crc16: tuple[int, ...] = tuple(_CRC16_TABLE)
+
+
+DEC_LENGTH, DEC_CRC, DEC_CRC_BYTE, DEC_DATA_ID, DEC_FIRST, DEC_COUNT = range(6)
+DSIG_BIG, DSIG_SHIFT, DSIG_BITS, DSIG_SIGN, DSIG_FLOAT = range(5)
+DSIG_SCALE, DSIG_OFFSET, DSIG_RAW_MIN, DSIG_RAW_MAX = range(4)
+
+
+def decoder_table(codecs) -> DecoderTable:
+    """The decoder table of `codecs` (one row per codec, in order)."""
+    messages, rows, values = [], [], []
+    for c in codecs:
+        crc = CRC_NONE if c.crc_byte is None else (CRC_8 if c.crc == "crc8" else CRC_16)
+        messages.append((c.length, crc, -1 if c.crc_byte is None else c.crc_byte, c.data_id, len(rows),
+                         len(c.spec.signals)))
+        for big, shift, mask, sign, is_float, scale, offset, lo, hi in c._dec:
+            rows.append((int(big), shift, mask.bit_length(), sign, int(is_float)))
+            values.append((scale, offset, lo, hi))
+    return DecoderTable(tuple(messages), tuple(rows), tuple(values))

@@ -1,6 +1,8 @@
 """The compiled stages of the emulator's cycle against the Python reference they replace.
 
-The sensor frames (hil.runtime.sensor_frames: the bus map's codec table, firmware_bridge.codec_table,
+The command frames (hil.runtime.command_frames: the decoder table run by hil.kernels.frame_codec)
+must give the torques, verdicts and rejection counts of CommandInput.feed for genuine, damaged,
+forged, replayed and foreign frames. The sensor frames (hil.runtime.sensor_frames: the bus map's codec table, firmware_bridge.codec_table,
 run by hil.kernels.frame_codec) must be the bytes firmware_bridge.signals.SensorOutput.frames makes
 from the same measured channels, status and cycle: in an emulator of ELLA under a load of active
 signal and bus faults, cycle by cycle, on every non-CANopen bus map; with the same saturation and
@@ -14,11 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from firmware_bridge.link import Frame
 from firmware_bridge.messages import BusMap
-from firmware_bridge.signals import SensorOutput
+from firmware_bridge.signals import CommandInput, CommandOutput, SensorOutput
 from hil.devices.sensors import SensorSuite
 from hil.dynamics.plant import Plant
 from hil.model.config import load_model
+from hil.runtime.command_frames import CompiledCommandInput
 from hil.runtime.sensor_frames import CompiledSensorFrames
 from hil.runtime.stages import STAGES, StageClock
 from tools import bench_loop
@@ -110,3 +114,47 @@ def test_stage_clock_covers_the_cycle(model):
     assert set(d) == {*STAGES, "cycle"} and all(len(v) == 20 for v in d.values())
     assert all(np.all(d[s] >= 0) for s in STAGES) and np.all(d["plant"] > 0)
     np.testing.assert_allclose(sum(d[s] for s in STAGES), d["cycle"])
+
+
+def _mutations(rng, frames):
+    """Genuine command frames, and each one damaged in the ways a bus damages or forges frames:
+    a flipped bit, a wrong length, an unknown id, a replay, a frame of the other direction."""
+    for f in frames:
+        k = int(rng.integers(8))
+        data = bytearray(f.data)
+        if k == 0:
+            data[int(rng.integers(len(data)))] ^= 1 << int(rng.integers(8))
+            yield Frame(f.arbitration_id, bytes(data), f.is_fd, f.is_extended_id)
+        elif k == 1:
+            yield Frame(f.arbitration_id, bytes(data[:-1]), f.is_fd, f.is_extended_id)
+        elif k == 2:
+            yield Frame(0x7EE, bytes(data), f.is_fd, f.is_extended_id)
+        elif k == 3:
+            yield f
+            yield f
+        elif k == 4:
+            yield Frame(f.arbitration_id, rng.integers(0, 256, len(data), dtype=np.uint8).tobytes(), f.is_fd,
+                        f.is_extended_id)
+        else:
+            yield f
+
+
+@pytest.mark.parametrize("name", MAPS)
+def test_command_decoding_equals_the_reference(model, name):
+    bus = BusMap.load(ROOT / "configs" / "bus" / f"{name}.toml")
+    joints = [b.joint.name for b in model.bodies]
+    sender = CommandOutput(bus, joints)
+    ref, got = CommandInput(bus, joints), CommandInput(bus, joints)
+    compiled = CompiledCommandInput(got)
+    rng = np.random.default_rng(3)
+    foreign = SensorOutput(bus, joints)
+    foreign.bind(SensorSuite(Plant(model)).channel_names)
+    for cycle in range(400):
+        tau = rng.uniform(-1.2, 1.2, len(joints)) * sender.limit       # some beyond the range: saturated
+        frames = sender.frames(tau, cycle) + (foreign.frames(cycle, np.zeros(40), 1)[:1] if cycle % 9 == 0 else [])
+        for frame in _mutations(rng, frames):
+            assert compiled.feed(frame) == ref.feed(frame), (name, cycle, frame)
+            np.testing.assert_array_equal(got.tau, ref.tau)
+    assert got.counters() == ref.counters()
+    rejected = ref.counters()["rejected"]
+    assert rejected["crc"] + rejected["length"] > 0 and rejected["unknown_id"] > 0 and rejected["counter"] > 0, rejected

@@ -20,7 +20,11 @@ cycle (also the fault engine's cycle start and the bus fault layer).
   both see the same machine load, no firmware process to disturb them (--cycles, default 20000).
 
     python -m tools.bench_loop [--duration 60] [--links pty,udp,slcan] [--cpu 0] [--models] [--inprocess]
-                               [--cycles 20000] [--json]
+                               [--cycles 20000] [--rate10k [--firmware-cpu N]] [--json]
+
+* --rate10k: ELLA at 10 kHz (configs/ella_10khz.toml, configs/bus/udp_10khz.toml) in real time over
+  udp_loopback with the reference firmware for --duration: overruns, lateness, compute, I/O and
+  total percentiles, the command age, and the load average around the run.
     hil bench loop ...
 """
 from __future__ import annotations
@@ -56,16 +60,18 @@ LINKS = {
     "udp": ("configs/bus/compact_fd.toml", ["--link", "canfd:udp_loopback:{channel}"]),
     "slcan": ("configs/bus/compact_classic.toml", ["--link", "slcan-pty"]),
 }
+ARM_10KHZ, BUS_10KHZ = "configs/ella_10khz.toml", "configs/bus/udp_10khz.toml"
 OVERHEAD = "configs/scenarios/overhead.toml"
 MODEL_SETS = {"before": ["--ideal-sensors", "--ideal-drives"], "models": [], "faulted": ["--scenario", OVERHEAD]}
 WARMUP_CYCLES = 1000        # in-process: cycles run before timing (first calls, caches, branch predictors)
 BUDGET_US = 10.0            # what sensor, drive and fault models may add to a 1 ms cycle
 
 
-def run_once(link: str, duration: float, realtime: bool, cpu: int | None, extra: list[str] | None = None) -> dict:
-    bus, link_args = LINKS[link]
+def run_once(link: str, duration: float, realtime: bool, cpu: int | None, extra: list[str] | None = None,
+             arm: str = ARM, bus: str | None = None) -> dict:
+    map_path, link_args = LINKS[link]
     link_args = [a.format(channel=f"bench{os.getpid()}") for a in link_args]
-    cmd = [sys.executable, "-m", "hil", "run", ARM, "--bus", bus, *link_args, "--spawn-firmware",
+    cmd = [sys.executable, "-m", "hil", "run", arm, "--bus", bus or map_path, *link_args, "--spawn-firmware",
            "--duration", str(duration), "--json", *(extra or [])]
     if not realtime:
         cmd.append("--no-realtime")
@@ -75,6 +81,35 @@ def run_once(link: str, duration: float, realtime: bool, cpu: int | None, extra:
     if out.returncode != 0:
         return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"}
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def rate_10khz(duration: float, cpu: int | None, firmware_cpu: int | None) -> dict:
+    """ELLA at 10 kHz in real time over udp_loopback with the reference firmware: the summary of
+    `hil run`, the load average before and after (other processes share the machine)."""
+    before = os.getloadavg()
+    extra = [] if firmware_cpu is None else ["--firmware-cpu", str(firmware_cpu)]
+    s = run_once("udp", duration, True, cpu, extra, arm=ARM_10KHZ, bus=BUS_10KHZ)
+    s["loadavg_before"], s["loadavg_after"] = before, os.getloadavg()
+    return s
+
+
+def rate_rows(s: dict, duration: float) -> list[str]:
+    """Overruns, lateness, compute and total percentiles [us] of a rate_10khz run."""
+    if "error" in s:
+        return [f"10 kHz: failed: {s['error']}"]
+    t, p = s["timing"], s["pacer"]
+    rows = [f"10 kHz ({ARM_10KHZ}, {BUS_10KHZ}, udp_loopback, {duration:g} s, {s['cycles']} cycles), "
+            f"load average before {s['loadavg_before'][0]:.2f}, after {s['loadavg_after'][0]:.2f}:",
+            f"  overruns {p['overruns']} (max consecutive {p['max_consecutive']}, skipped periods "
+            f"{p.get('skipped_periods', 0)}); causes {s.get('overrun_causes')}"]
+    for series in ("lateness", "compute", "io", "total"):
+        q = t[series]
+        rows.append(f"  {series:9s} p50 {q['p50']:7.1f} p99 {q['p99']:7.1f} p99.9 {q['p99.9']:7.1f} max {q['max']:8.1f}")
+    fw = s.get("firmware_timing") or {}
+    age = fw.get("cmd_age_us", {})
+    rows.append(f"  command age p50 {age.get('p50', float('nan')):7.1f} p99 {age.get('p99', float('nan')):7.1f}; "
+                f"missed cycles {fw.get('missed_cycles')} of {s['cycles']}")
+    return rows
 
 
 def host() -> dict:
@@ -234,6 +269,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--inprocess", action="store_true",
                    help="the same comparison in this process, the emulators stepped in turn (no firmware process)")
     p.add_argument("--cycles", type=int, default=20000, help="--inprocess: timed cycles per emulator (default 20000)")
+    p.add_argument("--rate10k", action="store_true",
+                   help=f"ELLA at 10 kHz ({ARM_10KHZ}, {BUS_10KHZ}) in real time over udp_loopback for --duration: "
+                        "overruns and lateness percentiles")
+    p.add_argument("--firmware-cpu", type=int, default=None, help="--rate10k: pin the firmware here instead")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     cpu = None if args.cpu < 0 else args.cpu
@@ -242,7 +281,9 @@ def main(argv: list[str] | None = None) -> int:
         report["models"] = [models_comparison(link, args.duration, cpu) for link in args.links.split(",")]
     if args.inprocess:
         report["inprocess"] = inprocess_comparison(args.cycles)
-    if not (args.models or args.inprocess):
+    if args.rate10k:
+        report["rate10k"] = rate_10khz(args.duration, cpu, args.firmware_cpu)
+    if not (args.models or args.inprocess or args.rate10k):
         report["runs"] = {}
         for link in args.links.split(","):
             for realtime in (True, False):
@@ -271,6 +312,8 @@ def print_report(report: dict, duration: float) -> None:
         print(f"closed loop on {m['link']}, real time, {duration:g} s per run, {where}:")
         timing = {name: r if "error" in r else r["timing"] for name, r in m["runs"].items()}
         print("\n".join(comparison_rows(timing, m["difference_us"])))
+    if "rate10k" in report:
+        print("\n".join(rate_rows(report["rate10k"], duration)))
     if "inprocess" in report:
         ip = report["inprocess"]
         load = ", ".join(f"{name} {t['channels']} channels, {t['faults_active']} active faults"

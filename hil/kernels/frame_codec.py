@@ -110,3 +110,55 @@ def encode_frames(msg, sig, sigf, measured, status, cycle, counters, crc8, crc16
         if msg[m, MSG_COUNTER_ROW] >= 0:
             counters[m] = (counters[m] + 1) & ((1 << msg[m, MSG_COUNTER_BITS]) - 1)
     return saturated
+
+
+DEC_LENGTH, DEC_CRC, DEC_CRC_BYTE, DEC_DATA_ID, DEC_FIRST, DEC_COUNT = range(6)
+DSIG_BIG, DSIG_SHIFT, DSIG_BITS, DSIG_SIGN, DSIG_FLOAT = range(5)
+DSIG_SCALE, DSIG_OFFSET, DSIG_RAW_MIN, DSIG_RAW_MAX = range(4)
+OK, BAD_LENGTH, BAD_CRC, BAD_NAN, BAD_RANGE = range(5)     # decode_frame's verdicts
+
+
+@kernel
+def _bits(data, length, big, shift, bits):
+    """The `bits` bits at bit `shift` of the payload integer (little-endian, or big-endian)."""
+    raw = np.int64(0)
+    for b in range(bits):
+        pos = shift + b
+        byte = length - 1 - (pos >> 3) if big else pos >> 3
+        if (data[byte] >> (pos & 7)) & 1:
+            raw |= np.int64(1) << b
+    return raw
+
+
+@kernel
+def decode_frame(msg, sig, sigf, m, data, crc8, crc16, f32, u32, out):
+    """Message m's physical values from payload `data` into out[:count] (Codec.decode's checks and
+    order); returns OK or the first failed check (BAD_LENGTH, BAD_CRC, BAD_NAN, BAD_RANGE)."""
+    length = msg[m, DEC_LENGTH]
+    if len(data) != length:
+        return BAD_LENGTH
+    if msg[m, DEC_CRC] != 0:
+        k = msg[m, DEC_CRC_BYTE]
+        stored = np.int64(data[k])
+        if msg[m, DEC_CRC] == CRC_16:
+            stored |= np.int64(data[k + 1]) << 8
+        if stored != _crc(data, length, msg[m, DEC_CRC], k, msg[m, DEC_DATA_ID], crc8, crc16):
+            return BAD_CRC
+    first = msg[m, DEC_FIRST]
+    for j in range(msg[m, DEC_COUNT]):
+        i = first + j
+        raw = _bits(data, length, sig[i, DSIG_BIG], sig[i, DSIG_SHIFT], sig[i, DSIG_BITS])
+        if sig[i, DSIG_FLOAT]:
+            u32[0] = raw
+            r = np.float64(f32[0])
+            if r != r:
+                return BAD_NAN
+        else:
+            sign = sig[i, DSIG_SIGN]
+            if raw & sign:
+                raw -= sign << 1
+            r = np.float64(raw)
+        if not sigf[i, DSIG_RAW_MIN] <= r <= sigf[i, DSIG_RAW_MAX]:
+            return BAD_RANGE
+        out[j] = r * sigf[i, DSIG_SCALE] + sigf[i, DSIG_OFFSET]
+    return OK

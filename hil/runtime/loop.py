@@ -50,6 +50,7 @@ from hil.runtime.divergence import DivergenceGuard
 from hil.runtime.options import RuntimeOptions, Watchdog
 from hil.runtime.receive import ReceiveBudget
 from hil.runtime.start import await_first_command, check_period, link_poller
+from hil.runtime.command_frames import CompiledCommandInput
 from hil.runtime.sensor_frames import CompiledSensorFrames
 from hil.runtime.stages import StageClock
 from hil.runtime.stalls import Heartbeat, OverrunCauses
@@ -86,6 +87,7 @@ class Emulator:
         self.sensors = SensorSuite(plant, sensors, seed=options.seed, current_source=self.drives.current)
         sensors_out.bind(self.sensors.channel_names)
         self._sensor_frames = CompiledSensorFrames(sensors_out, self.sensors.channel_names).frames
+        self._feed = CompiledCommandInput(commands).feed
         # the faults' seed: the run's, else the scenario's, else the model's
         seed = next(s for s in (options.seed, scenario and scenario.seed, plant.asm.model.sensor_seed) if s is not None)
         self.faults = FaultEngine(self.sensors.channel_names, dt_s=plant.dt, seed=seed,
@@ -220,7 +222,7 @@ class Emulator:
 
     def take_command(self, frame: Frame) -> bool:
         """Feed a frame to the command reader; True if it was a valid command (its age tracked)."""
-        if not self.commands.feed(frame):
+        if not self._feed(frame):
             return False
         self.age.taken(int(frame.timestamp * 1e9) if frame.timestamp > 0 else time.monotonic_ns())
         return True
