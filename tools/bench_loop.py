@@ -17,7 +17,10 @@ cycle (also the fault engine's cycle start and the bus fault layer).
 * --models: the closed loop above, once per model set, one after the other, on each link (real time);
 * --inprocess: the emulators in this process, on in-memory links in afap mode with a firmware
   answering the holding torque between the cycles, stepped alternately cycle by cycle so that
-  both see the same machine load, no firmware process to disturb them (--cycles, default 20000).
+  both see the same machine load, no firmware process to disturb them (--cycles, default 20000);
+  a fourth emulator, "models, Python codecs", has the models and the Python reference codecs
+  (SensorOutput.frames, CommandInput.feed) in place of the compiled ones; each stage's p50 (p99) of
+  all four (hil.runtime.stages).
 
     python -m tools.bench_loop [--duration 60] [--links pty,udp,slcan] [--cpu 0] [--models] [--inprocess]
                                [--cycles 20000] [--rate10k [--firmware-cpu N]] [--json]
@@ -64,6 +67,7 @@ ARM_10KHZ, BUS_10KHZ = "configs/ella_10khz.toml", "configs/bus/udp_10khz.toml"
 OVERHEAD = "configs/scenarios/overhead.toml"
 MODEL_SETS = {"before": ["--ideal-sensors", "--ideal-drives"], "models": [], "faulted": ["--scenario", OVERHEAD]}
 WARMUP_CYCLES = 1000        # in-process: cycles run before timing (first calls, caches, branch predictors)
+PYTHON_CODECS = "models, Python codecs"    # in-process: "models" with SensorOutput.frames / CommandInput.feed
 BUDGET_US = 10.0            # what sensor, drive and fault models may add to a 1 ms cycle
 
 
@@ -148,7 +152,7 @@ def difference(before: dict, after: dict) -> dict | None:
 
 def differences(timing: dict) -> dict:
     """Each model set minus "before"."""
-    return {name: difference(timing["before"], t) for name, t in timing.items() if name != "before"}
+    return {name: difference(timing["before"], t) for name, t in timing.items() if name in MODEL_SETS and name != "before"}
 
 
 def models_comparison(link: str, duration: float, cpu: int | None) -> dict:
@@ -219,6 +223,9 @@ def inprocess_comparison(cycles: int, bus_path: str = LINKS["pty"][0]) -> dict:
     one's timing (Emulator.stats, step_once's own clock) over the last `cycles`."""
     model, bus = load_model(ROOT / ARM), BusMap.load(ROOT / bus_path)
     rigs = {name: _emulator(model, bus, name, WARMUP_CYCLES + cycles) for name in MODEL_SETS}
+    rigs[PYTHON_CODECS] = _emulator(model, bus, "models", WARMUP_CYCLES + cycles)
+    emu = rigs[PYTHON_CODECS][0]                 # the reference codecs the compiled ones replace
+    emu._sensor_frames, emu._feed = emu.sensors_out.frames, emu.commands.feed
     for emu, _ in rigs.values():
         emu.stage_clock = StageClock(WARMUP_CYCLES + cycles)
     gc.collect()
@@ -326,10 +333,10 @@ def print_report(report: dict, duration: float) -> None:
 def stage_rows(timing: dict) -> list[str]:
     """Each stage's p50 (p99) [us] per model set, the whole cycle last (hil.runtime.stages)."""
     names = list(timing)
-    rows = [f"  per stage, p50 (p99) [us]: {'':4s}" + "".join(f"{n:>20s}" for n in names)]
+    rows = [f"  per stage, p50 (p99) [us]: {'':4s}" + "".join(f"{n:>23s}" for n in names)]
     for stage in (*STAGES, "cycle"):
         rows.append(f"  {stage:31s}" + "".join(
-            f"{timing[n]['stages_us'][stage]['p50']:11.2f} ({timing[n]['stages_us'][stage]['p99']:6.1f})"
+            f"{timing[n]['stages_us'][stage]['p50']:14.2f} ({timing[n]['stages_us'][stage]['p99']:6.1f})"
             for n in names))
     return rows
 

@@ -133,6 +133,7 @@ class Emulator:
         self._safe_before = np.zeros(nj, bool)   # protocol: joints in the safe state last cycle
         self._braked = (self.drives.brake_torque > 0) & (options.safe_state == "brake")
         self._brakes_closed = np.zeros(nj, bool)   # by the safe state (watchdog trip or a stopped drive node)
+        self._any_braked, self._any_brake_closed = bool(self._braked.any()), False    # their any(), kept
         self.tau = np.zeros(nj)
         self.hold_q = plant.q().copy()
         self.hold_tau = plant.tau[:nj].copy()     # the torque holding the arm at start (Plant.equilibrium_eta)
@@ -264,12 +265,13 @@ class Emulator:
         drive node is in the safe state, open otherwise (through the fault engine, so that a brake
         fault's brake stays closed, and vice versa)."""
         nodes = self.protocol is not None and self.protocol.any_safe
-        if not (self.in_safe_state or nodes or self._brakes_closed.any()) or not self._braked.any():
+        if not (self.in_safe_state or nodes or self._any_brake_closed) or not self._any_braked:
             return
         want = self._braked & (self.in_safe_state | (self.protocol.safe if nodes else False))
         for k in np.flatnonzero(want != self._brakes_closed):
             self.faults.hold_brake(int(k), bool(want[k]))
         self._brakes_closed[:] = want
+        self._any_brake_closed = bool(want.any())
 
     def _status(self) -> int:
         status = StatusFlag.RUNNING
@@ -376,54 +378,42 @@ class Emulator:
         t0 = time.monotonic_ns()
         c0 = time.thread_time_ns()
         clk = self.stage_clock
-        if clk is not None:
-            clk.mark(0)
+        clk and clk.mark(0)
         self.faults.begin_cycle(self.cycle, self.plant.t)
-        if clk is not None:
-            clk.mark(1)
+        clk and clk.mark(1)
         frames = self._receive()
-        if clk is not None:
-            clk.mark(2)
+        clk and clk.mark(2)
         fresh = self._decode(frames)
         cmd_age_us = self.age.cycle_start(t0)
-        if clk is not None:
-            clk.mark(3)
+        clk and clk.mark(3)
         self._supervise(fresh)
         t1 = time.monotonic_ns()
-        if clk is not None:
-            clk.mark(4)
+        clk and clk.mark(4)
         tau = self.drives.update(self._applied_torque())
-        if clk is not None:
-            clk.mark(5)
+        clk and clk.mark(5)
         self.faults.stall()
         tau = self._step_plant(tau)
-        if clk is not None:
-            clk.mark(6)
+        clk and clk.mark(6)
         self.sensors.sample()
-        if clk is not None:
-            clk.mark(7)
+        clk and clk.mark(7)
         self.faults.apply_signals(self.sensors.measured, self.sensors.truth)
         self.cycle += 1
         t2 = time.monotonic_ns()
-        if clk is not None:
-            clk.mark(8)
+        clk and clk.mark(8)
         status = self._status()
         frames = self._encode(status & self._announced)
-        if clk is not None:
-            clk.mark(9)
+        clk and clk.mark(9)
         if self.opt.mode != "lockstep":     # commands that arrived while the plant stepped answer older frames
             self._read_into(self._early)
         self.send_sensors(frames)
         t3 = time.monotonic_ns()
-        if clk is not None:
-            clk.mark(10)
+        clk and clk.mark(10)
         if fresh and self.commands.arrival_s > 0:
             self.latency_ns[self.latency_count % len(self.latency_ns)] = t3 - int(self.commands.arrival_s * 1e9)
             self.latency_count += 1
         self._log(tau, status, lateness_ns, t2 - t1, (t1 - t0) + (t3 - t2), cmd_age_us)
         self.stats.record(lateness_ns, t2 - t1, (t1 - t0) + (t3 - t2), t3 - t0)
-        if clk is not None:
-            clk.mark(11)
+        clk and clk.mark(11)
         self._last_work = (t0, time.thread_time_ns() - c0, t2 - t1, (t1 - t0) + (t3 - t2))
 
     def _supervise(self, fresh: bool) -> None:
