@@ -253,8 +253,8 @@ def comparison_rows(timing: dict, diffs: dict) -> list[str]:
     def cells(t: dict, sign: str = "") -> str:
         return " | ".join(f"{series} p50 {t[series]['p50']:{sign}7.1f} p99 {t[series]['p99']:{sign}7.1f}"
                           for series in ("compute", "total"))
-    rows = [f"  {name:18s} " + (f"failed: {t['error']}" if "error" in t else cells(t)) for name, t in timing.items()]
-    rows += [f"  {name + ' - before':18s} " + cells(d, "+") for name, d in diffs.items() if d is not None]
+    rows = [f"  {name:22s} " + (f"failed: {t['error']}" if "error" in t else cells(t)) for name, t in timing.items()]
+    rows += [f"  {name + ' - before':22s} " + cells(d, "+") for name, d in diffs.items() if d is not None]
     if diffs.get("models") is not None:
         added = diffs["models"]["total"]["p50"]
         rows.append(f"  the models add {added:+.1f} us to the median cycle: "
