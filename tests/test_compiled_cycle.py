@@ -158,3 +158,104 @@ def test_command_decoding_equals_the_reference(model, name):
     assert got.counters() == ref.counters()
     rejected = ref.counters()["rejected"]
     assert rejected["crc"] + rejected["length"] > 0 and rejected["unknown_id"] > 0 and rejected["counter"] > 0, rejected
+
+
+PLANT_FAULTS = """
+[scenario]
+description = "plant, drive and signal faults early in the run"
+seed = 5
+[[fault]]
+name = "friction"
+kind = "friction"
+target = "elbow"
+friction_scale = 10.0
+  [fault.trigger]
+  at_s = 0.02
+  [fault.duration]
+  for_s = 0.1
+[[fault]]
+name = "kt"
+kind = "kt_loss"
+target = "base_yaw"
+kt_scale = 0.5
+  [fault.trigger]
+  at_s = 0.04
+[[fault]]
+name = "stiffness"
+kind = "stiffness_loss"
+target = "link2"
+stiffness_scale = 0.7
+  [fault.trigger]
+  at_s = 0.06
+[[fault]]
+name = "brake"
+kind = "brake"
+target = "shoulder_pitch"
+  [fault.trigger]
+  at_s = 0.1
+  [fault.duration]
+  for_s = 0.05
+[[fault]]
+name = "payload"
+kind = "payload_drop"
+target = "payload"
+  [fault.trigger]
+  at_s = 0.18
+[[fault]]
+name = "gyro_noise"
+kind = "noise"
+target = "imu_gz"
+sigma_rad_s = 0.02
+  [fault.trigger]
+  at_s = 0.01
+"""
+
+
+def _rig(model, bus, scenario_text: str):
+    from firmware_bridge.signals import CommandInput as Commands
+    from hil.faults.scenario import scenario_from_string
+    from hil.runtime.loop import Emulator, RuntimeOptions
+    plant = Plant(model)
+    plant.equilibrium_eta()
+    names = plant.layout.joint_names
+    here, there = bench_loop._MemoryEnd("emulator"), bench_loop._MemoryEnd("firmware")
+    here.peer, there.peer = there, here
+    emu = Emulator(plant, here, Commands(bus, names), SensorOutput(bus, names),
+                   RuntimeOptions(mode="afap", realtime=False, stats_capacity=100),
+                   scenario=scenario_from_string(scenario_text))
+    return emu, bench_loop._HoldingFirmware(bus, there, names, np.round(emu.hold_tau / 0.02) * 0.02)
+
+
+def test_fused_cycle_equals_the_separate_calls_under_plant_faults(model):
+    """Drives, plant step and sensors in one call (hil.runtime.fused_cycle) against DriveBank.update,
+    Plant.step and SensorSuite.sample one after the other: bit for bit, cycle by cycle, through a
+    friction, torque-constant, stiffness and payload fault, an engaged brake (the separate calls
+    then, and back) and a noise fault."""
+    bus = BusMap.load(ROOT / "configs" / "bus" / "full_fd.toml")
+    (fused, fw_a), (ref, fw_b) = _rig(model, bus, PLANT_FAULTS), _rig(model, bus, PLANT_FAULTS)
+    ref._fused = type("Never", (), {"applies": False})()
+    applied = []
+    for cycle in range(300):
+        applied.append(fused._fused.applies)
+        for emu, fw in ((fused, fw_a), (ref, fw_b)):
+            fw.answer()
+            emu.step_once()
+        for a, b in ((fused.plant.pos, ref.plant.pos), (fused.plant.vel, ref.plant.vel),
+                     (fused.sensors.measured, ref.sensors.measured), (fused.sensors.truth, ref.sensors.truth),
+                     (fused.drives._out, ref.drives._out), (fused.sensors.station_out, ref.sensors.station_out)):
+            assert a.tobytes() == b.tobytes(), f"cycle {cycle}"
+        assert fused.plant.t == ref.plant.t and fused.drives.torque_limited == ref.drives.torque_limited
+    assert sum(applied) > 200 and not all(applied)      # the brake switched to the separate calls and back
+    assert len(fused.faults.events) >= 6 and fused.faults.summary() == ref.faults.summary()
+
+
+def test_a_diverging_fused_cycle_is_caught(model):
+    """The comparison above can fail: the fused call with the sensors' noise left undrawn differs."""
+    bus = BusMap.load(ROOT / "configs" / "bus" / "full_fd.toml")
+    (fused, fw_a), (ref, fw_b) = _rig(model, bus, PLANT_FAULTS), _rig(model, bus, PLANT_FAULTS)
+    ref._fused = type("Never", (), {"applies": False})()
+    fused.sensors.rng = np.random.default_rng(99)
+    for emu, fw in ((fused, fw_a), (ref, fw_b)):
+        fw.answer()
+        emu.step_once()
+    assert fused.sensors.measured.tobytes() != ref.sensors.measured.tobytes()

@@ -44,13 +44,15 @@ from hil.devices.drives import DriveBank
 from hil.faults.engine import FaultEngine, bus_encoding, encoder_counter_bits
 from hil.model.spec import INTERFACE_VOLTAGE
 from hil.dynamics.plant import Plant, SimulationError, wrench_columns
+from hil.kernels.cycle import OK
 from hil.runtime.command_age import CommandAge
-from hil.runtime.realtime import CycleStats, OverrunHalt, Pacer, RealtimeSetup
+from hil.runtime.realtime import CycleStats, OverrunHalt, Pacer, RealtimeSetup, _series_summary
 from hil.runtime.divergence import DivergenceGuard
 from hil.runtime.options import RuntimeOptions, Watchdog
 from hil.runtime.receive import ReceiveBudget
 from hil.runtime.start import await_first_command, check_period, link_poller
 from hil.runtime.command_frames import CompiledCommandInput
+from hil.runtime.fused_cycle import FusedCycle
 from hil.runtime.sensor_frames import CompiledSensorFrames
 from hil.runtime.stages import StageClock
 from hil.runtime.stalls import Heartbeat, OverrunCauses
@@ -122,6 +124,7 @@ class Emulator:
         self._rejected_now = False          # a command frame was rejected this cycle
         self._received: list[Frame] = []    # this cycle's frames (reused)
         self.divergence = DivergenceGuard(plant, self.drives)
+        self._fused = FusedCycle(plant, self.drives, self.sensors, self.divergence)
         self.overrun_causes = OverrunCauses(options.period_s, None)
         self._last_work: tuple[int, int, int, int] | None = None   # last cycle: start, CPU, compute, I/O ns
         self.diverged = False               # latched: the plant blew up, the safe state holds to the end
@@ -317,6 +320,18 @@ class Emulator:
         self.plant.step(tau)
         return tau
 
+    def _fused_step(self, command: np.ndarray) -> np.ndarray:
+        """The cycle's compute in one call (hil.runtime.fused_cycle); a failed step is computed
+        again by _step_plant from the state before it (the same failure, then its recovery)."""
+        self.faults.stall()
+        self.divergence.keep()
+        if self._fused.step(command, self.cycle) == OK:
+            return self.drives.tau
+        self.divergence.restore()
+        tau = self._step_plant(self.drives.tau)
+        self.sensors.sample(draw=False)
+        return tau
+
     def _encode(self, status: int) -> list[Frame]:
         """Frames from the measured sensor channels (after any change a fault engine made to them)."""
         measured = self.sensors.measured
@@ -389,13 +404,17 @@ class Emulator:
         self._supervise(fresh)
         t1 = time.monotonic_ns()
         clk and clk.mark(4)
-        tau = self.drives.update(self._applied_torque())
-        clk and clk.mark(5)
-        self.faults.stall()
-        tau = self._step_plant(tau)
-        clk and clk.mark(6)
-        self.sensors.sample()
-        clk and clk.mark(7)
+        if self._fused.applies:                 # drives, plant, sensors: one call
+            tau = self._fused_step(self._applied_torque())
+            clk and clk.mark(5, through=7)
+        else:
+            tau = self.drives.update(self._applied_torque())
+            clk and clk.mark(5)
+            self.faults.stall()
+            tau = self._step_plant(tau)
+            clk and clk.mark(6)
+            self.sensors.sample()
+            clk and clk.mark(7)
         self.faults.apply_signals(self.sensors.measured, self.sensors.truth)
         self.cycle += 1
         t2 = time.monotonic_ns()
@@ -576,8 +595,4 @@ class Emulator:
 
     def _latency_summary(self) -> dict:
         n = min(self.latency_count, len(self.latency_ns))
-        if n == 0:
-            return {"count": 0}
-        v = self.latency_ns[:n] * 1e-3
-        return {"count": self.latency_count, "min": float(v.min()), "p50": float(np.percentile(v, 50)),
-                "p99": float(np.percentile(v, 99)), "p99.9": float(np.percentile(v, 99.9)), "max": float(v.max())}
+        return {"count": self.latency_count} | (_series_summary(self.latency_ns[:n]) if n else {})

@@ -27,9 +27,10 @@ class StageClock:
         self.count = 0
         self._row = self.ns[0]
 
-    def mark(self, stage: int) -> None:
-        """The time now as the start of `stage` (len(STAGES): the cycle's end, which closes the row)."""
-        self._row[stage] = time.perf_counter_ns()
+    def mark(self, stage: int, through: int | None = None) -> None:
+        """The time now as the start of `stage` (len(STAGES): the cycle's end, which closes the row);
+        `through`: also of the stages up to that one (stages fused into the one before them)."""
+        self._row[stage:(stage if through is None else through) + 1] = time.perf_counter_ns()
         if stage == len(STAGES):
             self.count += 1
             self._row = self.ns[self.count % len(self.ns)]
