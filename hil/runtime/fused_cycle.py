@@ -23,6 +23,7 @@ class FusedCycle:
         self.plant, self.drives, self.sensors = plant, drives, sensors
         nj = plant.layout.n_joints
         self._drive_args = (drives._par, drives._vidx, drives.kt_scale, drives._out, drives.limited)
+        self.guard = guard
         self._reach = np.ascontiguousarray(guard._reach)
         self._eta0 = nj
         self._sense_args = sensors._tables[1:] + (sensors.measured,)     # fj ... sampled, then measured
@@ -35,9 +36,10 @@ class FusedCycle:
 
     def step(self, command: np.ndarray, cycle: int) -> int:
         """One cycle with the drives' `command`; on OK the plant, drives and sensors have advanced as
-        with the separate calls, otherwise the drives have and the plant holds the failed step."""
+        with the separate calls, otherwise the drives have and the plant is back before the step."""
         p, s, d = self.plant, self.sensors, self.drives
         par, vidx, kt, out, limited = self._drive_args
+        self.guard.keep()
         s.rng.standard_normal(out=s._z)
         verdict, d.torque_limited = drive_step_sense(
             par, command, vidx, kt, out, limited, *p._kernel, p.t, p.pos, p.vel, p.tau, p.dt, p.plan.substeps,
@@ -46,4 +48,6 @@ class FusedCycle:
         p.t += p.dt
         if verdict == OK:
             s.step_count += 1
+        else:
+            self.guard.restore()
         return verdict

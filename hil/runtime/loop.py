@@ -6,9 +6,10 @@ logger thread through a bounded queue, so file I/O never runs in the loop. One c
 faults); receive the frames (through the link's fault layer); decode the commands; supervise
 (command watchdog, safe-state poses, holding brakes); drives (command -> link-side torque); a
 stall fault; the plant step; sensor sampling; signal faults on the measured channels; encode the
-sensor frames; send them (bus faults and output delay act there); log. Modes: `realtime`
-(fixed period), `afap` (as fast as possible) and `lockstep` (one step per received command
-frame, deterministic).
+sensor frames; send them (bus faults and output delay act there); log. Decoding, encoding and the
+drives-plant-sensors compute run compiled (hil.runtime.command_frames, sensor_frames, fused_cycle;
+hil.runtime.stages times each stage). Modes: `realtime` (fixed period), `afap` (as fast as
+possible) and `lockstep` (one step per received command frame, deterministic).
 
 Start and silence (hil.runtime.start): until the first valid command the first sensor frames go
 out again now and then; realtime and afap start their clock then (unless `start = "immediately"`),
@@ -324,10 +325,8 @@ class Emulator:
         """The cycle's compute in one call (hil.runtime.fused_cycle); a failed step is computed
         again by _step_plant from the state before it (the same failure, then its recovery)."""
         self.faults.stall()
-        self.divergence.keep()
         if self._fused.step(command, self.cycle) == OK:
             return self.drives.tau
-        self.divergence.restore()
         tau = self._step_plant(self.drives.tau)
         self.sensors.sample(draw=False)
         return tau
@@ -404,9 +403,10 @@ class Emulator:
         self._supervise(fresh)
         t1 = time.monotonic_ns()
         clk and clk.mark(4)
-        if self._fused.applies:                 # drives, plant, sensors: one call
+        if self._fused.applies:                 # drives, plant, sensors: one call (the "plant" stage)
+            clk and clk.mark(5)
             tau = self._fused_step(self._applied_torque())
-            clk and clk.mark(5, through=7)
+            clk and clk.mark(6, through=7)
         else:
             tau = self.drives.update(self._applied_torque())
             clk and clk.mark(5)
