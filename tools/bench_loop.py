@@ -18,12 +18,13 @@ cycle (also the fault engine's cycle start and the bus fault layer).
 * --inprocess: the emulators in this process, on in-memory links in afap mode with a firmware
   answering the holding torque between the cycles, stepped alternately cycle by cycle so that
   both see the same machine load, no firmware process to disturb them (--cycles, default 20000);
-  a fourth emulator, "models, Python codecs", has the models and the Python reference codecs
-  (SensorOutput.frames, CommandInput.feed) in place of the compiled ones; each stage's p50 (p99) of
-  all four (hil.runtime.stages).
+  a fourth emulator, "models, Python stages", has the models with the stages the compiled cycle
+  replaces run as before: DriveBank.update, Plant.step, SensorSuite.sample one after the other and
+  the Python codecs (CommandInput.feed, SensorOutput.frames); each stage's p50 (p99) of all four
+  (hil.runtime.stages).
 
     python -m tools.bench_loop [--duration 60] [--links pty,udp,slcan] [--cpu 0] [--models] [--inprocess]
-                               [--cycles 20000] [--rate10k [--firmware-cpu N]] [--json]
+                               [--cycles 20000] [--arm PRESET] [--bus MAP] [--rate10k [--firmware-cpu N]] [--json]
 
 * --rate10k: ELLA at 10 kHz (configs/ella_10khz.toml, configs/bus/udp_10khz.toml) in real time over
   udp_loopback with the reference firmware for --duration: overruns, lateness, compute, I/O and
@@ -67,7 +68,7 @@ ARM_10KHZ, BUS_10KHZ = "configs/ella_10khz.toml", "configs/bus/udp_10khz.toml"
 OVERHEAD = "configs/scenarios/overhead.toml"
 MODEL_SETS = {"before": ["--ideal-sensors", "--ideal-drives"], "models": [], "faulted": ["--scenario", OVERHEAD]}
 WARMUP_CYCLES = 1000        # in-process: cycles run before timing (first calls, caches, branch predictors)
-PYTHON_CODECS = "models, Python codecs"    # in-process: "models" with SensorOutput.frames / CommandInput.feed
+PYTHON_STAGES = "models, Python stages"    # in-process: "models" with the separate calls and Python codecs
 BUDGET_US = 10.0            # what sensor, drive and fault models may add to a 1 ms cycle
 
 
@@ -218,14 +219,14 @@ def _emulator(model, bus, models: str, capacity: int):
     return emu, _HoldingFirmware(bus, there, names, hold)
 
 
-def inprocess_comparison(cycles: int, bus_path: str = LINKS["pty"][0]) -> dict:
+def inprocess_comparison(cycles: int, bus_path: str = LINKS["pty"][0], arm: str = ARM) -> dict:
     """The emulators of each model set stepped in turn for WARMUP_CYCLES + `cycles` cycles; each
     one's timing (Emulator.stats, step_once's own clock) over the last `cycles`."""
-    model, bus = load_model(ROOT / ARM), BusMap.load(ROOT / bus_path)
+    model, bus = load_model(ROOT / arm), BusMap.load(ROOT / bus_path)
     rigs = {name: _emulator(model, bus, name, WARMUP_CYCLES + cycles) for name in MODEL_SETS}
-    rigs[PYTHON_CODECS] = _emulator(model, bus, "models", WARMUP_CYCLES + cycles)
-    emu = rigs[PYTHON_CODECS][0]                 # the reference codecs the compiled ones replace
-    emu._sensor_frames, emu._feed = emu.sensors_out.frames, emu.commands.feed
+    rigs[PYTHON_STAGES] = _emulator(model, bus, "models", WARMUP_CYCLES + cycles)
+    emu = rigs[PYTHON_STAGES][0]                 # the Python stages the compiled ones replace
+    emu._sensor_frames, emu._feed, emu._fused.enabled = emu.sensors_out.frames, emu.commands.feed, False
     for emu, _ in rigs.values():
         emu.stage_clock = StageClock(WARMUP_CYCLES + cycles)
     gc.collect()
@@ -244,7 +245,7 @@ def inprocess_comparison(cycles: int, bus_path: str = LINKS["pty"][0]) -> dict:
                                      for stage, d in stages.items()}
         timing[name]["channels"] = len(emu.sensors.channel_names)
         timing[name]["faults_active"] = len(emu.faults.active())
-    return {"bus": bus_path, "cycles": cycles, "timing": timing, "difference_us": differences(timing)}
+    return {"arm": arm, "bus": bus_path, "cycles": cycles, "timing": timing, "difference_us": differences(timing)}
 
 
 def comparison_rows(timing: dict, diffs: dict) -> list[str]:
@@ -276,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--inprocess", action="store_true",
                    help="the same comparison in this process, the emulators stepped in turn (no firmware process)")
     p.add_argument("--cycles", type=int, default=20000, help="--inprocess: timed cycles per emulator (default 20000)")
+    p.add_argument("--arm", default=ARM, help=f"--inprocess: the preset (default {ARM}; e.g. {ARM_10KHZ})")
+    p.add_argument("--bus", default=LINKS["pty"][0], help=f"--inprocess: the bus map (default {LINKS['pty'][0]})")
     p.add_argument("--rate10k", action="store_true",
                    help=f"ELLA at 10 kHz ({ARM_10KHZ}, {BUS_10KHZ}) in real time over udp_loopback for --duration: "
                         "overruns and lateness percentiles")
@@ -287,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.models:
         report["models"] = [models_comparison(link, args.duration, cpu) for link in args.links.split(",")]
     if args.inprocess:
-        report["inprocess"] = inprocess_comparison(args.cycles)
+        report["inprocess"] = inprocess_comparison(args.cycles, args.bus, args.arm)
     if args.rate10k:
         report["rate10k"] = rate_10khz(args.duration, cpu, args.firmware_cpu)
     if not (args.models or args.inprocess or args.rate10k):
@@ -325,7 +328,7 @@ def print_report(report: dict, duration: float) -> None:
         ip = report["inprocess"]
         load = ", ".join(f"{name} {t['channels']} channels, {t['faults_active']} active faults"
                          for name, t in ip["timing"].items())
-        print(f"in process, afap, {ip['bus']}, {ip['cycles']} cycles each, stepped alternately ({load}):")
+        print(f"in process, afap, {ip['arm']}, {ip['bus']}, {ip['cycles']} cycles each, stepped alternately ({load}):")
         print("\n".join(comparison_rows(ip["timing"], ip["difference_us"])))
         print("\n".join(stage_rows(ip["timing"])))
 

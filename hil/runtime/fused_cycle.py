@@ -24,15 +24,17 @@ class FusedCycle:
         nj = plant.layout.n_joints
         self._drive_args = (drives._par, drives._vidx, drives.kt_scale, drives._out, drives.limited)
         self.guard = guard
+        self.enabled = True             # False: always the separate calls (the reference, for comparisons)
         self._reach = np.ascontiguousarray(guard._reach)
         self._eta0 = nj
         self._sense_args = sensors._tables[1:] + (sensors.measured,)     # fj ... sampled, then measured
 
     @property
     def applies(self) -> bool:
-        """No brake engaged, the ABA formulation, output stations set (SensorSuite sets them)."""
+        """Enabled, no brake engaged, the ABA formulation, output stations set (SensorSuite sets them)."""
         p = self.plant
-        return not self.drives._braking and p._step_and_sample is step_and_sample and p._out_index is not None
+        return (self.enabled and not self.drives._braking and p._step_and_sample is step_and_sample
+                and p._out_index is not None)
 
     def step(self, command: np.ndarray, cycle: int) -> int:
         """One cycle with the drives' `command`; on OK the plant, drives and sensors have advanced as
