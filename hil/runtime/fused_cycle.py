@@ -28,6 +28,20 @@ class FusedCycle:
         self._reach = np.ascontiguousarray(guard._reach)
         self._eta0 = nj
         self._sense_args = sensors._tables[1:] + (sensors.measured,)     # fj ... sampled, then measured
+        self._warm_up()
+
+    def _warm_up(self) -> None:
+        """Compile (or load from the cache) and run the call once before real time, on copies of
+        every state it advances; the plant's work arrays are then solved again at its state."""
+        p, d, s = self.plant, self.drives, self.sensors
+        par, vidx, kt, out, limited = self._drive_args
+        fj, current, z, ich, fch, sf, si, gi, gm, lin_idx, lin_coef, axis, truth, sampled, measured = self._sense_args
+        drive_step_sense(par, np.zeros(len(limited)), vidx, kt, out.copy(), limited.copy(), *p._kernel, p.t,
+                         p.pos.copy(), p.vel.copy(), p.tau.copy(), p.dt, p.plan.substeps, p._method, p._out_index,
+                         p.station_out.copy(), True, self._eta0, self._reach, s.step_count + 1, fj, current, z, ich,
+                         fch, sf.copy(), si.copy(), gi, gm, lin_idx, lin_coef, axis, truth.copy(), sampled.copy(),
+                         measured.copy())
+        p.evaluate()
 
     @property
     def applies(self) -> bool:

@@ -90,7 +90,8 @@ class Emulator:
         self.sensors = SensorSuite(plant, sensors, seed=options.seed, current_source=self.drives.current)
         sensors_out.bind(self.sensors.channel_names)
         self._sensor_frames = CompiledSensorFrames(sensors_out, self.sensors.channel_names).frames
-        self._feed = CompiledCommandInput(commands).feed
+        # a CANopen map's RPDOs go through their node's PDO mapping (PdoCommandInput), in Python
+        self._feed = CompiledCommandInput(commands).feed if type(commands) is CommandInput else commands.feed
         # the faults' seed: the run's, else the scenario's, else the model's
         seed = next(s for s in (options.seed, scenario and scenario.seed, plant.asm.model.sensor_seed) if s is not None)
         self.faults = FaultEngine(self.sensors.channel_names, dt_s=plant.dt, seed=seed,
