@@ -225,9 +225,10 @@ class SensorOutput:
         self._channels: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
     def _slots(self, names: set[str]) -> list[tuple[np.ndarray, int]]:
-        """(value array, index) of every written signal named in `names`."""
+        """(value array, index) of every written signal named in `names` (not a message's counter:
+        the writer puts the rolling counter there, so a cycle beyond its range saturates nothing)."""
         return [(self.writer.values[id(c)], i) for c in self.writer.codecs
-                for i, n in enumerate(c.signal_names) if n in names]
+                for i, n in enumerate(c.signal_names) if n in names and i != c.counter_index]
 
     def bind(self, channel_names: list[str]) -> None:
         """Build the slots: per message, the signal positions and the channels that fill them."""

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from hil.cli.main import main as hil_main
+from hil.runtime.stages import STAGES
 from tools import bench_checkouts, bench_components, bench_kernel, bench_loop
 
 
@@ -160,6 +161,19 @@ def test_loop_bench_inprocess_reports_every_model_set(capsys):
             for q in ("p50", "p99"):
                 assert 0 < t[name][series][q] < math.inf
                 assert ip["difference_us"][name][series][q] == pytest.approx(t[name][series][q] - t["before"][series][q])
+    python = t[bench_loop.PYTHON_STAGES]["stages_us"]        # every replaced stage in Python, for comparison
+    assert python["sensors"]["p50"] > 0 and t["models"]["stages_us"]["sensors"]["p50"] < python["sensors"]["p50"]
+    for name in t:
+        assert set(t[name]["stages_us"]) == {*STAGES, "cycle"}
+
+
+def test_loop_bench_rate10k_reports_overruns_and_lateness(capsys):
+    assert bench_loop.main(["--rate10k", "--duration", "0.3", "--cpu", "-1", "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)["rate10k"]
+    assert "error" not in s, s
+    assert s["cycles"] == 3000 and "overruns" in s["pacer"] and s["timing"]["lateness"]["p99"] is not None
+    assert len(s["loadavg_before"]) == 3
+    assert any("10 kHz" in row for row in bench_loop.rate_rows(s, 0.3))
 
 
 def test_checkout_bench_times_the_loop_of_each_checkout(capsys):

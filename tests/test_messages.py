@@ -16,7 +16,7 @@ from firmware_bridge.messages import (
 from config_schema import ConfigError
 
 BUS_DIR = Path("configs/bus")
-PRESETS = ("compact_classic", "compact_fd", "canopen_cst", "serial_frame", "full_fd")
+PRESETS = ("compact_classic", "compact_fd", "canopen_cst", "serial_frame", "full_fd", "udp_10khz")
 JOINTS = ("base_yaw", "shoulder_pitch", "elbow")
 
 
@@ -58,7 +58,7 @@ def test_preset_loads_with_emulator_signal_names(name):
         assert bus.find(f"enc_{j}")[0][0].direction == "to_firmware"
     for axis in ("ax", "ay", "az", "gx", "gy", "gz"):
         assert bus.find(f"imu_{axis}")[0][0].direction == "to_firmware"
-    assert bus.cycle_s == 0.001
+    assert bus.cycle_s == (1e-4 if name == "udp_10khz" else 0.001)      # 10 kHz, else 1 kHz
 
 
 @pytest.mark.parametrize("name", PRESETS)

@@ -17,10 +17,18 @@ cycle (also the fault engine's cycle start and the bus fault layer).
 * --models: the closed loop above, once per model set, one after the other, on each link (real time);
 * --inprocess: the emulators in this process, on in-memory links in afap mode with a firmware
   answering the holding torque between the cycles, stepped alternately cycle by cycle so that
-  both see the same machine load, no firmware process to disturb them (--cycles, default 20000).
+  both see the same machine load, no firmware process to disturb them (--cycles, default 20000);
+  a fourth emulator, "models, Python stages", has the models with the stages the compiled cycle
+  replaces run as before: DriveBank.update, Plant.step, SensorSuite.sample one after the other and
+  the Python codecs (CommandInput.feed, SensorOutput.frames); each stage's p50 (p99) of all four
+  (hil.runtime.stages).
 
     python -m tools.bench_loop [--duration 60] [--links pty,udp,slcan] [--cpu 0] [--models] [--inprocess]
-                               [--cycles 20000] [--json]
+                               [--cycles 20000] [--arm PRESET] [--bus MAP] [--rate10k [--firmware-cpu N]] [--json]
+
+* --rate10k: ELLA at 10 kHz (configs/ella_10khz.toml, configs/bus/udp_10khz.toml) in real time over
+  udp_loopback with the reference firmware for --duration: overruns, lateness, compute, I/O and
+  total percentiles, the command age, and the load average around the run.
     hil bench loop ...
 """
 from __future__ import annotations
@@ -45,6 +53,7 @@ from hil.devices.drives import DriveBank
 from hil.dynamics.plant import Plant
 from hil.runtime.realtime import SERIES
 from hil.runtime.loop import Emulator, RuntimeOptions
+from hil.runtime.stages import STAGES, StageClock
 from hil.faults.scenario import load_scenario
 from hil.model.sensor_specs import default_sensors
 
@@ -55,16 +64,19 @@ LINKS = {
     "udp": ("configs/bus/compact_fd.toml", ["--link", "canfd:udp_loopback:{channel}"]),
     "slcan": ("configs/bus/compact_classic.toml", ["--link", "slcan-pty"]),
 }
+ARM_10KHZ, BUS_10KHZ = "configs/ella_10khz.toml", "configs/bus/udp_10khz.toml"
 OVERHEAD = "configs/scenarios/overhead.toml"
 MODEL_SETS = {"before": ["--ideal-sensors", "--ideal-drives"], "models": [], "faulted": ["--scenario", OVERHEAD]}
 WARMUP_CYCLES = 1000        # in-process: cycles run before timing (first calls, caches, branch predictors)
+PYTHON_STAGES = "models, Python stages"    # in-process: "models" with the separate calls and Python codecs
 BUDGET_US = 10.0            # what sensor, drive and fault models may add to a 1 ms cycle
 
 
-def run_once(link: str, duration: float, realtime: bool, cpu: int | None, extra: list[str] | None = None) -> dict:
-    bus, link_args = LINKS[link]
+def run_once(link: str, duration: float, realtime: bool, cpu: int | None, extra: list[str] | None = None,
+             arm: str = ARM, bus: str | None = None) -> dict:
+    map_path, link_args = LINKS[link]
     link_args = [a.format(channel=f"bench{os.getpid()}") for a in link_args]
-    cmd = [sys.executable, "-m", "hil", "run", ARM, "--bus", bus, *link_args, "--spawn-firmware",
+    cmd = [sys.executable, "-m", "hil", "run", arm, "--bus", bus or map_path, *link_args, "--spawn-firmware",
            "--duration", str(duration), "--json", *(extra or [])]
     if not realtime:
         cmd.append("--no-realtime")
@@ -74,6 +86,35 @@ def run_once(link: str, duration: float, realtime: bool, cpu: int | None, extra:
     if out.returncode != 0:
         return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"}
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def rate_10khz(duration: float, cpu: int | None, firmware_cpu: int | None) -> dict:
+    """ELLA at 10 kHz in real time over udp_loopback with the reference firmware: the summary of
+    `hil run`, the load average before and after (other processes share the machine)."""
+    before = os.getloadavg()
+    extra = [] if firmware_cpu is None else ["--firmware-cpu", str(firmware_cpu)]
+    s = run_once("udp", duration, True, cpu, extra, arm=ARM_10KHZ, bus=BUS_10KHZ)
+    s["loadavg_before"], s["loadavg_after"] = before, os.getloadavg()
+    return s
+
+
+def rate_rows(s: dict, duration: float) -> list[str]:
+    """Overruns, lateness, compute and total percentiles [us] of a rate_10khz run."""
+    if "error" in s:
+        return [f"10 kHz: failed: {s['error']}"]
+    t, p = s["timing"], s["pacer"]
+    rows = [f"10 kHz ({ARM_10KHZ}, {BUS_10KHZ}, udp_loopback, {duration:g} s, {s['cycles']} cycles), "
+            f"load average before {s['loadavg_before'][0]:.2f}, after {s['loadavg_after'][0]:.2f}:",
+            f"  overruns {p['overruns']} (max consecutive {p['max_consecutive']}, skipped periods "
+            f"{p.get('skipped_periods', 0)}); causes {s.get('overrun_causes')}"]
+    for series in ("lateness", "compute", "io", "total"):
+        q = t[series]
+        rows.append(f"  {series:9s} p50 {q['p50']:7.1f} p99 {q['p99']:7.1f} p99.9 {q['p99.9']:7.1f} max {q['max']:8.1f}")
+    fw = s.get("firmware_timing") or {}
+    age = fw.get("cmd_age_us", {})
+    rows.append(f"  command age p50 {age.get('p50', float('nan')):7.1f} p99 {age.get('p99', float('nan')):7.1f}; "
+                f"missed cycles {fw.get('missed_cycles')} of {s['cycles']}")
+    return rows
 
 
 def host() -> dict:
@@ -112,7 +153,7 @@ def difference(before: dict, after: dict) -> dict | None:
 
 def differences(timing: dict) -> dict:
     """Each model set minus "before"."""
-    return {name: difference(timing["before"], t) for name, t in timing.items() if name != "before"}
+    return {name: difference(timing["before"], t) for name, t in timing.items() if name in MODEL_SETS and name != "before"}
 
 
 def models_comparison(link: str, duration: float, cpu: int | None) -> dict:
@@ -178,11 +219,16 @@ def _emulator(model, bus, models: str, capacity: int):
     return emu, _HoldingFirmware(bus, there, names, hold)
 
 
-def inprocess_comparison(cycles: int, bus_path: str = LINKS["pty"][0]) -> dict:
+def inprocess_comparison(cycles: int, bus_path: str = LINKS["pty"][0], arm: str = ARM) -> dict:
     """The emulators of each model set stepped in turn for WARMUP_CYCLES + `cycles` cycles; each
     one's timing (Emulator.stats, step_once's own clock) over the last `cycles`."""
-    model, bus = load_model(ROOT / ARM), BusMap.load(ROOT / bus_path)
+    model, bus = load_model(ROOT / arm), BusMap.load(ROOT / bus_path)
     rigs = {name: _emulator(model, bus, name, WARMUP_CYCLES + cycles) for name in MODEL_SETS}
+    rigs[PYTHON_STAGES] = _emulator(model, bus, "models", WARMUP_CYCLES + cycles)
+    emu = rigs[PYTHON_STAGES][0]                 # the Python stages the compiled ones replace
+    emu._sensor_frames, emu._feed, emu._fused.enabled = emu.sensors_out.frames, emu.commands.feed, False
+    for emu, _ in rigs.values():
+        emu.stage_clock = StageClock(WARMUP_CYCLES + cycles)
     gc.collect()
     for _ in range(WARMUP_CYCLES + cycles):
         for emu, firmware in rigs.values():
@@ -194,9 +240,12 @@ def inprocess_comparison(cycles: int, bus_path: str = LINKS["pty"][0]) -> dict:
         timing[name] = {series: {"p50": float(np.percentile(data[series], 50)),
                                  "p99": float(np.percentile(data[series], 99)), "mean": float(data[series].mean())}
                         for series in ("compute", "total")}
+        stages = emu.stage_clock.durations_us(skip=WARMUP_CYCLES)
+        timing[name]["stages_us"] = {stage: {"p50": float(np.percentile(d, 50)), "p99": float(np.percentile(d, 99))}
+                                     for stage, d in stages.items()}
         timing[name]["channels"] = len(emu.sensors.channel_names)
         timing[name]["faults_active"] = len(emu.faults.active())
-    return {"bus": bus_path, "cycles": cycles, "timing": timing, "difference_us": differences(timing)}
+    return {"arm": arm, "bus": bus_path, "cycles": cycles, "timing": timing, "difference_us": differences(timing)}
 
 
 def comparison_rows(timing: dict, diffs: dict) -> list[str]:
@@ -205,8 +254,8 @@ def comparison_rows(timing: dict, diffs: dict) -> list[str]:
     def cells(t: dict, sign: str = "") -> str:
         return " | ".join(f"{series} p50 {t[series]['p50']:{sign}7.1f} p99 {t[series]['p99']:{sign}7.1f}"
                           for series in ("compute", "total"))
-    rows = [f"  {name:18s} " + (f"failed: {t['error']}" if "error" in t else cells(t)) for name, t in timing.items()]
-    rows += [f"  {name + ' - before':18s} " + cells(d, "+") for name, d in diffs.items() if d is not None]
+    rows = [f"  {name:22s} " + (f"failed: {t['error']}" if "error" in t else cells(t)) for name, t in timing.items()]
+    rows += [f"  {name + ' - before':22s} " + cells(d, "+") for name, d in diffs.items() if d is not None]
     if diffs.get("models") is not None:
         added = diffs["models"]["total"]["p50"]
         rows.append(f"  the models add {added:+.1f} us to the median cycle: "
@@ -228,6 +277,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--inprocess", action="store_true",
                    help="the same comparison in this process, the emulators stepped in turn (no firmware process)")
     p.add_argument("--cycles", type=int, default=20000, help="--inprocess: timed cycles per emulator (default 20000)")
+    p.add_argument("--arm", default=ARM, help=f"--inprocess: the preset (default {ARM}; e.g. {ARM_10KHZ})")
+    p.add_argument("--bus", default=LINKS["pty"][0], help=f"--inprocess: the bus map (default {LINKS['pty'][0]})")
+    p.add_argument("--rate10k", action="store_true",
+                   help=f"ELLA at 10 kHz ({ARM_10KHZ}, {BUS_10KHZ}) in real time over udp_loopback for --duration: "
+                        "overruns and lateness percentiles")
+    p.add_argument("--firmware-cpu", type=int, default=None, help="--rate10k: pin the firmware here instead")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     cpu = None if args.cpu < 0 else args.cpu
@@ -235,8 +290,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.models:
         report["models"] = [models_comparison(link, args.duration, cpu) for link in args.links.split(",")]
     if args.inprocess:
-        report["inprocess"] = inprocess_comparison(args.cycles)
-    if not (args.models or args.inprocess):
+        report["inprocess"] = inprocess_comparison(args.cycles, args.bus, args.arm)
+    if args.rate10k:
+        report["rate10k"] = rate_10khz(args.duration, cpu, args.firmware_cpu)
+    if not (args.models or args.inprocess or args.rate10k):
         report["runs"] = {}
         for link in args.links.split(","):
             for realtime in (True, False):
@@ -265,12 +322,26 @@ def print_report(report: dict, duration: float) -> None:
         print(f"closed loop on {m['link']}, real time, {duration:g} s per run, {where}:")
         timing = {name: r if "error" in r else r["timing"] for name, r in m["runs"].items()}
         print("\n".join(comparison_rows(timing, m["difference_us"])))
+    if "rate10k" in report:
+        print("\n".join(rate_rows(report["rate10k"], duration)))
     if "inprocess" in report:
         ip = report["inprocess"]
         load = ", ".join(f"{name} {t['channels']} channels, {t['faults_active']} active faults"
                          for name, t in ip["timing"].items())
-        print(f"in process, afap, {ip['bus']}, {ip['cycles']} cycles each, stepped alternately ({load}):")
+        print(f"in process, afap, {ip['arm']}, {ip['bus']}, {ip['cycles']} cycles each, stepped alternately ({load}):")
         print("\n".join(comparison_rows(ip["timing"], ip["difference_us"])))
+        print("\n".join(stage_rows(ip["timing"])))
+
+
+def stage_rows(timing: dict) -> list[str]:
+    """Each stage's p50 (p99) [us] per model set, the whole cycle last (hil.runtime.stages)."""
+    names = list(timing)
+    rows = [f"  per stage, p50 (p99) [us]: {'':4s}" + "".join(f"{n:>23s}" for n in names)]
+    for stage in (*STAGES, "cycle"):
+        rows.append(f"  {stage:31s}" + "".join(
+            f"{timing[n]['stages_us'][stage]['p50']:14.2f} ({timing[n]['stages_us'][stage]['p99']:6.1f})"
+            for n in names))
+    return rows
 
 
 if __name__ == "__main__":

@@ -148,6 +148,7 @@ class SensorSuite:
         self.dt = plant.dt
         self._sampled_stations()
         self._build()
+        self._bind_tables()
         self.step_count = 0
         self.reset()
 
@@ -193,11 +194,12 @@ class SensorSuite:
                               if isinstance(spec, ImuSpec)], np.int64).reshape(-1, 6)
 
     # ------------------------------------------------------------------ the cycle
-    def sample(self) -> None:
+    def sample(self, draw: bool = True) -> None:
         """Run every sensor at the plant's new instant (after Plant.step, which computed the
-        sensors' stations, the plant's output stations, in the same kernel call)."""
+        sensors' stations, the plant's output stations, in the same kernel call); `draw` False:
+        with the normals drawn last (for a step computed again, hil.runtime.fused_cycle)."""
         self.step_count += 1
-        self._sense(False)
+        self._sense(False, draw)
 
     def reset(self) -> None:
         """(Re)start every sensor at the plant's current state, sampling all channels now:
@@ -209,13 +211,19 @@ class SensorSuite:
         self.step_count = 0
         self._sense(True)
 
-    def _sense(self, first: bool) -> None:
-        self.rng.standard_normal(out=self._z)
+    def _sense(self, first: bool, draw: bool = True) -> None:
+        if draw:
+            self.rng.standard_normal(out=self._z)
         p = self.plant
-        k.sense(self.step_count, first, p.pos, p.vel, self.station_out, p.wrenches, self.current_source, self._z,
-                self._ich, self._fch, self._sf, self._si, self._gi, self._gm, self._lin_idx, self._lin_coef,
-                p.km.axis, self.truth, self.sampled)
+        k.sense(self.step_count, first, p.pos, p.vel, *self._tables)
         self.measured[:] = self.sampled
+
+    def _bind_tables(self) -> None:
+        """The kernel's arguments after the state, looked up once (the plant keeps its work and
+        model arrays for its lifetime; pos and vel are passed per call: Plant.reset replaces them)."""
+        p = self.plant
+        self._tables = (self.station_out, p.wrenches, self.current_source, self._z, self._ich, self._fch, self._sf,
+                        self._si, self._gi, self._gm, self._lin_idx, self._lin_coef, p.km.axis, self.truth, self.sampled)
 
     # ------------------------------------------------------------------ access
     def channel(self, name: str) -> int:

@@ -1,7 +1,10 @@
-"""One real-time cycle in one call: advance the plant, then sample it for the sensors."""
+"""One real-time cycle in one call: advance the plant, then sample it for the sensors; with the
+drives before and the sensor models after (drive_step_sense)."""
 
 from .jit import kernel
 from .aba import forward_dynamics
+from .drive import drive_step
+from .sensing import sense
 from .integrate import advance
 from .layout import DIM_NQ, W_ACC
 from .outputs import station_state, world_poses
@@ -19,3 +22,33 @@ def step_and_sample(mi, mf, w, t, pos, vel, tau, dt, nsub, method, stations, out
     for i in range(stations.shape[0]):
         station_state(mi, mf, w, stations[i], out[i])
     return ok
+
+
+OK, DIVERGED, DEFLECTED = 0, 1, 2      # drive_step_sense's verdicts
+
+
+@kernel
+def drive_step_sense(par, command, vidx, kt_scale, dout, limited,
+                     mi, mf, w, t, pos, vel, tau, dt, nsub, method, stations, out, check, eta0, reach,
+                     step, fj, current, z, ich, fch, sf, si, gi, gm, lin_idx, lin_coef, jaxis, truth, sampled,
+                     measured):
+    """The compute of one emulator cycle in one call: the drives (hil.kernels.drive.drive_step: the
+    commands -> link-side torques, dout[0], into tau), the plant step with its output stations
+    (step_and_sample), with `check` the links' deflection |eta_i| = |pos[eta0 + i]| against reach[i],
+    then the sensors at the new instant (hil.kernels.sensing.sense, plant step number `step`, normals
+    z drawn before), their outputs copied to `measured`. Returns (verdict, any drive limited): OK,
+    DIVERGED (non-finite state or singular inertia) or DEFLECTED; the sensors run only on OK."""
+    any_limited = drive_step(par, command, vel, vidx, kt_scale, dout, limited)
+    for k in range(command.shape[0]):
+        tau[k] = dout[0, k]
+    if not step_and_sample(mi, mf, w, t, pos, vel, tau, dt, nsub, method, stations, out):
+        return DIVERGED, any_limited
+    if check:
+        for i in range(reach.shape[0]):
+            if abs(pos[eta0 + i]) > reach[i]:
+                return DEFLECTED, any_limited
+    sense(step, False, pos, vel, out, fj, current, z, ich, fch, sf, si, gi, gm, lin_idx, lin_coef, jaxis,
+          truth, sampled)
+    for c in range(measured.shape[0]):
+        measured[c] = sampled[c]
+    return OK, any_limited

@@ -6,9 +6,10 @@ logger thread through a bounded queue, so file I/O never runs in the loop. One c
 faults); receive the frames (through the link's fault layer); decode the commands; supervise
 (command watchdog, safe-state poses, holding brakes); drives (command -> link-side torque); a
 stall fault; the plant step; sensor sampling; signal faults on the measured channels; encode the
-sensor frames; send them (bus faults and output delay act there); log. Modes: `realtime`
-(fixed period), `afap` (as fast as possible) and `lockstep` (one step per received command
-frame, deterministic).
+sensor frames; send them (bus faults and output delay act there); log. Decoding, encoding and the
+drives-plant-sensors compute run compiled (hil.runtime.command_frames, sensor_frames, fused_cycle;
+hil.runtime.stages times each stage). Modes: `realtime` (fixed period), `afap` (as fast as
+possible) and `lockstep` (one step per received command frame, deterministic).
 
 Start and silence (hil.runtime.start): until the first valid command the first sensor frames go
 out again now and then; realtime and afap start their clock then (unless `start = "immediately"`),
@@ -44,12 +45,17 @@ from hil.devices.drives import DriveBank
 from hil.faults.engine import FaultEngine, bus_encoding, encoder_counter_bits
 from hil.model.spec import INTERFACE_VOLTAGE
 from hil.dynamics.plant import Plant, SimulationError, wrench_columns
+from hil.kernels.cycle import OK
 from hil.runtime.command_age import CommandAge
-from hil.runtime.realtime import CycleStats, OverrunHalt, Pacer, RealtimeSetup
+from hil.runtime.realtime import CycleStats, OverrunHalt, Pacer, RealtimeSetup, _series_summary
 from hil.runtime.divergence import DivergenceGuard
 from hil.runtime.options import RuntimeOptions, Watchdog
 from hil.runtime.receive import ReceiveBudget
 from hil.runtime.start import await_first_command, check_period, link_poller
+from hil.runtime.command_frames import CompiledCommandInput
+from hil.runtime.fused_cycle import FusedCycle
+from hil.runtime.sensor_frames import CompiledSensorFrames
+from hil.runtime.stages import StageClock
 from hil.runtime.stalls import Heartbeat, OverrunCauses
 from hil.logs.run_logger import RunLogger
 from hil.faults.scenario import Scenario
@@ -83,6 +89,9 @@ class Emulator:
         self.drives = drives or DriveBank(plant)
         self.sensors = SensorSuite(plant, sensors, seed=options.seed, current_source=self.drives.current)
         sensors_out.bind(self.sensors.channel_names)
+        self._sensor_frames = CompiledSensorFrames(sensors_out, self.sensors.channel_names).frames
+        # a CANopen map's RPDOs go through their node's PDO mapping (PdoCommandInput), in Python
+        self._feed = CompiledCommandInput(commands).feed if type(commands) is CommandInput else commands.feed
         # the faults' seed: the run's, else the scenario's, else the model's
         seed = next(s for s in (options.seed, scenario and scenario.seed, plant.asm.model.sensor_seed) if s is not None)
         self.faults = FaultEngine(self.sensors.channel_names, dt_s=plant.dt, seed=seed,
@@ -117,6 +126,7 @@ class Emulator:
         self._rejected_now = False          # a command frame was rejected this cycle
         self._received: list[Frame] = []    # this cycle's frames (reused)
         self.divergence = DivergenceGuard(plant, self.drives)
+        self._fused = FusedCycle(plant, self.drives, self.sensors, self.divergence)
         self.overrun_causes = OverrunCauses(options.period_s, None)
         self._last_work: tuple[int, int, int, int] | None = None   # last cycle: start, CPU, compute, I/O ns
         self.diverged = False               # latched: the plant blew up, the safe state holds to the end
@@ -128,6 +138,7 @@ class Emulator:
         self._safe_before = np.zeros(nj, bool)   # protocol: joints in the safe state last cycle
         self._braked = (self.drives.brake_torque > 0) & (options.safe_state == "brake")
         self._brakes_closed = np.zeros(nj, bool)   # by the safe state (watchdog trip or a stopped drive node)
+        self._any_braked, self._any_brake_closed = bool(self._braked.any()), False    # their any(), kept
         self.tau = np.zeros(nj)
         self.hold_q = plant.q().copy()
         self.hold_tau = plant.tau[:nj].copy()     # the torque holding the arm at start (Plant.equilibrium_eta)
@@ -144,6 +155,7 @@ class Emulator:
                         + (wrench_columns(plant.layout.joint_names) if options.log_wrenches else []))
         self._wrench_row = plant.wrenches[:nj].reshape(-1) if options.log_wrenches else None   # a view
         self.logger: RunLogger | None = None
+        self.stage_clock: StageClock | None = None    # per-stage timestamps (hil.runtime.stages), when set
         self.live = None        # a tap on the logger's thread (hil.viz.live.LiveView), set before run()
         self._eta = plant.pos[nj:nj + plant.layout.n_eta]     # a view made once (the plant steps pos in place)
 
@@ -216,7 +228,7 @@ class Emulator:
 
     def take_command(self, frame: Frame) -> bool:
         """Feed a frame to the command reader; True if it was a valid command (its age tracked)."""
-        if not self.commands.feed(frame):
+        if not self._feed(frame):
             return False
         self.age.taken(int(frame.timestamp * 1e9) if frame.timestamp > 0 else time.monotonic_ns())
         return True
@@ -258,12 +270,13 @@ class Emulator:
         drive node is in the safe state, open otherwise (through the fault engine, so that a brake
         fault's brake stays closed, and vice versa)."""
         nodes = self.protocol is not None and self.protocol.any_safe
-        if not (self.in_safe_state or nodes or self._brakes_closed.any()) or not self._braked.any():
+        if not (self.in_safe_state or nodes or self._any_brake_closed) or not self._any_braked:
             return
         want = self._braked & (self.in_safe_state | (self.protocol.safe if nodes else False))
         for k in np.flatnonzero(want != self._brakes_closed):
             self.faults.hold_brake(int(k), bool(want[k]))
         self._brakes_closed[:] = want
+        self._any_brake_closed = bool(want.any())
 
     def _status(self) -> int:
         status = StatusFlag.RUNNING
@@ -309,13 +322,23 @@ class Emulator:
         self.plant.step(tau)
         return tau
 
+    def _fused_step(self, command: np.ndarray) -> np.ndarray:
+        """The cycle's compute in one call (hil.runtime.fused_cycle); a failed step is computed
+        again by _step_plant from the state before it (the same failure, then its recovery)."""
+        self.faults.stall()
+        if self._fused.step(command, self.cycle) == OK:
+            return self.drives.tau
+        tau = self._step_plant(self.drives.tau)
+        self.sensors.sample(draw=False)
+        return tau
+
     def _encode(self, status: int) -> list[Frame]:
         """Frames from the measured sensor channels (after any change a fault engine made to them)."""
         measured = self.sensors.measured
         if self.protocol is None:
-            return self.sensors_out.frames(self.cycle, measured, status)
+            return self._sensor_frames(self.cycle, measured, status)
         # CANopen: boot-up, heartbeats due, TPDOs answering a SYNC
-        return self.protocol.transmit(lambda k: self.sensors_out.frames(k, measured, status))
+        return self.protocol.transmit(lambda k: self._sensor_frames(k, measured, status))
 
     def send_frames(self, frames: list[Frame]) -> bool:
         """Send frames; True if any went out on the wire (a bus fault may withhold them)."""
@@ -369,29 +392,48 @@ class Emulator:
         -> encode -> send -> log (fault triggers first; a stall fault in the compute phase)."""
         t0 = time.monotonic_ns()
         c0 = time.thread_time_ns()
+        clk = self.stage_clock
+        clk and clk.mark(0)
         self.faults.begin_cycle(self.cycle, self.plant.t)
-        fresh = self._decode(self._receive())
+        clk and clk.mark(1)
+        frames = self._receive()
+        clk and clk.mark(2)
+        fresh = self._decode(frames)
         cmd_age_us = self.age.cycle_start(t0)
+        clk and clk.mark(3)
         self._supervise(fresh)
         t1 = time.monotonic_ns()
-        tau = self.drives.update(self._applied_torque())
-        self.faults.stall()
-        tau = self._step_plant(tau)
-        self.sensors.sample()
+        clk and clk.mark(4)
+        if self._fused.applies:                 # drives, plant, sensors: one call (the "plant" stage)
+            clk and clk.mark(5)
+            tau = self._fused_step(self._applied_torque())
+            clk and clk.mark(6, through=7)
+        else:
+            tau = self.drives.update(self._applied_torque())
+            clk and clk.mark(5)
+            self.faults.stall()
+            tau = self._step_plant(tau)
+            clk and clk.mark(6)
+            self.sensors.sample()
+            clk and clk.mark(7)
         self.faults.apply_signals(self.sensors.measured, self.sensors.truth)
         self.cycle += 1
         t2 = time.monotonic_ns()
+        clk and clk.mark(8)
         status = self._status()
         frames = self._encode(status & self._announced)
+        clk and clk.mark(9)
         if self.opt.mode != "lockstep":     # commands that arrived while the plant stepped answer older frames
             self._read_into(self._early)
         self.send_sensors(frames)
         t3 = time.monotonic_ns()
+        clk and clk.mark(10)
         if fresh and self.commands.arrival_s > 0:
             self.latency_ns[self.latency_count % len(self.latency_ns)] = t3 - int(self.commands.arrival_s * 1e9)
             self.latency_count += 1
         self._log(tau, status, lateness_ns, t2 - t1, (t1 - t0) + (t3 - t2), cmd_age_us)
         self.stats.record(lateness_ns, t2 - t1, (t1 - t0) + (t3 - t2), t3 - t0)
+        clk and clk.mark(11)
         self._last_work = (t0, time.thread_time_ns() - c0, t2 - t1, (t1 - t0) + (t3 - t2))
 
     def _supervise(self, fresh: bool) -> None:
@@ -554,8 +596,4 @@ class Emulator:
 
     def _latency_summary(self) -> dict:
         n = min(self.latency_count, len(self.latency_ns))
-        if n == 0:
-            return {"count": 0}
-        v = self.latency_ns[:n] * 1e-3
-        return {"count": self.latency_count, "min": float(v.min()), "p50": float(np.percentile(v, 50)),
-                "p99": float(np.percentile(v, 99)), "p99.9": float(np.percentile(v, 99.9)), "max": float(v.max())}
+        return {"count": self.latency_count} | (_series_summary(self.latency_ns[:n]) if n else {})

@@ -1,0 +1,164 @@
+"""The sensor frames of one cycle, encoded in one call from a codec table (firmware_bridge.codec_table).
+
+The same bytes as firmware_bridge.signals.SensorOutput.frames with Codec.encode: per due message,
+each signal's value taken from its source (a measured channel, the status word, the cycle, the
+message's rolling counter), saturated at the signal's range (a message with any value beyond it
+counts once as saturated), a NaN in an integer signal withholds the message (refused; its counter
+does not advance), integers rounded half to even as Python's round(), float32 by their bit pattern;
+the bits placed little- or big-endian, then the CRC over the other payload bytes.
+"""
+import numpy as np
+
+from .jit import kernel
+
+(MSG_LENGTH, MSG_DIVIDER, MSG_OFFSET, MSG_CRC, MSG_CRC_BYTE, MSG_DATA_ID, MSG_COUNTER_ROW,
+ MSG_COUNTER_BITS) = range(8)
+SIG_MESSAGE, SIG_BIG, SIG_SHIFT, SIG_BITS, SIG_FLOAT, SIG_SOURCE = range(6)
+SIG_SCALE, SIG_OFFSET, SIG_MIN, SIG_MAX = range(4)
+SOURCE_STATUS, SOURCE_CYCLE, SOURCE_COUNTER = -1, -2, -3
+CRC_8, CRC_16 = 1, 2
+NOT_DUE, READY, REFUSED = 0, 1, -1       # per message result
+
+
+@kernel
+def _crc(payload, length, crc_kind, crc_byte, data_id, crc8, crc16):
+    """The CRC of the payload without its CRC bytes (firmware_bridge.codec.Codec._crc)."""
+    if crc_kind == CRC_8:
+        c = 0xFF
+        for j in range(length):
+            if j != crc_byte:
+                c = crc8[c ^ payload[j]]
+        return c ^ 0xFF
+    c = 0xFFFF
+    for j in range(length):
+        if j != crc_byte and j != crc_byte + 1:
+            c = ((c << 8) & 0xFF00) ^ crc16[(c >> 8) ^ payload[j]]
+    c = ((c << 8) & 0xFF00) ^ crc16[(c >> 8) ^ (data_id & 0xFF)]
+    return ((c << 8) & 0xFF00) ^ crc16[(c >> 8) ^ ((data_id >> 8) & 0xFF)]
+
+
+@kernel
+def _place(payload, length, big, shift, bits, raw):
+    """Write the low `bits` bits of raw at bit `shift` of the payload integer (little-endian, or
+    the big-endian one for a big-endian signal)."""
+    for b in range(bits):
+        if (raw >> b) & 1:
+            pos = shift + b
+            byte = length - 1 - (pos >> 3) if big else pos >> 3
+            payload[byte] |= np.uint8(1 << (pos & 7))
+
+
+@kernel
+def encode_frames(msg, sig, sigf, measured, status, cycle, counters, crc8, crc16, f32, u32, payload, result):
+    """Encode every message due in `cycle` into payload[m, :length]; result[m] NOT_DUE, READY or
+    REFUSED; counters[m] advance for each READY message with a counter. Returns the number of
+    messages saturated. f32/u32: a one-element float32 scratch array and its uint32 view."""
+    saturated = 0
+    n_msg = msg.shape[0]
+    for m in range(n_msg):
+        divider = msg[m, MSG_DIVIDER]
+        result[m] = READY if divider > 0 and cycle % divider == msg[m, MSG_OFFSET] else NOT_DUE
+        if result[m] == READY:
+            length = msg[m, MSG_LENGTH]
+            for j in range(length):
+                payload[m, j] = 0
+    clipped = -1
+    for i in range(sig.shape[0]):
+        m = sig[i, SIG_MESSAGE]
+        if result[m] == NOT_DUE:
+            continue
+        source = sig[i, SIG_SOURCE]
+        if source >= 0:
+            v = measured[source]
+        elif source == SOURCE_STATUS:
+            v = float(status)
+        elif source == SOURCE_CYCLE:
+            v = float(cycle)
+        else:
+            v = float(counters[m])
+        if source != SOURCE_COUNTER:
+            if v < sigf[i, SIG_MIN]:
+                v = sigf[i, SIG_MIN]
+                if clipped != m:
+                    clipped = m
+                    saturated += 1
+            elif v > sigf[i, SIG_MAX]:
+                v = sigf[i, SIG_MAX]
+                if clipped != m:
+                    clipped = m
+                    saturated += 1
+        if not sig[i, SIG_FLOAT] and v != v:
+            result[m] = REFUSED         # the rest of the message is still checked for saturation
+        if result[m] != READY:
+            continue
+        x = (v - sigf[i, SIG_OFFSET]) / sigf[i, SIG_SCALE]
+        if sig[i, SIG_FLOAT]:
+            f32[0] = x
+            raw = np.int64(u32[0])
+        else:
+            raw = np.int64(np.rint(x))
+        _place(payload[m], msg[m, MSG_LENGTH], sig[i, SIG_BIG], sig[i, SIG_SHIFT], sig[i, SIG_BITS], raw)
+    for m in range(n_msg):
+        if result[m] != READY:
+            continue
+        if msg[m, MSG_CRC] != 0:
+            k = msg[m, MSG_CRC_BYTE]
+            c = _crc(payload[m], msg[m, MSG_LENGTH], msg[m, MSG_CRC], k, msg[m, MSG_DATA_ID], crc8, crc16)
+            payload[m, k] = c & 0xFF
+            if msg[m, MSG_CRC] == CRC_16:
+                payload[m, k + 1] = (c >> 8) & 0xFF
+        if msg[m, MSG_COUNTER_ROW] >= 0:
+            counters[m] = (counters[m] + 1) & ((1 << msg[m, MSG_COUNTER_BITS]) - 1)
+    return saturated
+
+
+DEC_LENGTH, DEC_CRC, DEC_CRC_BYTE, DEC_DATA_ID, DEC_FIRST, DEC_COUNT = range(6)
+DSIG_BIG, DSIG_SHIFT, DSIG_BITS, DSIG_SIGN, DSIG_FLOAT = range(5)
+DSIG_SCALE, DSIG_OFFSET, DSIG_RAW_MIN, DSIG_RAW_MAX = range(4)
+OK, BAD_LENGTH, BAD_CRC, BAD_NAN, BAD_RANGE = range(5)     # decode_frame's verdicts
+
+
+@kernel
+def _bits(data, length, big, shift, bits):
+    """The `bits` bits at bit `shift` of the payload integer (little-endian, or big-endian)."""
+    raw = np.int64(0)
+    for b in range(bits):
+        pos = shift + b
+        byte = length - 1 - (pos >> 3) if big else pos >> 3
+        if (data[byte] >> (pos & 7)) & 1:
+            raw |= np.int64(1) << b
+    return raw
+
+
+@kernel
+def decode_frame(msg, sig, sigf, m, data, crc8, crc16, f32, u32, out):
+    """Message m's physical values from payload `data` into out[:count] (Codec.decode's checks and
+    order); returns OK or the first failed check (BAD_LENGTH, BAD_CRC, BAD_NAN, BAD_RANGE)."""
+    length = msg[m, DEC_LENGTH]
+    if len(data) != length:
+        return BAD_LENGTH
+    if msg[m, DEC_CRC] != 0:
+        k = msg[m, DEC_CRC_BYTE]
+        stored = np.int64(data[k])
+        if msg[m, DEC_CRC] == CRC_16:
+            stored |= np.int64(data[k + 1]) << 8
+        if stored != _crc(data, length, msg[m, DEC_CRC], k, msg[m, DEC_DATA_ID], crc8, crc16):
+            return BAD_CRC
+    first = msg[m, DEC_FIRST]
+    for j in range(msg[m, DEC_COUNT]):
+        i = first + j
+        raw = _bits(data, length, sig[i, DSIG_BIG], sig[i, DSIG_SHIFT], sig[i, DSIG_BITS])
+        if sig[i, DSIG_FLOAT]:
+            u32[0] = raw
+            r = np.float64(f32[0])
+            if r != r:
+                return BAD_NAN
+        else:
+            sign = sig[i, DSIG_SIGN]
+            if raw & sign:
+                raw -= sign << 1
+            r = np.float64(raw)
+        if not sigf[i, DSIG_RAW_MIN] <= r <= sigf[i, DSIG_RAW_MAX]:
+            return BAD_RANGE
+        out[j] = r * sigf[i, DSIG_SCALE] + sigf[i, DSIG_OFFSET]
+    return OK

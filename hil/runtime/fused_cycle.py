@@ -1,0 +1,69 @@
+"""The cycle's compute in one compiled call (hil.kernels.cycle.drive_step_sense): drives, plant step
+with its output stations, the links' deflection check, sensor models; the same numbers as
+DriveBank.update, Plant.step, DivergenceGuard.deflection_problem and SensorSuite.sample one after
+the other, which remain the path where the call does not apply: while a holding brake is engaged
+(the brake's stick/slip and the impulsive stop of a joint, DriveBank.update), for the screw-DAE
+formulation, and to recover a step that diverged (rare; the step is then computed again there)."""
+from __future__ import annotations
+
+import numpy as np
+
+from hil.devices.drives import DriveBank
+from hil.devices.sensors import SensorSuite
+from hil.dynamics.plant import Plant
+from hil.kernels.cycle import OK, drive_step_sense, step_and_sample
+from hil.runtime.divergence import CHECK_EVERY, DivergenceGuard
+
+
+class FusedCycle:
+    """Binds the arrays of a plant, its drives and sensors once; ``step(command, cycle)`` runs one
+    cycle's compute and returns OK or why the plant step failed (nothing sensed then)."""
+
+    def __init__(self, plant: Plant, drives: DriveBank, sensors: SensorSuite, guard: DivergenceGuard):
+        self.plant, self.drives, self.sensors = plant, drives, sensors
+        nj = plant.layout.n_joints
+        self._drive_args = (drives._par, drives._vidx, drives.kt_scale, drives._out, drives.limited)
+        self.guard = guard
+        self.enabled = True             # False: always the separate calls (the reference, for comparisons)
+        self._reach = np.ascontiguousarray(guard._reach)
+        self._eta0 = nj
+        self._sense_args = sensors._tables[1:] + (sensors.measured,)     # fj ... sampled, then measured
+        self._warm_up()
+
+    def _warm_up(self) -> None:
+        """Compile (or load from the cache) and run the call once before real time, on copies of
+        every state it advances; the plant's work arrays are then solved again at its state."""
+        p, d, s = self.plant, self.drives, self.sensors
+        par, vidx, kt, out, limited = self._drive_args
+        fj, current, z, ich, fch, sf, si, gi, gm, lin_idx, lin_coef, axis, truth, sampled, measured = self._sense_args
+        drive_step_sense(par, np.zeros(len(limited)), vidx, kt, out.copy(), limited.copy(), *p._kernel, p.t,
+                         p.pos.copy(), p.vel.copy(), p.tau.copy(), p.dt, p.plan.substeps, p._method, p._out_index,
+                         p.station_out.copy(), True, self._eta0, self._reach, s.step_count + 1, fj, current, z, ich,
+                         fch, sf.copy(), si.copy(), gi, gm, lin_idx, lin_coef, axis, truth.copy(), sampled.copy(),
+                         measured.copy())
+        p.evaluate()
+
+    @property
+    def applies(self) -> bool:
+        """Enabled, no brake engaged, the ABA formulation, output stations set (SensorSuite sets them)."""
+        p = self.plant
+        return (self.enabled and not self.drives._braking and p._step_and_sample is step_and_sample
+                and p._out_index is not None)
+
+    def step(self, command: np.ndarray, cycle: int) -> int:
+        """One cycle with the drives' `command`; on OK the plant, drives and sensors have advanced as
+        with the separate calls, otherwise the drives have and the plant is back before the step."""
+        p, s, d = self.plant, self.sensors, self.drives
+        par, vidx, kt, out, limited = self._drive_args
+        self.guard.keep()
+        s.rng.standard_normal(out=s._z)
+        verdict, d.torque_limited = drive_step_sense(
+            par, command, vidx, kt, out, limited, *p._kernel, p.t, p.pos, p.vel, p.tau, p.dt, p.plan.substeps,
+            p._method, p._out_index, p.station_out, cycle % CHECK_EVERY == 0, self._eta0, self._reach,
+            s.step_count + 1, *self._sense_args)
+        p.t += p.dt
+        if verdict == OK:
+            s.step_count += 1
+        else:
+            self.guard.restore()
+        return verdict

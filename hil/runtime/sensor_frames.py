@@ -1,0 +1,53 @@
+"""The cycle's sensor frames from a compiled encoder (hil.kernels.frame_codec) run on the bus map's
+codec table (firmware_bridge.codec_table): the bytes, counters, saturation and refusal counts of
+firmware_bridge.signals.SensorOutput.frames, which stays the reference the tests hold it to.
+Python only wraps the due payloads into Frames."""
+from __future__ import annotations
+
+import numpy as np
+
+from firmware_bridge.codec_table import encoder_table
+from firmware_bridge.link import Frame
+from firmware_bridge.signals import SensorOutput
+from hil.kernels.frame_codec import READY, REFUSED, encode_frames
+
+MAX_PAYLOAD = 64
+
+
+class CompiledSensorFrames:
+    """``frames(cycle, measured, status)`` as SensorOutput's, for its bound channels; the writer's
+    ``saturated`` and ``refused`` counters and rolling counters are kept in the SensorOutput."""
+
+    def __init__(self, out: SensorOutput, channel_names: list[str]):
+        self.writer = out.writer
+        table = encoder_table(self.writer.codecs, {n: i for i, n in enumerate(channel_names)})
+        self._msg = np.array(table.message_rows, np.int64).reshape(-1, 8)
+        self._sig = np.array(table.signal_rows, np.int64).reshape(-1, 6)
+        self._sigf = np.array(table.signal_values, float).reshape(-1, 4)
+        self._crc8 = np.array(table.crc8, np.int64)
+        self._crc16 = np.array(table.crc16, np.int64)
+        self._ids = table.frame_ids
+        self._lengths = [row[0] for row in table.message_rows]
+        self._counters = np.array([self.writer.counter[id(c)] for c in self.writer.codecs], np.int64)
+        self._f32 = np.zeros(1, np.float32)
+        self._u32 = self._f32.view(np.uint32)
+        self._payload = np.zeros((len(self._ids), MAX_PAYLOAD), np.uint8)
+        self._result = np.zeros(len(self._ids), np.int64)
+        self.frames(0, np.zeros(max(1, len(channel_names))), 0, dry=True)    # compile or load before real time
+
+    def frames(self, cycle: int, measured: np.ndarray, status: int, dry: bool = False) -> list[Frame]:
+        """The frames due in `cycle` carrying `measured`; `dry`: compute only (warm-up), no state kept."""
+        counters = self._counters.copy() if dry else self._counters
+        saturated = encode_frames(self._msg, self._sig, self._sigf, measured, status, cycle, counters,
+                                  self._crc8, self._crc16, self._f32, self._u32, self._payload, self._result)
+        if dry:
+            return []
+        self.writer.saturated += saturated
+        out = []
+        for m, r in enumerate(self._result.tolist()):
+            if r == READY:
+                out.append(Frame(self._ids[m][0], self._payload[m, :self._lengths[m]].tobytes(),
+                                 self._ids[m][1], self._ids[m][2]))
+            elif r == REFUSED:
+                self.writer.refused += 1
+        return out

@@ -1,0 +1,47 @@
+"""Where a cycle's time goes: a timestamp at each stage boundary of Emulator.step_once.
+
+The stages, in the cycle's order: ``faults_begin`` (the fault engine's cycle start: triggers,
+plant and drive faults), ``receive`` (frames off the link, through its fault layer), ``decode``
+(the command frames into torques), ``supervise`` (watchdog, safe state, brakes), ``drives``
+(command -> link-side torque), ``plant`` (the step with its substeps and the sensors' stations),
+``sensors`` (the sensor models), ``faults`` (signal faults on the measured channels), ``encode``
+(status and the sensor frames), ``send`` (onto the link) and ``log`` (the row to the log writer).
+A stage the compiled cycle fuses into the one before it takes (almost) no time of its own.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+STAGES = ("faults_begin", "receive", "decode", "supervise", "drives", "plant", "sensors", "faults",
+          "encode", "send", "log")
+
+
+class StageClock:
+    """Per cycle, the perf_counter_ns() at the start of each stage and at the cycle's end, in a
+    ring of `capacity` cycles (preallocated; mark() only stores)."""
+
+    def __init__(self, capacity: int):
+        self.ns = np.zeros((capacity, len(STAGES) + 1), np.int64)
+        self.count = 0
+        self._row = self.ns[0]
+
+    def mark(self, stage: int, through: int | None = None) -> None:
+        """The time now as the start of `stage` (len(STAGES): the cycle's end, which closes the row);
+        `through`: also of the stages up to that one (stages fused into the one before them)."""
+        self._row[stage:(stage if through is None else through) + 1] = time.perf_counter_ns()
+        if stage == len(STAGES):
+            self.count += 1
+            self._row = self.ns[self.count % len(self.ns)]
+
+    def durations_us(self, skip: int = 0) -> dict[str, np.ndarray]:
+        """Each stage's duration [us] per retained cycle, the first `skip` recorded cycles left out;
+        "cycle" the whole cycle."""
+        n = min(self.count, len(self.ns))
+        rows = self.ns[:n] if self.count <= len(self.ns) else np.roll(self.ns, -(self.count % len(self.ns)), axis=0)
+        rows = rows[skip:]
+        d = np.diff(rows, axis=1) * 1e-3
+        out = {name: d[:, i] for i, name in enumerate(STAGES)}
+        out["cycle"] = (rows[:, -1] - rows[:, 0]) * 1e-3
+        return out

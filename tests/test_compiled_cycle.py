@@ -1,0 +1,261 @@
+"""The compiled stages of the emulator's cycle against the Python reference they replace.
+
+The command frames (hil.runtime.command_frames: the decoder table run by hil.kernels.frame_codec)
+must give the torques, verdicts and rejection counts of CommandInput.feed for genuine, damaged,
+forged, replayed and foreign frames. The sensor frames (hil.runtime.sensor_frames: the bus map's codec table, firmware_bridge.codec_table,
+run by hil.kernels.frame_codec) must be the bytes firmware_bridge.signals.SensorOutput.frames makes
+from the same measured channels, status and cycle: in an emulator of ELLA under a load of active
+signal and bus faults, cycle by cycle, on every non-CANopen bus map; with the same saturation and
+refusal counts for values beyond the signals' ranges and NaN. The per-stage clock (hil.runtime.stages)
+covers the whole cycle.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from firmware_bridge.link import Frame
+from firmware_bridge.messages import BusMap
+from firmware_bridge.signals import CommandInput, CommandOutput, SensorOutput
+from hil.devices.sensors import SensorSuite
+from hil.dynamics.plant import Plant
+from hil.model.config import load_model
+from hil.runtime.command_frames import CompiledCommandInput
+from hil.runtime.sensor_frames import CompiledSensorFrames
+from hil.runtime.stages import STAGES, StageClock
+from tools import bench_loop
+
+ROOT = Path(__file__).resolve().parent.parent
+MAPS = ("serial_frame", "compact_fd", "compact_classic", "full_fd")
+CYCLES = 300
+
+
+@pytest.fixture(scope="module")
+def model():
+    return load_model(ROOT / "configs" / "ella.toml")
+
+
+def _checked(emu, bus: BusMap) -> list[int]:
+    """Let every call of the emulator's compiled encoder be checked against a reference SensorOutput
+    fed the same arguments; returns the list of frames compared, per call."""
+    ref = SensorOutput(bus, emu.plant.layout.joint_names)
+    ref.bind(emu.sensors.channel_names)
+    compiled = emu._sensor_frames
+    seen = []
+
+    def both(cycle, measured, status):
+        expected = ref.frames(cycle, measured.copy(), status)
+        got = compiled(cycle, measured, status)
+        assert got == expected, f"cycle {cycle}: compiled {got} != reference {expected}"
+        seen.append(len(got))
+        return got
+    emu._sensor_frames = both
+    return seen
+
+
+@pytest.mark.parametrize("name", MAPS)
+def test_sensor_frames_equal_the_reference_under_faults(model, name):
+    bus = BusMap.load(ROOT / "configs" / "bus" / f"{name}.toml")
+    emu, firmware = bench_loop._emulator(model, bus, "faulted", CYCLES)
+    seen = _checked(emu, bus)
+    for _ in range(CYCLES):
+        firmware.answer()
+        emu.step_once()
+    assert len(emu.faults.active()) >= 5               # the benchmark's fault load is on
+    assert len(seen) == CYCLES and sum(seen) > 0
+    assert emu.commands.reader.accepted == CYCLES      # the firmware decoded every frame and answered
+
+
+def test_saturation_refusal_and_nan_match_the_reference(model):
+    plant = Plant(model)
+    names = SensorSuite(plant).channel_names
+    rng = np.random.default_rng(7)
+    for name in MAPS:
+        bus = BusMap.load(ROOT / "configs" / "bus" / f"{name}.toml")
+        ref, out = (SensorOutput(bus, plant.layout.joint_names) for _ in range(2))
+        ref.bind(names)
+        out.bind(names)
+        compiled = CompiledSensorFrames(out, names)
+        for cycle in range(400):        # values from 1e-3 to 1e7 times unit scale: many beyond the ranges
+            measured = rng.normal(0.0, 10.0 ** rng.integers(-3, 8), len(names))
+            if cycle % 5 == 0:
+                measured[rng.integers(len(names))] = np.nan
+            status = int(rng.integers(0, 300))
+            assert compiled.frames(cycle, measured.copy(), status) == ref.frames(cycle, measured.copy(), status), \
+                (name, cycle)
+        assert ref.writer.saturated > 0 and ref.writer.refused > 0, name
+        assert (out.writer.saturated, out.writer.refused) == (ref.writer.saturated, ref.writer.refused), name
+
+
+def test_a_diverging_table_is_caught(model):
+    """The comparison above can fail: one signal's byte order flipped in the table changes the bytes."""
+    plant = Plant(model)
+    names = SensorSuite(plant).channel_names
+    bus = BusMap.load(ROOT / "configs" / "bus" / "compact_fd.toml")
+    ref, out = (SensorOutput(bus, plant.layout.joint_names) for _ in range(2))
+    ref.bind(names)
+    out.bind(names)
+    compiled = CompiledSensorFrames(out, names)
+    compiled._sig[0, 1] ^= 1
+    measured = np.arange(len(names), dtype=float) + 1000.0
+    assert compiled.frames(3, measured, 1) != ref.frames(3, measured, 1)
+
+
+def test_stage_clock_covers_the_cycle(model):
+    bus = BusMap.load(ROOT / "configs" / "bus" / "serial_frame.toml")
+    emu, firmware = bench_loop._emulator(model, bus, "models", 50)
+    emu.stage_clock = StageClock(20)
+    for _ in range(50):
+        firmware.answer()
+        emu.step_once()
+    d = emu.stage_clock.durations_us()
+    assert set(d) == {*STAGES, "cycle"} and all(len(v) == 20 for v in d.values())
+    assert all(np.all(d[s] >= 0) for s in STAGES) and np.all(d["plant"] > 0)
+    np.testing.assert_allclose(sum(d[s] for s in STAGES), d["cycle"])
+
+
+def _mutations(rng, frames):
+    """Genuine command frames, and each one damaged in the ways a bus damages or forges frames:
+    a flipped bit, a wrong length, an unknown id, a replay, a frame of the other direction."""
+    for f in frames:
+        k = int(rng.integers(8))
+        data = bytearray(f.data)
+        if k == 0:
+            data[int(rng.integers(len(data)))] ^= 1 << int(rng.integers(8))
+            yield Frame(f.arbitration_id, bytes(data), f.is_fd, f.is_extended_id)
+        elif k == 1:
+            yield Frame(f.arbitration_id, bytes(data[:-1]), f.is_fd, f.is_extended_id)
+        elif k == 2:
+            yield Frame(0x7EE, bytes(data), f.is_fd, f.is_extended_id)
+        elif k == 3:
+            yield f
+            yield f
+        elif k == 4:
+            yield Frame(f.arbitration_id, rng.integers(0, 256, len(data), dtype=np.uint8).tobytes(), f.is_fd,
+                        f.is_extended_id)
+        else:
+            yield f
+
+
+@pytest.mark.parametrize("name", MAPS)
+def test_command_decoding_equals_the_reference(model, name):
+    bus = BusMap.load(ROOT / "configs" / "bus" / f"{name}.toml")
+    joints = [b.joint.name for b in model.bodies]
+    sender = CommandOutput(bus, joints)
+    ref, got = CommandInput(bus, joints), CommandInput(bus, joints)
+    compiled = CompiledCommandInput(got)
+    rng = np.random.default_rng(3)
+    foreign = SensorOutput(bus, joints)
+    foreign.bind(SensorSuite(Plant(model)).channel_names)
+    for cycle in range(400):
+        tau = rng.uniform(-1.2, 1.2, len(joints)) * sender.limit       # some beyond the range: saturated
+        frames = sender.frames(tau, cycle) + (foreign.frames(cycle, np.zeros(40), 1)[:1] if cycle % 9 == 0 else [])
+        for frame in _mutations(rng, frames):
+            assert compiled.feed(frame) == ref.feed(frame), (name, cycle, frame)
+            np.testing.assert_array_equal(got.tau, ref.tau)
+    assert got.counters() == ref.counters()
+    rejected = ref.counters()["rejected"]
+    assert rejected["crc"] + rejected["length"] > 0 and rejected["unknown_id"] > 0 and rejected["counter"] > 0, rejected
+
+
+PLANT_FAULTS = """
+[scenario]
+description = "plant, drive and signal faults early in the run"
+seed = 5
+[[fault]]
+name = "friction"
+kind = "friction"
+target = "elbow"
+friction_scale = 10.0
+  [fault.trigger]
+  at_s = 0.02
+  [fault.duration]
+  for_s = 0.1
+[[fault]]
+name = "kt"
+kind = "kt_loss"
+target = "base_yaw"
+kt_scale = 0.5
+  [fault.trigger]
+  at_s = 0.04
+[[fault]]
+name = "stiffness"
+kind = "stiffness_loss"
+target = "link2"
+stiffness_scale = 0.7
+  [fault.trigger]
+  at_s = 0.06
+[[fault]]
+name = "brake"
+kind = "brake"
+target = "shoulder_pitch"
+  [fault.trigger]
+  at_s = 0.1
+  [fault.duration]
+  for_s = 0.05
+[[fault]]
+name = "payload"
+kind = "payload_drop"
+target = "payload"
+  [fault.trigger]
+  at_s = 0.18
+[[fault]]
+name = "gyro_noise"
+kind = "noise"
+target = "imu_gz"
+sigma_rad_s = 0.02
+  [fault.trigger]
+  at_s = 0.01
+"""
+
+
+def _rig(model, bus, scenario_text: str):
+    from firmware_bridge.signals import CommandInput as Commands
+    from hil.faults.scenario import scenario_from_string
+    from hil.runtime.loop import Emulator, RuntimeOptions
+    plant = Plant(model)
+    plant.equilibrium_eta()
+    names = plant.layout.joint_names
+    here, there = bench_loop._MemoryEnd("emulator"), bench_loop._MemoryEnd("firmware")
+    here.peer, there.peer = there, here
+    emu = Emulator(plant, here, Commands(bus, names), SensorOutput(bus, names),
+                   RuntimeOptions(mode="afap", realtime=False, stats_capacity=100),
+                   scenario=scenario_from_string(scenario_text))
+    return emu, bench_loop._HoldingFirmware(bus, there, names, np.round(emu.hold_tau / 0.02) * 0.02)
+
+
+def test_fused_cycle_equals_the_separate_calls_under_plant_faults(model):
+    """Drives, plant step and sensors in one call (hil.runtime.fused_cycle) against DriveBank.update,
+    Plant.step and SensorSuite.sample one after the other: bit for bit, cycle by cycle, through a
+    friction, torque-constant, stiffness and payload fault, an engaged brake (the separate calls
+    then, and back) and a noise fault."""
+    bus = BusMap.load(ROOT / "configs" / "bus" / "full_fd.toml")
+    (fused, fw_a), (ref, fw_b) = _rig(model, bus, PLANT_FAULTS), _rig(model, bus, PLANT_FAULTS)
+    ref._fused.enabled = False
+    applied = []
+    for cycle in range(300):
+        applied.append(fused._fused.applies)
+        for emu, fw in ((fused, fw_a), (ref, fw_b)):
+            fw.answer()
+            emu.step_once()
+        for a, b in ((fused.plant.pos, ref.plant.pos), (fused.plant.vel, ref.plant.vel),
+                     (fused.sensors.measured, ref.sensors.measured), (fused.sensors.truth, ref.sensors.truth),
+                     (fused.drives._out, ref.drives._out), (fused.sensors.station_out, ref.sensors.station_out)):
+            assert a.tobytes() == b.tobytes(), f"cycle {cycle}"
+        assert fused.plant.t == ref.plant.t and fused.drives.torque_limited == ref.drives.torque_limited
+    assert sum(applied) > 200 and not all(applied)      # the brake switched to the separate calls and back
+    assert len(fused.faults.events) >= 6 and fused.faults.summary() == ref.faults.summary()
+
+
+def test_a_diverging_fused_cycle_is_caught(model):
+    """The comparison above can fail: the fused call with the sensors' noise left undrawn differs."""
+    bus = BusMap.load(ROOT / "configs" / "bus" / "full_fd.toml")
+    (fused, fw_a), (ref, fw_b) = _rig(model, bus, PLANT_FAULTS), _rig(model, bus, PLANT_FAULTS)
+    ref._fused.enabled = False
+    fused.sensors.rng = np.random.default_rng(99)
+    for emu, fw in ((fused, fw_a), (ref, fw_b)):
+        fw.answer()
+        emu.step_once()
+    assert fused.sensors.measured.tobytes() != ref.sensors.measured.tobytes()
