@@ -33,7 +33,7 @@ class FusedCycle:
     def _warm_up(self) -> None:
         """Compile (or load from the cache) and run the call once before real time, on copies of
         every state it advances; the plant's work arrays are then solved again at its state."""
-        p, d, s = self.plant, self.drives, self.sensors
+        p, s = self.plant, self.sensors
         par, vidx, kt, out, limited = self._drive_args
         fj, current, z, ich, fch, sf, si, gi, gm, lin_idx, lin_coef, axis, truth, sampled, measured = self._sense_args
         drive_step_sense(par, np.zeros(len(limited)), vidx, kt, out.copy(), limited.copy(), *p._kernel, p.t,
