@@ -239,3 +239,6 @@ def test_campaign_bench_reports_rates_overhead_and_memory(capsys):
     assert r["bare_hil_run_s"] > 0 and r["cases_per_s_1_worker"] > 0 and r["cases_per_s_2_workers"] > 0
     assert math.isclose(r["speedup_2_workers"], r["cases_per_s_2_workers"] / r["cases_per_s_1_worker"])
     assert math.isfinite(r["overhead_per_case"]) and r["case_process_max_rss_mb"] > 50   # numba and the plant
+    # a case's hil run and firmware processes are children: their CPU time is counted, not only the campaign's
+    assert r["bare_cpu_s"] > 0.5 and r["campaign_cpu_per_case_s"] > 0.5
+    assert math.isclose(r["cpu_overhead_per_case"], r["campaign_cpu_per_case_s"] / r["bare_cpu_s"] - 1)

@@ -56,11 +56,18 @@ body.link2.attachment.payload.mass_kg = {{uniform = [1.8, 2.4]}}
 """
 
 
-def bare_runs(path: Path, folder: Path, n: int) -> float:
-    """Mean wall-clock time of `n` cases run as plain `hil run` processes, one after the other [s]."""
+def cpu_s() -> float:
+    """CPU time of this process and its finished children [s]: unlike wall time, barely moved by other jobs."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def bare_runs(path: Path, folder: Path, n: int) -> tuple[float, float]:
+    """Mean wall-clock and CPU time of `n` cases run as plain `hil run` processes, one after the other [s]."""
     campaign = load_campaign(path)
     common = settings(campaign, folder, None)
     walls = []
+    cpu0 = cpu_s()
     for case in expand(campaign)[:n]:
         model = folder / "model.toml"
         from hil.campaign.overrides import Preset
@@ -69,13 +76,14 @@ def bare_runs(path: Path, folder: Path, n: int) -> float:
         subprocess.run(command(case.as_dict(), common, model, folder / "bare.msgpack"), check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=folder)
         walls.append(time.monotonic() - t0)
-    return sum(walls) / len(walls)
+    return sum(walls) / len(walls), (cpu_s() - cpu0) / len(walls)
 
 
-def campaign_rate(path: Path, out: Path, workers: int, engine: str) -> tuple[float, float | None, float]:
+def campaign_rate(path: Path, out: Path, workers: int, engine: str) -> tuple[float, float | None, float, float]:
     """Cases per second of the whole campaign with `workers` workers, the largest worker process
-    (Dask) in MB, and the campaign's own time per case outside its cases' processes [s]."""
-    t0 = time.monotonic()
+    (Dask) in MB, the campaign's own time per case outside its cases' processes [s] and the CPU time
+    per case of this process and its children [s] (local engine; a Dask worker's is not counted)."""
+    t0, cpu0 = time.monotonic(), cpu_s()
     if engine == "local":
         outcome = run_campaign(path, out, workers=workers, stream=io.StringIO())
         worker_mb = None
@@ -88,7 +96,7 @@ def campaign_rate(path: Path, out: Path, workers: int, engine: str) -> tuple[flo
     if bad:
         raise RuntimeError(f"benchmark cases did not pass: {bad}")
     case_s = sum(r["wall_s"] for r in read_results(out))
-    return outcome.ran / wall, worker_mb, (wall * workers - case_s) / outcome.ran
+    return outcome.ran / wall, worker_mb, (wall * workers - case_s) / outcome.ran, (cpu_s() - cpu0) / outcome.ran
 
 
 class DaskCluster:
@@ -139,16 +147,19 @@ def measure(cases: int, duration: float, bare: int, engine: str) -> dict:
         path = folder / "bench.toml"
         path.write_text(CAMPAIGN.format(cases=cases, duration=duration), encoding="utf-8")
         # bare runs before and after the 1-worker campaign: the machine's load drifts
-        before = bare_runs(path, folder, (bare + 1) // 2)
-        one, _, own_s = campaign_rate(path, folder / "one", 1, engine)
-        after = bare_runs(path, folder, bare // 2) if bare > 1 else before
+        (before, cpu_before) = bare_runs(path, folder, (bare + 1) // 2)
+        one, _, own_s, cpu_case = campaign_rate(path, folder / "one", 1, engine)
+        (after, cpu_after) = bare_runs(path, folder, bare // 2) if bare > 1 else (before, cpu_before)
         bare_s = (before * ((bare + 1) // 2) + after * (bare // 2)) / bare if bare > 1 else before
-        two, mb2, _ = campaign_rate(path, folder / "two", 2, engine)
+        bare_cpu = (cpu_before * ((bare + 1) // 2) + cpu_after * (bare // 2)) / bare if bare > 1 else cpu_before
+        two, mb2, _, _ = campaign_rate(path, folder / "two", 2, engine)
         case_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         return {"engine": engine, "cases": cases, "duration_s": duration, "bare_hil_run_s": bare_s,
                 "bare_before_s": before, "bare_after_s": after,
                 "cases_per_s_1_worker": one, "cases_per_s_2_workers": two, "speedup_2_workers": two / one,
                 "overhead_per_case": (1 / one) / bare_s - 1, "own_time_per_case_s": own_s,
+                "bare_cpu_s": bare_cpu, "campaign_cpu_per_case_s": cpu_case if engine == "local" else None,
+                "cpu_overhead_per_case": cpu_case / bare_cpu - 1 if engine == "local" else None,
                 "own_overhead_per_case": own_s / (1 / one - own_s), "case_process_max_rss_mb": case_mb,
                 "worker_process_rss_mb": mb2 if engine == "dask" else None,
                 "load_average": os.getloadavg()}
@@ -176,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
           f"(overhead per case against bare runs {r['overhead_per_case'] * 100:+.1f} %, goal < 10 %; the "
           f"campaign's own time outside its cases {r['own_time_per_case_s'] * 1e3:.0f} ms = "
           f"{r['own_overhead_per_case'] * 100:.1f} % per case)")
+    if r["cpu_overhead_per_case"] is not None:
+        print(f"  CPU time per case               {r['campaign_cpu_per_case_s']:.2f} s in the campaign, "
+              f"{r['bare_cpu_s']:.2f} s bare ({r['cpu_overhead_per_case'] * 100:+.1f} %, goal < 10 %)")
     print(f"  2 workers                       {r['cases_per_s_2_workers']:.3f} cases/s "
           f"(x{r['speedup_2_workers']:.2f}, goal >= 1.8)")
     print(f"  memory: a case's hil run process at most {r['case_process_max_rss_mb']:.0f} MB"
