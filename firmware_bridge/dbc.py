@@ -13,8 +13,8 @@ extended id with bit 31 set), ``SG_`` per signal (``@1`` little-endian / Intel, 
 Motorola with the MSB as start bit, ``+``/``-`` unsigned/signed, (scale, offset), [min|max],
 unit), the CRC as an unsigned signal ``<message>_crc`` over its bytes; ``SIG_VALTYPE_`` 1 for
 float32 signals; the attributes ``BusType``, ``Baudrate``, ``BaudrateCANFD`` (network),
-``VFrameFormat``, ``CANFD_BRS``, ``GenMsgSendType``, ``GenMsgCycleTime`` [ms] (messages; no cycle
-time: sent on event), ``SignalRole`` (data | counter | crc), ``CounterWidth`` [bits],
+``VFrameFormat``, ``CANFD_BRS``, ``GenMsgSendType``, ``GenMsgCycleTime`` [ms] (where whole
+milliseconds) and ``GenMsgCycleTimeUs`` [us] (messages; no cycle time: sent on event), ``SignalRole`` (data | counter | crc), ``CounterWidth`` [bits],
 ``CounterMaxDelta``, ``CRCAlgorithm``, ``CRCPolynomial``, ``CRCInit``, ``CRCXorOut``,
 ``CRCCoverage`` and ``CRCDataID`` (signals); comments (``CM_``) say the same in words.
 
@@ -54,6 +54,7 @@ BA_DEF_ BO_ "VFrameFormat" ENUM "StandardCAN","ExtendedCAN","reserved","reserved
 BA_DEF_ BO_ "CANFD_BRS" ENUM "0","1";
 BA_DEF_ BO_ "GenMsgSendType" ENUM "Cyclic","Event";
 BA_DEF_ BO_ "GenMsgCycleTime" INT 0 65535;
+BA_DEF_ BO_ "GenMsgCycleTimeUs" INT 0 65535000;
 BA_DEF_ SG_ "SignalRole" ENUM "data","counter","crc";
 BA_DEF_ SG_ "CounterWidth" INT 0 32;
 BA_DEF_ SG_ "CounterMaxDelta" INT 0 65535;
@@ -70,6 +71,7 @@ BA_DEF_DEF_ "VFrameFormat" "StandardCAN";
 BA_DEF_DEF_ "CANFD_BRS" "1";
 BA_DEF_DEF_ "GenMsgSendType" "Cyclic";
 BA_DEF_DEF_ "GenMsgCycleTime" 0;
+BA_DEF_DEF_ "GenMsgCycleTimeUs" 0;
 BA_DEF_DEF_ "SignalRole" "data";
 BA_DEF_DEF_ "CounterWidth" 0;
 BA_DEF_DEF_ "CounterMaxDelta" 0;
@@ -148,13 +150,16 @@ def _signal_line(s: SignalSpec, receiver: str) -> str:
             f'[{_num(s.minimum)}|{_num(s.maximum)}] "{s.unit}" {receiver}')
 
 
-def _cycle_ms(spec: MessageSpec, cycle_s: float, source: str) -> int:
-    ms = spec.rate_divider * cycle_s * 1e3
-    if abs(ms - round(ms)) > 1e-9 or round(ms) > 65535:
+def _cycle_attributes(spec: MessageSpec, mid: int, cycle_s: float, source: str) -> list[str]:
+    """GenMsgCycleTime [ms] where the cycle time is whole milliseconds, and GenMsgCycleTimeUs [us] always
+    (the 0.1 ms frames of a 10 kHz map have no GenMsgCycleTime: tools that know only it see no cycle)."""
+    us = spec.rate_divider * cycle_s * 1e6
+    if abs(us - round(us)) > 1e-6 or round(us) > 65535000:
         raise ConfigError(source, f"message[{spec.name}].rate_divider", spec.rate_divider,
-                          f"a cycle time of whole milliseconds for GenMsgCycleTime (cycle_s = {cycle_s:g}: "
-                          f"{ms:g} ms)")
-    return round(ms)
+                          f"a cycle time of whole microseconds up to 65535 ms (cycle_s = {cycle_s:g}: {us:g} us)")
+    us = round(us)
+    whole_ms = [f'BA_ "GenMsgCycleTime" BO_ {mid} {us // 1000};'] if us % 1000 == 0 else []
+    return whole_ms + [f'BA_ "GenMsgCycleTimeUs" BO_ {mid} {us};']
 
 
 def dbc_text(bus: BusSpec, source: str = "<map>") -> str:
@@ -177,7 +182,7 @@ def dbc_text(bus: BusSpec, source: str = "<map>") -> str:
         if fd:
             attrs.append(f'BA_ "CANFD_BRS" BO_ {mid} 1;')
         if spec.rate_divider:
-            attrs.append(f'BA_ "GenMsgCycleTime" BO_ {mid} {_cycle_ms(spec, bus.cycle_s, source)};')
+            attrs += _cycle_attributes(spec, mid, bus.cycle_s, source)
         else:
             attrs.append(f'BA_ "GenMsgSendType" BO_ {mid} 1;')
         every = ("every cycle" if spec.rate_divider == 1 else f"every {spec.rate_divider} cycles from cycle "
@@ -405,11 +410,18 @@ class _Sidecar:
         return s.start // 8
 
     def divider(self, m: Any, cycle_s: float) -> int:
-        if not m.cycle_time:
+        """Cycles between two frames (0: on event), from GenMsgCycleTimeUs where given, else GenMsgCycleTime."""
+        attrs = m.dbc.attributes if m.dbc is not None else {}
+        us = attrs["GenMsgCycleTimeUs"].value if "GenMsgCycleTimeUs" in attrs else 0
+        if us and m.cycle_time and us != 1000 * m.cycle_time:
+            raise ConfigError(self.source, f"message[{m.name}].GenMsgCycleTimeUs", us,
+                              f"the same cycle time as its GenMsgCycleTime ({m.cycle_time} ms)")
+        key, period_s = ("GenMsgCycleTimeUs", us * 1e-6) if us else ("GenMsgCycleTime", (m.cycle_time or 0) * 1e-3)
+        if not period_s:
             return 0
-        n = m.cycle_time * 1e-3 / cycle_s
+        n = period_s / cycle_s
         if abs(n - round(n)) > 1e-9 or round(n) < 1:
-            raise ConfigError(self.source, f"message[{m.name}].GenMsgCycleTime", m.cycle_time,
+            raise ConfigError(self.source, f"message[{m.name}].{key}", us or m.cycle_time,
                               f"a whole number of the sidecar's cycles ({cycle_s:g} s, {self.doc.source})")
         return round(n)
 

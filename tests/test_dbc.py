@@ -116,6 +116,17 @@ def test_the_dbc_states_counters_crcs_and_bus_as_attributes(tmp_path):
     assert cmd.dbc.attributes["VFrameFormat"].value == 14 and cmd.dbc.attributes["CANFD_BRS"].value == 1
 
 
+
+def test_a_sub_millisecond_cycle_is_stated_in_microseconds(tmp_path):
+    bus, dbc = exported(ROOT / "configs/bus/udp_10khz.toml", tmp_path)
+    db = cantools.database.load_file(str(dbc))
+    cmd = db.get_message_by_name("cmd_torque")
+    assert cmd.dbc.attributes["GenMsgCycleTimeUs"].value == 100 and "GenMsgCycleTime" not in cmd.dbc.attributes
+    assert all(c.rate_divider == 1 for c in BusMap.load(dbc).messages("to_plant"))
+    _, whole = exported(ROOT / "configs/bus/compact_fd.toml", tmp_path / "fd")
+    attrs = cantools.database.load_file(str(whole)).get_message_by_name("cmd_torque").dbc.attributes
+    assert (attrs["GenMsgCycleTime"].value, attrs["GenMsgCycleTimeUs"].value) == (1, 1000)
+
 # ----------------------------------------------------------------------------- failing subjects
 def test_a_dbc_whose_scale_differs_does_not_round_trip_silently(tmp_path):
     bus, dbc = exported(ROOT / "configs/bus/compact_classic.toml", tmp_path)
@@ -131,6 +142,12 @@ def one_line_error(path: Path) -> str:
     text = str(info.value)
     assert "\n" not in text, text
     return text
+
+
+def test_cycle_times_in_ms_and_us_that_disagree_are_refused(tmp_path):
+    _, dbc = exported(ROOT / "configs/bus/compact_fd.toml", tmp_path)
+    dbc.write_text(dbc.read_text().replace('"GenMsgCycleTimeUs" BO_ 256 1000;', '"GenMsgCycleTimeUs" BO_ 256 2000;'))
+    assert "GenMsgCycleTimeUs = 2000" in one_line_error(dbc)
 
 
 def test_a_dbc_without_its_sidecar_is_refused(tmp_path):
