@@ -23,31 +23,12 @@ from chains import random_flexible_chain
 DT_REPORT = 10   # sample the energy every 10 outer steps
 
 
-def conservative(model: md.Model, gravity: bool = True) -> md.Model:
-    """Remove every dissipation: joint friction, Spong damping, modal damping."""
-    for b in model.bodies:
-        b.joint.viscous_N_m_s_rad = 0.0
-        b.joint.coulomb_N_m = 0.0
-        if b.joint.elasticity is not None:
-            b.joint.elasticity.damping_N_m_s_rad = 0.0
-        if b.beam is not None:
-            b.beam.damping_ratio = np.zeros(b.beam.n_modes)
-    if not gravity:
-        model.gravity_m_s2 = np.zeros(3)
-    return model
+conservative = energy_error.undamped       # every dissipation removed (a copy of the model)
 
 
 def start_moving(plant: Plant, rng: np.random.Generator, eta_scale: float = 0.0) -> None:
-    """Random joint rates (rotors follow their links), undeformed or slightly deformed links."""
-    lay = plant.layout
-    nj = lay.n_joints
-    plant.vel[:nj] = rng.normal(size=nj)
-    plant.vel[nj:] = 0.0
-    plant.pos[nj:nj + lay.n_eta] += rng.normal(size=lay.n_eta) * eta_scale
-    for k in range(nj):
-        if plant.km.mot[k] >= 0:
-            plant.pos[lay.motor_index(k)] = plant.pos[k]
-            plant.vel[lay.motor_index(k)] = plant.vel[k]
+    """Random joint rates (rotors follow their links), undeformed or slightly deformed links; solved."""
+    energy_error.release(plant, rng, eta_scale)
     plant.evaluate()
 
 
