@@ -79,9 +79,12 @@ model = load_model("configs/ella.toml")
 cmd = bus.codec("cmd_torque")
 from hil.dynamics.plant import Plant
 hold = numpy.round(Plant(model).equilibrium_eta() / 0.02) * 0.02
-link = AnsweringLink(0x110, lambda k: [cmd.encode([*hold, 0], counter=k)])
-emu, _ = make_emulator(model, bus, link, mode="realtime", duration_s=2.5, period_s=1e-3)
-print("running", flush=True)
+def answer(k):
+    if k == 200:                      # the loop has run 200 cycles: the heartbeat is on
+        print("running", flush=True)
+    return [cmd.encode([*hold, 0], counter=k)]
+link = AnsweringLink(0x110, answer)
+emu, _ = make_emulator(model, bus, link, mode="realtime", duration_s=3.0, period_s=1e-3)
 print(json.dumps(emu.run()["overrun_causes"]), flush=True)
 """
 
@@ -89,13 +92,13 @@ print(json.dumps(emu.run()["overrun_causes"]), flush=True)
 def test_a_stopped_process_is_a_host_stall():
     proc = subprocess.Popen([sys.executable, "-c", EMULATOR], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
-        assert proc.stdout.readline().strip() == "running"
-        time.sleep(1.0)
+        assert proc.stdout.readline().strip() == "running"       # from inside the loop, 200 cycles in
+        time.sleep(0.3)
         os.kill(proc.pid, signal.SIGSTOP)             # the whole process stops, as under a stalled host
         time.sleep(0.1)
         os.kill(proc.pid, signal.SIGCONT)
         causes = json.loads(proc.stdout.readline())
-        assert causes["host_stall"] >= 1 and causes["max_heartbeat_gap_us"] > 50_000, causes
+        assert causes["host_stall"] >= 1 and causes["max_heartbeat_gap_us"] > 50_000, json.dumps(causes)
     finally:
         if proc.poll() is None:
             proc.kill()

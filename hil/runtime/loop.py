@@ -8,8 +8,8 @@ faults); receive the frames (through the link's fault layer); decode the command
 stall fault; the plant step; sensor sampling; signal faults on the measured channels; encode the
 sensor frames; send them (bus faults and output delay act there); log. Decoding, encoding and the
 drives-plant-sensors compute run compiled (hil.runtime.command_frames, sensor_frames, fused_cycle;
-hil.runtime.stages times each stage). Modes: `realtime` (fixed period), `afap` (as fast as
-possible) and `lockstep` (one step per received command frame, deterministic).
+hil.runtime.stages times each stage). Modes (hil.runtime.options): `realtime` (fixed period), `afap`
+(as fast as possible) and `lockstep` (one step per received command frame, deterministic).
 
 Start and silence (hil.runtime.start): until the first valid command the first sensor frames go
 out again now and then; realtime and afap start their clock then (unless `start = "immediately"`),
@@ -17,7 +17,6 @@ no command within `start_timeout_s` fails the run. In lockstep an unanswered sen
 again every second and after `lockstep_timeout_s` marks the firmware silent: the plant steps on
 without commands (the watchdog acts), waiting `lockstep_silent_poll_s` per cycle for answers; a
 cycle whose sensor frames a bus fault withheld expects none. `abort(reason)` fails the run.
-The options (period, mode, start, watchdog, safe state, ...): hil.runtime.options.
 
 CANopen maps (firmware_bridge.canopen.DriveNodes as `protocol`): the nodes take NMT and SYNC
 frames and drop RPDOs while not operational; lockstep steps once per SYNC (in any NMT state: the
@@ -129,6 +128,7 @@ class Emulator:
         self._fused = FusedCycle(plant, self.drives, self.sensors, self.divergence)
         self.overrun_causes = OverrunCauses(options.period_s, None)
         self._last_work: tuple[int, int, int, int] | None = None   # last cycle: start, CPU, compute, I/O ns
+        self._wait_from: int | None = None          # when the latest pacer wait began (monotonic ns)
         self.diverged = False               # latched: the plant blew up, the safe state holds to the end
         self.receive_budget = ReceiveBudget(options.receive_frames,
                                             options.receive_budget_s if options.mode == "realtime" else None)
@@ -168,8 +168,7 @@ class Emulator:
             self.drives.update(self.commands.tau)
 
     def firmware_exited(self, status: int) -> None:
-        """The firmware process ended: that fails the run (also one not yet started) unless the
-        loop has finished its cycles."""
+        """The firmware process ended: that fails the run (also one not yet started) unless it is done."""
         if not self.finished and (self.n_cycles is None or self.cycle < self.n_cycles):
             how = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
             self.abort(f"the firmware {how} at t = {self.plant.t:.3f} s (cycle {self.cycle}), before the run's end")
@@ -187,9 +186,7 @@ class Emulator:
 
     def abort(self, reason: str) -> None:
         """Fail the run and stop the loop (any thread; the first reason stays)."""
-        if self.failure is None:
-            self.failure = reason
-        self.stop_requested = True
+        self.failure, self.stop_requested = self.failure or reason, True
 
     # ------------------------------------------------------------------ one cycle
     def _receive(self) -> list[Frame]:
@@ -552,11 +549,14 @@ class Emulator:
         return self.summary(pacer, report, halted)
 
     def _paced_wait(self, pacer: Pacer) -> int:
-        """pacer.wait(); an overrun it finds is attributed to its cause (hil.runtime.stalls)."""
+        """pacer.wait(); an overrun it finds is attributed to its cause (hil.runtime.stalls) over the stretch
+        since the previous wait began (a stop while that wait slept is found only at this one)."""
         before = pacer.overruns + pacer.ignored_overruns
+        waited_from, self._wait_from = self._wait_from, time.monotonic_ns()
         lateness = pacer.wait()
         if pacer.overruns + pacer.ignored_overruns > before and self._last_work is not None:
-            self.overrun_causes.attribute(self._last_work[0], time.monotonic_ns(), *self._last_work[1:])
+            start = self._last_work[0] if waited_from is None else min(waited_from, self._last_work[0])
+            self.overrun_causes.attribute(start, time.monotonic_ns(), *self._last_work[1:])
         return lateness
 
     def _install_signals(self) -> dict:
