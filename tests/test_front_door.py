@@ -294,6 +294,18 @@ def test_the_command_age_follows_the_frame_each_command_answers():
     assert s["cycles_with_command"] == 4 and s["missed_cycles"] == 2 and s["cmd_age_us"]["max"] == 3000.0
 
 
+def test_a_firmware_silent_for_longer_than_the_send_history_ages_on():
+    """The command in use answers frames sent HISTORY + 500 cycles ago: its age is that, not a newer
+    send time from the ring of send times (which the silence has overwritten)."""
+    from hil.runtime.command_age import HISTORY
+    age = CommandAge(8)
+    age.sent(0)
+    age.taken(100_000)
+    for k in range(1, HISTORY + 500):
+        age.sent(k * 1_000_000)
+    assert age.cycle_start((HISTORY + 500) * 1_000_000) == pytest.approx((HISTORY + 500) * 1000.0)
+
+
 def test_hil_latency_measures_any_firmware():
     proc = hil("latency", "ella", "--bus", "serial_frame", "--duration", "0.5", "--no-realtime",
                "--firmware", PYSERIAL_FW)

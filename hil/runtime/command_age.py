@@ -26,6 +26,7 @@ class CommandAge:
         self._sent_ns = np.zeros(HISTORY, np.int64)
         self._sends = 0                     # sensor sends so far (index of the next one)
         self._answered = -1                 # send index the newest command answers (-1: none yet)
+        self._answered_ns = 0               # its send time (kept: the ring overwrites it after HISTORY sends)
         self.ages_us = np.zeros(capacity)
         self.count = 0
         self.missed = 0
@@ -41,14 +42,14 @@ class CommandAge:
         oldest = max(self._sends - HISTORY, 0)
         while k >= oldest and self._sent_ns[k % HISTORY] > arrival_ns:
             k -= 1
-        if k >= oldest:
-            self._answered = max(self._answered, k)
+        if k >= oldest and k > self._answered:
+            self._answered, self._answered_ns = k, int(self._sent_ns[k % HISTORY])
 
     def cycle_start(self, now_ns: int) -> float:
         """Age [us] of the command in use at this cycle; NaN before the first command."""
         if self._answered < 0:
             return math.nan
-        age = (now_ns - int(self._sent_ns[self._answered % HISTORY])) * 1e-3
+        age = (now_ns - self._answered_ns) * 1e-3
         if self._answered < self._sends - 1:
             self.missed += 1
         self.ages_us[self.count % len(self.ages_us)] = age
