@@ -82,6 +82,7 @@ def soak(duration_s: float, bus: str, every_s: float, extra: list[str]) -> dict:
     return {"command": " ".join(cmd), "exit_status": proc.returncode, "cycles": summary["cycles"],
             "failed": summary.get("failed"), "run_failures": summary.get("run_failures"),
             "firmware_cycles": (summary.get("firmware") or {}).get("cycles"),
+            "firmware_fault": (summary.get("firmware") or {}).get("fault"),
             "emulator_memory": memory(samples, 1, settled), "firmware_memory": memory(samples, 2, settled),
             "overruns": summary["pacer"]["overruns"], "overrun_causes": summary["overrun_causes"],
             "lateness_us": summary["timing"]["lateness"], "cmd_age_us": summary["firmware_timing"]["cmd_age_us"],
@@ -105,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(r, indent=1))
         return 0
     print(f"{r['command']}\n  exit status {r['exit_status']}, {r['cycles']} cycles (the firmware's "
-          f"{r['firmware_cycles']}); failed: {r['failed']}; real-time features: "
+          f"{r['firmware_cycles']}); failed: {r['failed']}; the firmware's own fault: {r['firmware_fault']}; "
+          f"real-time features: "
           + (", ".join(k for k, on in r["realtime"].items() if on) or "none"))
     for who in ("emulator", "firmware"):
         m = r[f"{who}_memory"]
