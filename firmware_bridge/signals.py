@@ -116,14 +116,22 @@ class FrameReader:
         self.counters = CounterCheck()
         self.rejected_total = 0
 
-    def read(self, frame: Frame) -> Codec | None:
-        """The codec whose values were updated by `frame`, or None if it was rejected or foreign."""
+    def codec_for(self, frame: Frame) -> Codec | None:
+        """The codec of this direction for `frame`; None for an unknown id (a rejection) or a frame of the
+        other direction (ignored), both counted."""
         codec = self.bus.by_id(frame.arbitration_id, frame.is_extended_id)
         if codec is None:
             self._reject("unknown_id")
-            return None
-        if codec.direction != self.direction:
+        elif codec.direction != self.direction:
             self.ignored += 1
+        else:
+            return codec
+        return None
+
+    def read(self, frame: Frame) -> Codec | None:
+        """The codec whose values were updated by `frame`, or None if it was rejected or foreign."""
+        codec = self.codec_for(frame)
+        if codec is None:
             return None
         try:
             values = codec.decode(frame)

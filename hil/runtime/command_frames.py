@@ -41,12 +41,8 @@ class CompiledCommandInput:
     def feed(self, frame: Frame) -> bool:
         """Take one frame; True if it was a valid command."""
         reader = self.commands.reader
-        codec = reader.bus.by_id(frame.arbitration_id, frame.is_extended_id)
+        codec = reader.codec_for(frame)
         if codec is None:
-            reader._reject("unknown_id")
-            return False
-        if codec.direction != reader.direction:
-            reader.ignored += 1
             return False
         m = self._index[id(codec)]
         values = self._values[m]
