@@ -116,7 +116,7 @@ def test_fitted_midpoint_energy_error_on_undamped_ella_stays_below_rk4_at_equal_
     assert drift < 1e-3
 
 
-# The energy target of the case (hil.dynamics.energy_error), judged here on a history this module
+# The energy target for undamped ELLA with gravity (hil.dynamics.energy_error), judged here on a history this module
 # samples itself every 10 steps: max |E - E(0)| and the drift (mean of the last second minus the first), both
 # over the largest kinetic energy, within 1e-6 over 10 s. Measured (every step, `python -m tools.bench_kernel
 # --sections energy`): fitted x2 (auto) 6.9e-4 / +3.6e-6, IMEX x2 6.2e-5 / -4.0e-5, RK4 x2 1.6e-5 / -9.4e-6, RK4 x3
