@@ -106,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(r, indent=1))
         return 0
     print(f"{r['command']}\n  exit status {r['exit_status']}, {r['cycles']} cycles (the firmware's "
-          f"{r['firmware_cycles']}); failed: {r['failed']}; the firmware's own fault: {r['firmware_fault']}; "
+          f"{r['firmware_cycles']}); failed: {r['failed']}; run failures: {r['run_failures']}; "
+          f"the firmware's own fault: {r['firmware_fault']}; "
           f"real-time features: "
           + (", ".join(k for k, on in r["realtime"].items() if on) or "none"))
     for who in ("emulator", "firmware"):
