@@ -138,12 +138,16 @@ class FrameReader:
         except DecodeError as exc:
             self._reject(exc.kind)
             return None
+        return codec if self.take(codec, values) else None
+
+    def take(self, codec: Codec, values) -> bool:
+        """Decoded `values` of `codec` past the rolling-counter check: kept and counted (else a rejection)."""
         if not self.counters.accept(codec, values[codec.counter_index] if codec.counter_index is not None else 0):
             self._reject("counter")
-            return None
+            return False
         self.values[id(codec)][:] = values
         self.accepted += 1
-        return codec
+        return True
 
     def _reject(self, kind: str) -> None:
         self.rejected[kind] += 1

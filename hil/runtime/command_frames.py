@@ -51,11 +51,8 @@ class CompiledCommandInput:
         if verdict != OK:
             reader._reject(_KINDS[verdict])
             return False
-        if not reader.counters.accept(codec, values[codec.counter_index] if codec.counter_index is not None else 0):
-            reader._reject("counter")
+        if not reader.take(codec, values):
             return False
-        reader.values[id(codec)][:] = values
-        reader.accepted += 1
         self.commands.arrival_s = frame.timestamp
         tau = self.commands.tau
         for k, i in self._slots[m]:
