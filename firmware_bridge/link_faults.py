@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -346,6 +346,7 @@ class FaultyLink:
         self._rx_ready: deque[Frame] = deque()
         self._ticking: list[BusEffect] = []
         self._bound: list[tuple[str, BusEffect]] = []
+        self.tap: Callable[[Frame | bytes], None] | None = None    # sees every item that went out on the wire
 
     def __getattr__(self, name: str) -> Any:
         if name == "inner":
@@ -359,12 +360,12 @@ class FaultyLink:
     # ------------------------------------------------------------------ Link protocol
     def send(self, frame: Frame) -> bool:
         if not self._tx:
-            return self.inner.send(frame)
+            return self._transmit(frame)
         try:
             out = self._run(self._tx, frame)
         except Exception:   # a fault must never stop the loop: the frame goes out as it is
             self.errors += 1
-            return self.inner.send(frame)
+            return self._transmit(frame)
         ok = True
         for item in out:
             ok = self._transmit(item) and ok
@@ -489,6 +490,7 @@ class FaultyLink:
         return frames
 
     def _transmit(self, item: Frame | bytes) -> bool:
-        if isinstance(item, bytes):
-            return self.inner.send_packet(item)
-        return self.inner.send(item)
+        sent = self.inner.send_packet(item) if isinstance(item, bytes) else self.inner.send(item)
+        if sent and self.tap is not None:
+            self.tap(item)
+        return sent

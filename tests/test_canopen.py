@@ -32,6 +32,7 @@ from hil.model.config import load_model
 from hil.devices.drives import DriveBank
 from hil.dynamics.plant import Plant
 from hil.logs.runlog import read_run
+from hil.runtime.lockstep import wait_for_command
 from hil.runtime.loop import Emulator, RuntimeOptions
 from links import memory_pair
 
@@ -331,13 +332,13 @@ def test_lockstep_waits_for_a_sync_and_keeps_beating_meanwhile(model, bus):
     rig.link.send(nmt_frame(NMT_START))
     for f in rig.rpdos(tau):
         rig.link.send(f)
-    assert rig.emu._wait_for_command() is False          # commands, but no SYNC: no step
+    assert wait_for_command(rig.emu) is False          # commands, but no SYNC: no step
     # the boot-up and the SDO answers went out while waiting
     assert ids(rig.take()) == HEARTBEATS + [0x580 + n for n in (1, 2, 3) for _ in range(3)]
     assert rig.emu.cycle == 0 and rig.emu.commands.counters()["accepted"] == 3
     rig.clock.t += 0.2
     rig.link.send(sync_frame())
-    assert rig.emu._wait_for_command() is True
+    assert wait_for_command(rig.emu) is True
     assert beats(rig.take()) == {n: STATE_OPERATIONAL for n in (1, 2, 3, 4)}
     rig.emu.step_once()
     assert rig.emu.cycle == 1 and np.array_equal(rig.applied(), tau)

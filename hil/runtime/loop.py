@@ -13,10 +13,10 @@ hil.runtime.stages times each stage). Modes (hil.runtime.options): `realtime` (f
 
 Start and silence (hil.runtime.start): until the first valid command the first sensor frames go
 out again now and then; realtime and afap start their clock then (unless `start = "immediately"`),
-no command within `start_timeout_s` fails the run. In lockstep an unanswered sensor frame goes out
-again every second and after `lockstep_timeout_s` marks the firmware silent: the plant steps on
-without commands (the watchdog acts), waiting `lockstep_silent_poll_s` per cycle for answers; a
-cycle whose sensor frames a bus fault withheld expects none. `abort(reason)` fails the run.
+no command within `start_timeout_s` fails the run. Lockstep (hil.runtime.lockstep): an unanswered
+sensor frame goes out again every second and after `lockstep_timeout_s` marks the firmware silent;
+a cycle whose sensor frames the firmware's receiver would not compute on (withheld or damaged by a
+bus fault, the first after a bus-off) expects no answer. `abort(reason)` fails the run.
 
 CANopen maps (firmware_bridge.canopen.DriveNodes as `protocol`): the nodes take NMT and SYNC
 frames and drop RPDOs while not operational; lockstep steps once per SYNC (in any NMT state: the
@@ -50,6 +50,7 @@ from hil.runtime.realtime import CycleStats, OverrunHalt, Pacer, RealtimeSetup, 
 from hil.runtime.divergence import DivergenceGuard
 from hil.runtime.options import RuntimeOptions, Watchdog
 from hil.runtime.receive import ReceiveBudget
+from hil.runtime.lockstep import firmware_cue, wait_for_command
 from hil.runtime.start import await_first_command, check_period, link_poller
 from hil.runtime.command_frames import CompiledCommandInput
 from hil.runtime.fused_cycle import FusedCycle
@@ -60,9 +61,6 @@ from hil.logs.run_logger import RunLogger
 from hil.faults.scenario import Scenario
 from hil.model.sensor_specs import SensorSpec
 from hil.devices.sensors import SensorSuite
-
-KEEPALIVE_S = 1.0       # lockstep: an unanswered sensor frame goes out again after this long (same counter)
-
 
 class Emulator:
     """The plant behind a link, speaking the bus map's protocol."""
@@ -115,10 +113,10 @@ class Emulator:
         self.n_cycles: int | None = None
         self.start_report: dict = {}       # how the run started: waited_s, resent
         self._early: list[Frame] = []       # frames read just before the sensor frames went out
-        self._answer_expected = True        # lockstep: the last cycle's sensor frames went out
-        self._silent = False                # lockstep: the firmware left a sensor frame unanswered
+        self.answer_expected = True         # lockstep: the last cycle's sensor frames cue the firmware
+        self.silent = False                 # lockstep: the firmware left a sensor frame unanswered
         self.silent_cycles = 0
-        self._last_sensor_frames: list[Frame] = []
+        self.last_sensor_frames: list[Frame] = []
         self.resent_frames = 0              # lockstep: unanswered sensor frames sent again
         self.dropped_while_silent = 0
         self.held_fresh = False             # a command taken in while waiting (lockstep, start)
@@ -134,6 +132,10 @@ class Emulator:
                                             options.receive_budget_s if options.mode == "realtime" else None)
         self.recorder: BusRecorder | None = None
         self.protocol = protocol
+        # lockstep: which cycles a firmware answers (hil.runtime.lockstep); it sees what goes out on the wire
+        self._cue = firmware_cue(bus, plant.layout.joint_names) if options.mode == "lockstep" and protocol is None else None
+        if self._cue is not None:
+            self.link.tap = self._cue.see
         nj = plant.layout.n_joints
         self._safe_before = np.zeros(nj, bool)   # protocol: joints in the safe state last cycle
         self._braked = (self.drives.brake_torque > 0) & (options.safe_state == "brake")
@@ -213,11 +215,11 @@ class Emulator:
         self.held_fresh = False
         rejected = self.commands.reader.rejected_total
         for frame in frames:
-            fresh |= self._take(frame)
+            fresh |= self.take_frame(frame)
         self._rejected_now = self.commands.reader.rejected_total > rejected
         return fresh
 
-    def _take(self, frame: Frame) -> bool:
+    def take_frame(self, frame: Frame) -> bool:
         """Feed a received frame; True if it was a valid command (refreshes the watchdog)."""
         if self.protocol is not None and self.protocol.receive(frame):
             return False                    # NMT, SYNC, or an RPDO its node does not take now
@@ -350,10 +352,14 @@ class Emulator:
         """The cycle's sensor frames, their send time kept for the command age; frames a silent
         firmware leaves unread are counted apart (no link error: it does not listen)."""
         dropped = self.link.counters.tx_dropped
-        self._answer_expected = self.send_frames(frames)
-        if self._silent:
+        cue = self._cue
+        if cue is not None:
+            cue.cued = False
+        went_out = self.send_frames(frames)
+        self.answer_expected = went_out if cue is None else cue.cued
+        if self.silent:
             self.dropped_while_silent += self.link.counters.tx_dropped - dropped
-        self._last_sensor_frames = frames
+        self.last_sensor_frames = frames
         self.age.sent(time.monotonic_ns())
 
     def _log(self, tau: np.ndarray, status: int, lateness: int, compute: int, io: int, cmd_age_us: float) -> None:
@@ -451,57 +457,6 @@ class Emulator:
                                    "cycle": self.cycle, "t": self.plant.t})
 
     # ------------------------------------------------------------------ the loop
-    def _wait_for_command(self) -> bool:
-        """Lockstep: poll the link until a valid command frame has been taken in; False only when
-        stopped (CANopen: or no SYNC within the timeout). Without an answer in time the firmware
-        is silent and the plant steps on; without sensor frames sent there is nothing to answer."""
-        if self.protocol is not None:
-            return self._wait_for_sync()
-        if self.held_fresh:                # the first command, taken in while starting
-            return True
-        if not self._answer_expected:
-            return True
-        now = time.monotonic()
-        deadline = now + (self.opt.lockstep_silent_poll_s if self._silent else self.opt.lockstep_timeout_s)
-        resend_at = now + KEEPALIVE_S
-        while not self.stop_requested and time.monotonic() < deadline:
-            frame = self.link.recv()
-            if frame is None:
-                if not self._silent and time.monotonic() >= resend_at:    # lost, or a firmware that is alive
-                    self.send_frames(self._last_sensor_frames)            # only while it hears from the plant
-                    self.resent_frames += len(self._last_sensor_frames)
-                    resend_at += KEEPALIVE_S
-                self.idle(min(deadline, resend_at) - time.monotonic())
-                continue
-            if self.recorder:
-                self.recorder.put(frame, received=True)
-            if self.take_command(frame):
-                self.held_fresh = True
-                self._silent = False
-                return True
-        if self.stop_requested:
-            return False
-        self._silent = True
-        self.silent_cycles += 1
-        return True
-
-    def _wait_for_sync(self) -> bool:
-        """Lockstep on a CANopen map: take frames (NMT, RPDOs) until a SYNC, or the timeout; the
-        nodes' heartbeats keep going out meanwhile."""
-        deadline = time.monotonic() + self.opt.lockstep_timeout_s
-        while not self.stop_requested and time.monotonic() < deadline:
-            self.send_frames(self.protocol.heartbeats())
-            if self.protocol.step_due:
-                return True
-            frame = self.link.recv()
-            if frame is None:
-                self.idle(deadline - time.monotonic())
-                continue
-            self.held_fresh |= self._take(frame)
-            if self.recorder:
-                self.recorder.put(frame, received=True)
-        return self.protocol.step_due
-
     def run(self) -> dict:
         """Run until the duration, a signal, or an overrun halt; returns the summary."""
         previous_handlers = self._install_signals()
@@ -527,7 +482,7 @@ class Emulator:
             if self.opt.mode == "lockstep" or self.opt.start == "first_command":
                 await_first_command(self, initial)
             while not self.stop_requested and (n_cycles is None or self.cycle < n_cycles):
-                if self.opt.mode == "lockstep" and not self._wait_for_command():
+                if self.opt.mode == "lockstep" and not wait_for_command(self):
                     if not self.stop_requested:
                         halted = "lockstep: no SYNC within the timeout"
                     break

@@ -1,0 +1,104 @@
+"""Lockstep: the firmware's commands are the clock (one plant step per answered cycle).
+
+After each cycle's sensor frames the loop waits for the command that answers them
+(``wait_for_command``; CANopen maps: for the master's SYNC, ``wait_for_sync``). An unanswered frame
+goes out again every `KEEPALIVE_S` (same counter: a firmware that lost it answers, one that has
+answered already rejects the repeat) and after ``lockstep_timeout_s`` the firmware is silent: the
+plant steps on without commands (the watchdog acts), waiting ``lockstep_silent_poll_s`` per cycle.
+
+Which cycles are answered: those whose sensor frames, as they went out on the wire (after the bus
+faults), a receiver following the bus map's rules computes on (:class:`FirmwareCue`, the firmware
+side's own reader firmware_bridge.signals.SensorInput: CRC, the E2E counter with its resync, all
+of a cycle's encoder frames). A cycle whose frames a bus fault withheld or damaged expects none,
+and neither does the first frame after a gap longer than the counter window (a bus-off): the
+receiver rejects it and takes up the new sequence with the next. A firmware that computes on frames
+these rules reject runs one cycle behind from then on (its extra answer is taken for the next
+cycle).
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from config_schema import ConfigError
+from firmware_bridge.link import Frame
+from firmware_bridge.messages import BusMap
+from firmware_bridge.signals import SensorInput
+
+KEEPALIVE_S = 1.0       # an unanswered sensor frame goes out again after this long (same counter)
+
+
+class FirmwareCue:
+    """A mirror of the firmware's receiver, fed with every sensor frame that went out on the wire:
+    ``cued`` is true once a frame completed a cycle the firmware computes on (reset per cycle)."""
+
+    def __init__(self, bus: BusMap, joint_names: list[str]):
+        self.receiver = SensorInput(bus, joint_names)
+        self.cued = False
+
+    def see(self, item: Frame | bytes) -> None:
+        """One item as transmitted (raw bytes: a packet a fault damaged below the framing)."""
+        if isinstance(item, Frame) and self.receiver.feed(item):
+            self.cued = True
+
+
+def firmware_cue(bus: BusMap, joint_names: list[str]) -> FirmwareCue | None:
+    """The cue for a map whose sensor frames carry every joint's encoder; None (every cycle that
+    sent a frame expects an answer) for a map without them."""
+    try:
+        return FirmwareCue(bus, joint_names)
+    except ConfigError:
+        return None
+
+
+def wait_for_command(emu: Any) -> bool:
+    """`emu`: a hil.runtime.loop.Emulator. Poll the link until a valid command frame has been taken
+    in; False only when stopped (CANopen: or no SYNC within the timeout). Without an answer in time
+    the firmware is silent and the plant steps on; with no answer expected there is nothing to wait for."""
+    if emu.protocol is not None:
+        return wait_for_sync(emu)
+    if emu.held_fresh:                 # the first command, taken in while starting
+        return True
+    if not emu.answer_expected:
+        return True
+    now = time.monotonic()
+    deadline = now + (emu.opt.lockstep_silent_poll_s if emu.silent else emu.opt.lockstep_timeout_s)
+    resend_at = now + KEEPALIVE_S
+    while not emu.stop_requested and time.monotonic() < deadline:
+        frame = emu.link.recv()
+        if frame is None:
+            if not emu.silent and time.monotonic() >= resend_at:     # lost, or a firmware that is alive
+                emu.send_frames(emu.last_sensor_frames)              # only while it hears from the plant
+                emu.resent_frames += len(emu.last_sensor_frames)
+                resend_at += KEEPALIVE_S
+            emu.idle(min(deadline, resend_at) - time.monotonic())
+            continue
+        if emu.recorder:
+            emu.recorder.put(frame, received=True)
+        if emu.take_command(frame):
+            emu.held_fresh = True
+            emu.silent = False
+            return True
+    if emu.stop_requested:
+        return False
+    emu.silent = True
+    emu.silent_cycles += 1
+    return True
+
+
+def wait_for_sync(emu: Any) -> bool:
+    """Lockstep on a CANopen map: take frames (NMT, RPDOs) until a SYNC, or the timeout; the
+    nodes' heartbeats keep going out meanwhile."""
+    deadline = time.monotonic() + emu.opt.lockstep_timeout_s
+    while not emu.stop_requested and time.monotonic() < deadline:
+        emu.send_frames(emu.protocol.heartbeats())
+        if emu.protocol.step_due:
+            return True
+        frame = emu.link.recv()
+        if frame is None:
+            emu.idle(deadline - time.monotonic())
+            continue
+        emu.held_fresh |= emu.take_frame(frame)
+        if emu.recorder:
+            emu.recorder.put(frame, received=True)
+    return emu.protocol.step_due
