@@ -6,8 +6,12 @@ import gc
 import sys
 import warnings
 
-from hil.cli import modes, simulate, run, firmware, log, bench, report, replay, bus, campaign  # noqa: F401  (each registers its commands)
-from hil.cli.registry import COMMANDS, EXIT_INTERRUPTED, EXIT_USAGE, USER_ERRORS
+from hil import collector_paused
+
+with collector_paused():
+    # each module registers its commands (in this order in `hil --help`)
+    from hil.cli import modes, simulate, run, firmware, log, bench, report, replay, bus, campaign  # noqa: F401
+    from hil.cli.registry import COMMANDS, EXIT_INTERRUPTED, EXIT_USAGE, USER_ERRORS
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
