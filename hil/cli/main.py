@@ -2,22 +2,29 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import warnings
 
-from hil.cli import modes, simulate, run, firmware, log, bench, report, replay, bus, campaign  # noqa: F401  (each registers its commands)
-from hil.cli.registry import COMMANDS, EXIT_INTERRUPTED, EXIT_USAGE, USER_ERRORS
+from hil import collector_paused
+
+with collector_paused():
+    # each module registers its commands (in this order in `hil --help`)
+    from hil.cli import modes, simulate, run, firmware, log, bench, report, replay, bus, campaign  # noqa: F401
+    from hil.cli.registry import COMMANDS, EXIT_INTERRUPTED, EXIT_USAGE, USER_ERRORS
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The top-level parser with one subparser per registered command (in `parser.commands`)."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The top-level parser with one subparser per registered command (in `parser.commands`); with
+    `command`, only that subparser gets its arguments (the others are only named in ``hil --help``:
+    building them all costs the start-up their imports)."""
     parser = argparse.ArgumentParser(prog="hil", description="Hardware-in-the-loop emulator of flexible robot arms.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     parser.commands = {}
     for cmd in COMMANDS.values():
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.description or cmd.help,
                            formatter_class=argparse.RawDescriptionHelpFormatter, add_help=not cmd.passthrough)
-        if cmd.add_arguments is not None:
+        if cmd.add_arguments is not None and command in (None, cmd.name):
             cmd.add_arguments(p)
         parser.commands[cmd.name] = p
     return parser
@@ -25,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse(argv: list[str]) -> argparse.Namespace:
     """Parse argv; an unknown option is reported with the usage of its command, not the top level's."""
-    parser = build_parser()
+    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         parser.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
@@ -33,7 +40,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``hil`` with argv (default: sys.argv[1:]); returns the exit status."""
+    """Run ``hil`` with argv (default: sys.argv[1:]); returns the exit status.
+
+    Without argv (the process's own command line: the ``hil`` script, ``python -m hil``) the objects
+    of the start-up are frozen out of the garbage collector once the command's arguments are read
+    (the modules, numba's typing and the loaded kernels live until the process ends), and everything
+    is frozen before the return: the process exits next, and the collector's passes over the
+    ~100 000 objects of numba at the interpreter's shutdown (~0.1 s) find nothing to free."""
+    process = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
     name = argv[0] if argv else None
     warnings.formatwarning = _one_line
@@ -41,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         if name in COMMANDS and COMMANDS[name].passthrough:
             return COMMANDS[name].run(argv[1:])
         args = parse(argv)
+        if process:
+            gc.freeze()
         return COMMANDS[args.command].run(args)
     except USER_ERRORS as exc:
         print(f"hil {name}: error: {exc}", file=sys.stderr)
@@ -48,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"hil {name}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:
+        if process:
+            gc.freeze()
 
 
 def _one_line(message, category, filename, lineno, line=None) -> str:
