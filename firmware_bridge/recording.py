@@ -76,6 +76,10 @@ class BusRecorder:
         """Queue a frame (received = True for firmware -> emulator), stamped now if unstamped."""
         self._worker.put((frame, received, frame.timestamp or time.monotonic()))
 
+    def received(self, frame: Frame) -> None:
+        """Queue a frame the firmware sent."""
+        self.put(frame, received=True)
+
     def _write(self, item) -> None:
         frame, received, stamp = item
         self._logger.on_message_received(can.Message(

@@ -155,9 +155,43 @@ def test_command_decoding_equals_the_reference(model, name):
         for frame in _mutations(rng, frames):
             assert compiled.feed(frame) == ref.feed(frame), (name, cycle, frame)
             np.testing.assert_array_equal(got.tau, ref.tau)
+            assert got.reader.rejected_total == ref.reader.rejected_total
     assert got.counters() == ref.counters()
-    rejected = ref.counters()["rejected"]
+    for key, values in ref.reader.values.items():
+        np.testing.assert_array_equal(got.reader.values[key], values)
+    counts = ref.counters()
+    rejected = counts["rejected"]
     assert rejected["crc"] + rejected["length"] > 0 and rejected["unknown_id"] > 0 and rejected["counter"] > 0, rejected
+    assert counts["lost"] > 0 and counts["ignored"] > 0
+    assert counts["resyncs"] > 0 or bus.codec("cmd_torque").counter_index is None, counts
+
+
+
+def _counter_story(sender):
+    """Command frames with the counter cases of the E2E check: in order, a repeat, one lost, a jump
+    beyond the window (stale), a sender that restarted its counter (two frames in order: re-anchored),
+    a replay of two old frames, and the counter wrapping past its top."""
+    tau = np.zeros(len(sender.limit))
+    frames = [sender.frames(tau, k)[0] for k in range(300)]
+    order = [0, 1, 1, 2, 4, 5, 40, 6, 7, 100, 101, 102, 103, 50, 51, 104, *range(105, 300)]
+    return [frames[k] for k in order]
+
+
+@pytest.mark.parametrize("sync_frames", [None, 3])
+def test_counter_verdicts_equal_the_reference(model, sync_frames):
+    """Every counter case taken or rejected as CounterCheck does, counted the same; a compiled check
+    re-anchoring after three frames instead of two (sync_frames = 3) must fail the comparison."""
+    bus = BusMap.load(ROOT / "configs" / "bus" / "serial_frame.toml")
+    joints = [b.joint.name for b in model.bodies]
+    ref, got = CommandInput(bus, joints), CommandInput(bus, joints)
+    compiled = CompiledCommandInput(got)
+    if sync_frames is not None:
+        compiled._ctr[:, 3] = sync_frames
+    verdicts = [(compiled.feed(f), ref.feed(f)) for f in _counter_story(CommandOutput(bus, joints))]
+    counts = ref.counters()
+    assert counts["lost"] > 0 and counts["resyncs"] > 0 and counts["rejected"]["counter"] > 0, counts
+    same = all(a == b for a, b in verdicts) and got.counters() == counts
+    assert same == (sync_frames is None), (verdicts, got.counters(), counts)
 
 
 PLANT_FAULTS = """

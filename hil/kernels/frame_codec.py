@@ -162,3 +162,49 @@ def decode_frame(msg, sig, sigf, m, data, crc8, crc16, f32, u32, out):
             return BAD_RANGE
         out[j] = r * sigf[i, DSIG_SCALE] + sigf[i, DSIG_OFFSET]
     return OK
+
+
+BAD_COUNTER, OK_LOST, OK_RESYNC = 5, 6, 7       # take_command's verdicts beyond decode_frame's
+CTR_INDEX, CTR_BITS, CTR_MAX_DELTA, CTR_SYNC = range(4)  # per message: counter signal (-1: none), bits, window, re-anchor run
+ST_LAST, ST_REJECTED, ST_RUN = range(3)         # per message: last taken counter, last rejected one (-1: none), run
+CNT_LOST, CNT_RESYNCS = range(2)
+
+
+@kernel
+def take_command(msg, sig, sigf, m, data, crc8, crc16, f32, u32, decoded, ctr, state, counts, stored,
+                 slot_tau, slot_value, tau):
+    """A frame of message m through decode_frame and the rolling-counter check of
+    firmware_bridge.signals.CounterCheck (AUTOSAR E2E Profile 1, re-anchoring after ctr[m, CTR_SYNC]
+    in-order rejected frames); a taken frame's values go to `stored` and its torque slots
+    (tau[slot_tau[j]] = decoded[slot_value[j]]). Returns OK, a decode_frame verdict, BAD_COUNTER,
+    or OK_LOST / OK_RESYNC (taken; counts[CNT_LOST] / counts[CNT_RESYNCS] grew). state[m, ST_LAST]
+    is -1 before the first taken frame."""
+    verdict = decode_frame(msg, sig, sigf, m, data, crc8, crc16, f32, u32, decoded)
+    if verdict != OK:
+        return verdict
+    index = ctr[m, CTR_INDEX]
+    if index >= 0:
+        value = np.int64(decoded[index])
+        wrap = (np.int64(1) << ctr[m, CTR_BITS]) - 1
+        last = state[m, ST_LAST]
+        if last >= 0:
+            delta = (value - last) & wrap
+            if 1 <= delta <= ctr[m, CTR_MAX_DELTA]:
+                if delta > 1:
+                    counts[CNT_LOST] += delta - 1
+                    verdict = OK_LOST
+            else:
+                rejected = state[m, ST_REJECTED]
+                in_order = rejected >= 0 and ((value - rejected) & wrap) == 1
+                run = state[m, ST_RUN] + 1 if in_order else 1
+                if run < ctr[m, CTR_SYNC]:
+                    state[m, ST_REJECTED], state[m, ST_RUN] = value, run
+                    return BAD_COUNTER
+                counts[CNT_RESYNCS] += 1
+                verdict = OK_RESYNC
+        state[m, ST_LAST], state[m, ST_REJECTED], state[m, ST_RUN] = value, -1, 0
+    for j in range(stored.shape[0]):
+        stored[j] = decoded[j]
+    for j in range(slot_tau.shape[0]):
+        tau[slot_tau[j]] = decoded[slot_value[j]]
+    return verdict

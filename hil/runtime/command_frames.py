@@ -1,23 +1,26 @@
-"""The command frames taken in through a compiled decoder (hil.kernels.frame_codec.decode_frame) run
-on the bus map's decoder table (firmware_bridge.codec_table): the torques, rejection counts and
-rolling-counter verdicts of firmware_bridge.signals.CommandInput.feed, which stays the reference the
-tests hold it to. Python keeps the id lookup and the counter check (CounterCheck, a few dict
-operations per frame)."""
+"""The command frames taken in through one compiled call per frame (hil.kernels.frame_codec.take_command)
+on the bus map's decoder table (firmware_bridge.codec_table): decoding, the rolling-counter check and
+the store of the torques, with the rejection counts and counter verdicts of
+firmware_bridge.signals.CommandInput.feed, which stays the reference the tests hold it to. Python
+keeps the id lookup (one dict get) and the counts of the reader (FrameReader), the rolling-counter
+state lives in the compiled call's table."""
 from __future__ import annotations
 
 import numpy as np
 
 from firmware_bridge.codec_table import decoder_table
 from firmware_bridge.link import Frame
-from firmware_bridge.signals import CommandInput
-from hil.kernels.frame_codec import BAD_CRC, BAD_LENGTH, BAD_NAN, BAD_RANGE, OK, decode_frame
+from firmware_bridge.signals import CommandInput, CounterCheck
+from hil.kernels.frame_codec import (BAD_COUNTER, BAD_CRC, BAD_LENGTH, BAD_NAN, BAD_RANGE, CNT_LOST, CNT_RESYNCS,
+                                     OK, OK_LOST, ST_LAST, ST_REJECTED, ST_RUN, take_command)
 
-_KINDS = {BAD_LENGTH: "length", BAD_CRC: "crc", BAD_NAN: "nan", BAD_RANGE: "range"}
+_KINDS = {BAD_LENGTH: "length", BAD_CRC: "crc", BAD_NAN: "nan", BAD_RANGE: "range", BAD_COUNTER: "counter"}
+OTHER_DIRECTION = -1        # the id lookup's mark of a frame this reader ignores
 
 
 class CompiledCommandInput:
     """``feed(frame)`` as CommandInput.feed, updating the same CommandInput (its tau, arrival_s and
-    its reader's values and counters)."""
+    its reader's values and counters; the reader's CounterCheck is not consulted after start-up)."""
 
     def __init__(self, commands: CommandInput):
         self.commands = commands
@@ -31,30 +34,47 @@ class CompiledCommandInput:
         self._crc16 = np.array(table.crc16, np.int64)
         self._f32 = np.zeros(1, np.float32)
         self._u32 = self._f32.view(np.uint32)
-        self._index = {id(c): m for m, c in enumerate(codecs)}
-        self._values = [np.zeros(len(c.signal_names)) for c in codecs]
-        self._slots = [[(k, i) for k, (owner, i) in enumerate(commands.slots) if owner is c] for c in codecs]
-        for m, c in enumerate(codecs):      # compile or load before real time
-            decode_frame(self._msg, self._sig, self._sigf, m, bytes(c.length), self._crc8, self._crc16,
-                         self._f32, self._u32, self._values[m])
+        index = {id(c): m for m, c in enumerate(codecs)}
+        self._lookup = {(c.arbitration_id, c.is_extended_id): index.get(id(c), OTHER_DIRECTION)
+                        for c in reader.bus.codecs}
+        self._ctr = np.array([(-1 if c.counter_index is None else c.counter_index, c.counter_bits,
+                               c.counter_max_delta, CounterCheck.SYNC_FRAMES) for c in codecs], np.int64).reshape(-1, 4)
+        self._state = np.zeros((len(codecs), 3), np.int64)
+        for m, c in enumerate(codecs):          # the reader's counter state so far (none on a fresh reader)
+            last = reader.counters.last.get(id(c))
+            rejected, run = reader.counters._rejected.get(id(c), (None, 0))
+            self._state[m, ST_LAST] = -1 if last is None else last
+            self._state[m, ST_REJECTED], self._state[m, ST_RUN] = -1 if rejected is None else rejected, run
+        self._counts = np.array([reader.counters.lost, reader.counters.resyncs], np.int64)
+        self._decoded = [np.zeros(len(c.signal_names)) for c in codecs]
+        self._stored = [reader.values[id(c)] for c in codecs]
+        slots = [[(k, i) for k, (owner, i) in enumerate(commands.slots) if owner is c] for c in codecs]
+        self._slot_tau = [np.array([k for k, _ in s], np.int64) for s in slots]
+        self._slot_value = [np.array([i for _, i in s], np.int64) for s in slots]
+        for m, c in enumerate(codecs):      # compile or load before real time (a wrong length: no state touched)
+            self._take(m, bytes(c.length + 1))
+
+    def _take(self, m: int, data: bytes) -> int:
+        return take_command(self._msg, self._sig, self._sigf, m, data, self._crc8, self._crc16, self._f32, self._u32,
+                            self._decoded[m], self._ctr, self._state, self._counts, self._stored[m],
+                            self._slot_tau[m], self._slot_value[m], self.commands.tau)
 
     def feed(self, frame: Frame) -> bool:
         """Take one frame; True if it was a valid command."""
         reader = self.commands.reader
-        codec = reader.codec_for(frame)
-        if codec is None:
+        m = self._lookup.get((frame.arbitration_id, frame.is_extended_id))
+        if m is None:
+            reader._reject("unknown_id")
             return False
-        m = self._index[id(codec)]
-        values = self._values[m]
-        verdict = decode_frame(self._msg, self._sig, self._sigf, m, frame.data, self._crc8, self._crc16,
-                               self._f32, self._u32, values)
+        if m == OTHER_DIRECTION:
+            reader.ignored += 1
+            return False
+        verdict = self._take(m, frame.data)
         if verdict != OK:
-            reader._reject(_KINDS[verdict])
-            return False
-        if not reader.take(codec, values):
-            return False
+            if verdict < OK_LOST:
+                reader._reject(_KINDS[verdict])
+                return False
+            reader.counters.lost, reader.counters.resyncs = int(self._counts[CNT_LOST]), int(self._counts[CNT_RESYNCS])
+        reader.accepted += 1
         self.commands.arrival_s = frame.timestamp
-        tau = self.commands.tau
-        for k, i in self._slots[m]:
-            tau[k] = values[i]
         return True

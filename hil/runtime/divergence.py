@@ -30,7 +30,7 @@ class DivergenceGuard:
         self.limit = np.array([s.torque_limit_N_m for s in drives.specs], float)
         self.inertia = np.asarray(drives.inertia, float)
         self._pos, self._vel = plant.pos.copy(), plant.vel.copy()
-        self._t = plant.t
+        self.kept_t = plant.t
         lay = plant.layout
         nj = lay.n_joints
         self._eta = plant.pos[nj:nj + lay.n_eta]
@@ -47,13 +47,18 @@ class DivergenceGuard:
         """Keep the state before a step."""
         np.copyto(self._pos, self.plant.pos)
         np.copyto(self._vel, self.plant.vel)
-        self._t = self.plant.t
+        self.kept_t = self.plant.t
+
+    def kept(self) -> tuple[np.ndarray, np.ndarray]:
+        """The arrays keep() copies position and velocity into, for a caller that copies them itself
+        (setting `kept_t`)."""
+        return self._pos, self._vel
 
     def restore(self) -> None:
         """Back to the state kept before the step."""
         np.copyto(self.plant.pos, self._pos)
         np.copyto(self.plant.vel, self._vel)
-        self.plant.t = self._t
+        self.plant.t = self.kept_t
 
     def deflection_problem(self, cycle: int) -> str | None:
         """A link deflecting beyond its length (looked at every CHECK_EVERY cycles), else None."""
@@ -80,5 +85,5 @@ class DivergenceGuard:
     def latch(self, cycle: int, cause: str) -> dict:
         """The divergence event (kept: the run's first divergence)."""
         if self.event is None:
-            self.event = {"event": "diverged", "cycle": cycle, "t": float(self._t), "detail": cause}
+            self.event = {"event": "diverged", "cycle": cycle, "t": float(self.kept_t), "detail": cause}
         return self.event

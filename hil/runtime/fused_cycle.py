@@ -28,6 +28,9 @@ class FusedCycle:
         self._reach = np.ascontiguousarray(guard._reach)
         self._eta0 = nj
         self._sense_args = sensors._tables[1:] + (sensors.measured,)     # fj ... sampled, then measured
+        # the call's arguments that stay the same arrays all run, bound once (a payload fault changes the substeps)
+        self._stations = (plant._out_index, plant.station_out)
+        self._guard_args = (self._eta0, self._reach, *guard.kept())
         self._warm_up()
 
     def _warm_up(self) -> None:
@@ -38,9 +41,9 @@ class FusedCycle:
         fj, current, z, ich, fch, sf, si, gi, gm, lin_idx, lin_coef, axis, truth, sampled, measured = self._sense_args
         drive_step_sense(par, np.zeros(len(limited)), vidx, kt, out.copy(), limited.copy(), *p._kernel, p.t,
                          p.pos.copy(), p.vel.copy(), p.tau.copy(), p.dt, p.plan.substeps, p._method, p._out_index,
-                         p.station_out.copy(), True, self._eta0, self._reach, s.step_count + 1, fj, current, z, ich,
-                         fch, sf.copy(), si.copy(), gi, gm, lin_idx, lin_coef, axis, truth.copy(), sampled.copy(),
-                         measured.copy())
+                         p.station_out.copy(), True, self._eta0, self._reach, p.pos.copy(), p.vel.copy(),
+                         s.step_count + 1, fj, current, z, ich, fch, sf.copy(), si.copy(), gi, gm, lin_idx, lin_coef,
+                         axis, truth.copy(), sampled.copy(), measured.copy())
         p.evaluate()
 
     @property
@@ -55,12 +58,12 @@ class FusedCycle:
         with the separate calls, otherwise the drives have and the plant is back before the step."""
         p, s, d = self.plant, self.sensors, self.drives
         par, vidx, kt, out, limited = self._drive_args
-        self.guard.keep()
+        self.guard.kept_t = p.t          # with the position and velocity the call keeps
         s.rng.standard_normal(out=s._z)
         verdict, d.torque_limited = drive_step_sense(
             par, command, vidx, kt, out, limited, *p._kernel, p.t, p.pos, p.vel, p.tau, p.dt, p.plan.substeps,
-            p._method, p._out_index, p.station_out, cycle % CHECK_EVERY == 0, self._eta0, self._reach,
-            s.step_count + 1, *self._sense_args)
+            p._method, *self._stations, cycle % CHECK_EVERY == 0, *self._guard_args, s.step_count + 1,
+            *self._sense_args)
         p.t += p.dt
         if verdict == OK:
             s.step_count += 1
