@@ -17,7 +17,7 @@ from firmware_bridge.reference.stats import LatencyHistogram
 from firmware_bridge.udp_loopback import UdpLoopbackBus
 
 ROOT = Path(__file__).resolve().parent.parent
-CHANNEL = "integrity-lifetime"
+CHANNEL = f"lifetime-{os.getpid()}"      # per test process: suites running side by side keep apart
 
 EMULATOR = f"""
 import sys, time
