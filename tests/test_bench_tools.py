@@ -164,7 +164,7 @@ def test_loop_bench_inprocess_reports_every_model_set(capsys):
     python = t[bench_loop.PYTHON_STAGES]["stages_us"]        # every replaced stage in Python, for comparison
     assert python["sensors"]["p50"] > 0 and t["models"]["stages_us"]["sensors"]["p50"] < python["sensors"]["p50"]
     for name in t:
-        assert set(t[name]["stages_us"]) == {*STAGES, "cycle"}
+        assert set(t[name]["stages_us"]) == {*STAGES, "compute", "cycle"}
 
 
 def test_loop_bench_rate10k_reports_overruns_and_lateness(capsys):

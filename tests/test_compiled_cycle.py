@@ -111,9 +111,12 @@ def test_stage_clock_covers_the_cycle(model):
         firmware.answer()
         emu.step_once()
     d = emu.stage_clock.durations_us()
-    assert set(d) == {*STAGES, "cycle"} and all(len(v) == 20 for v in d.values())
+    assert set(d) == {*STAGES, "compute", "cycle"} and all(len(v) == 20 for v in d.values())
     assert all(np.all(d[s] >= 0) for s in STAGES) and np.all(d["plant"] > 0)
     np.testing.assert_allclose(sum(d[s] for s in STAGES), d["cycle"])
+    compute = STAGES[STAGES.index("decode"):STAGES.index("send")]
+    np.testing.assert_allclose(sum(d[s] for s in compute), d["compute"])
+    assert np.all(d["compute"] < d["cycle"])
 
 
 def _mutations(rng, frames):

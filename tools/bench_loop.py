@@ -334,10 +334,11 @@ def print_report(report: dict, duration: float) -> None:
 
 
 def stage_rows(timing: dict) -> list[str]:
-    """Each stage's p50 (p99) [us] per model set, the whole cycle last (hil.runtime.stages)."""
+    """Each stage's p50 (p99) [us] per model set, then decode through encode ("compute") and the whole
+    cycle, each a percentile of the per-cycle sums (hil.runtime.stages)."""
     names = list(timing)
     rows = [f"  per stage, p50 (p99) [us]: {'':4s}" + "".join(f"{n:>23s}" for n in names)]
-    for stage in (*STAGES, "cycle"):
+    for stage in (*STAGES, "compute", "cycle"):
         rows.append(f"  {stage:31s}" + "".join(
             f"{timing[n]['stages_us'][stage]['p50']:14.2f} ({timing[n]['stages_us'][stage]['p99']:6.1f})"
             for n in names))

@@ -42,11 +42,13 @@ class StageClock:
 
     def durations_us(self, skip: int = 0) -> dict[str, np.ndarray]:
         """Each stage's duration [us] per retained cycle, the first `skip` recorded cycles left out;
-        "cycle" the whole cycle."""
+        "compute" the stages from decode through encode (the cycle without the link's I/O, the fault
+        engine's cycle start and the log), "cycle" the whole cycle."""
         n = min(self.count, len(self.ns))
         rows = self.ns[:n] if self.count <= len(self.ns) else np.roll(self.ns, -(self.count % len(self.ns)), axis=0)
         rows = rows[skip:]
         d = np.diff(rows, axis=1) * 1e-3
         out = {name: d[:, i] for i, name in enumerate(STAGES)}
+        out["compute"] = (rows[:, STAGES.index("send")] - rows[:, STAGES.index("decode")]) * 1e-3
         out["cycle"] = (rows[:, -1] - rows[:, 0]) * 1e-3
         return out
