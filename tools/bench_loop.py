@@ -69,6 +69,7 @@ OVERHEAD = "configs/scenarios/overhead.toml"
 MODEL_SETS = {"before": ["--ideal-sensors", "--ideal-drives"], "models": [], "faulted": ["--scenario", OVERHEAD]}
 WARMUP_CYCLES = 1000        # in-process: cycles run before timing (first calls, caches, branch predictors)
 PYTHON_STAGES = "models, Python stages"    # in-process: "models" with the separate calls and Python codecs
+STAGE_CALLS = "models, stage calls"        # in-process: "models" with a compiled call per stage, not the one call
 BUDGET_US = 10.0            # what sensor, drive and fault models may add to a 1 ms cycle
 
 
@@ -224,9 +225,12 @@ def inprocess_comparison(cycles: int, bus_path: str = LINKS["pty"][0], arm: str 
     one's timing (Emulator.stats, step_once's own clock) over the last `cycles`."""
     model, bus = load_model(ROOT / arm), BusMap.load(ROOT / bus_path)
     rigs = {name: _emulator(model, bus, name, WARMUP_CYCLES + cycles) for name in MODEL_SETS}
+    rigs[STAGE_CALLS] = _emulator(model, bus, "models", WARMUP_CYCLES + cycles)
+    rigs[STAGE_CALLS][0].one_call = None         # decode, supervise, drives-plant-sensors, encode called apart
     rigs[PYTHON_STAGES] = _emulator(model, bus, "models", WARMUP_CYCLES + cycles)
     emu = rigs[PYTHON_STAGES][0]                 # the Python stages the compiled ones replace
     emu._sensor_frames, emu._feed, emu._fused.enabled = emu.sensors_out.frames, emu.commands.feed, False
+    emu.one_call = None
     for emu, _ in rigs.values():
         emu.stage_clock = StageClock(WARMUP_CYCLES + cycles)
     gc.collect()

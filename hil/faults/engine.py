@@ -259,6 +259,17 @@ class FaultEngine:
             except Exception as exc:   # a fault must never stop the loop
                 self._error(next((e.fault.name for e in self._active if e.effect.apply == apply), "?"), repr(exc))
 
+    @property
+    def signals_idle(self) -> bool:
+        """apply_signals leaves the measured channels as they are: no signal fault is active and no
+        count offset is kept (it still records the channels crossing triggers read, `watching`)."""
+        return not (self._offsets or self._chain)
+
+    @property
+    def watching(self) -> bool:
+        """Crossing triggers read the channels given to apply_signals."""
+        return self._watching
+
     def stall(self) -> int:
         """In the compute phase: busy-wait while a stall fault is active; returns the ns waited."""
         ns = self.stall_ns

@@ -131,11 +131,11 @@ def _bits(data, length, big, shift, bits):
 
 
 @kernel
-def decode_frame(msg, sig, sigf, m, data, crc8, crc16, f32, u32, out):
-    """Message m's physical values from payload `data` into out[:count] (Codec.decode's checks and
-    order); returns OK or the first failed check (BAD_LENGTH, BAD_CRC, BAD_NAN, BAD_RANGE)."""
+def decode_frame(msg, sig, sigf, m, data, n, crc8, crc16, f32, u32, out):
+    """Message m's physical values from the `n` payload bytes data[:n] into out[:count] (Codec.decode's
+    checks and order); returns OK or the first failed check (BAD_LENGTH, BAD_CRC, BAD_NAN, BAD_RANGE)."""
     length = msg[m, DEC_LENGTH]
-    if len(data) != length:
+    if n != length:
         return BAD_LENGTH
     if msg[m, DEC_CRC] != 0:
         k = msg[m, DEC_CRC_BYTE]
@@ -168,18 +168,19 @@ BAD_COUNTER, OK_LOST, OK_RESYNC = 5, 6, 7       # take_command's verdicts beyond
 CTR_INDEX, CTR_BITS, CTR_MAX_DELTA, CTR_SYNC = range(4)  # per message: counter signal (-1: none), bits, window, re-anchor run
 ST_LAST, ST_REJECTED, ST_RUN = range(3)         # per message: last taken counter, last rejected one (-1: none), run
 CNT_LOST, CNT_RESYNCS = range(2)
+SLOT_MESSAGE, SLOT_TAU, SLOT_VALUE = range(3)    # per torque slot: its message, joint, signal row
 
 
 @kernel
-def take_command(msg, sig, sigf, m, data, crc8, crc16, f32, u32, decoded, ctr, state, counts, stored,
-                 slot_tau, slot_value, tau):
-    """A frame of message m through decode_frame and the rolling-counter check of
+def take_command(msg, sig, sigf, m, data, n, crc8, crc16, f32, u32, decoded, ctr, state, counts, stored,
+                 slots, tau):
+    """A frame of message m (payload data[:n]) through decode_frame and the rolling-counter check of
     firmware_bridge.signals.CounterCheck (AUTOSAR E2E Profile 1, re-anchoring after ctr[m, CTR_SYNC]
-    in-order rejected frames); a taken frame's values go to `stored` and its torque slots
-    (tau[slot_tau[j]] = decoded[slot_value[j]]). Returns OK, a decode_frame verdict, BAD_COUNTER,
-    or OK_LOST / OK_RESYNC (taken; counts[CNT_LOST] / counts[CNT_RESYNCS] grew). state[m, ST_LAST]
-    is -1 before the first taken frame."""
-    verdict = decode_frame(msg, sig, sigf, m, data, crc8, crc16, f32, u32, decoded)
+    in-order rejected frames); a taken frame's values go to stored[first:first + count] (the message's
+    signal rows) and its torque slots (per slot row of message m: tau[SLOT_TAU] = stored[SLOT_VALUE],
+    a signal row). Returns OK, a decode_frame verdict, BAD_COUNTER, or OK_LOST / OK_RESYNC (taken;
+    counts[CNT_LOST] / counts[CNT_RESYNCS] grew). state[m, ST_LAST] is -1 before the first taken frame."""
+    verdict = decode_frame(msg, sig, sigf, m, data, n, crc8, crc16, f32, u32, decoded)
     if verdict != OK:
         return verdict
     index = ctr[m, CTR_INDEX]
@@ -203,8 +204,10 @@ def take_command(msg, sig, sigf, m, data, crc8, crc16, f32, u32, decoded, ctr, s
                 counts[CNT_RESYNCS] += 1
                 verdict = OK_RESYNC
         state[m, ST_LAST], state[m, ST_REJECTED], state[m, ST_RUN] = value, -1, 0
-    for j in range(stored.shape[0]):
-        stored[j] = decoded[j]
-    for j in range(slot_tau.shape[0]):
-        tau[slot_tau[j]] = decoded[slot_value[j]]
+    first = msg[m, DEC_FIRST]
+    for j in range(msg[m, DEC_COUNT]):
+        stored[first + j] = decoded[j]
+    for j in range(slots.shape[0]):
+        if slots[j, SLOT_MESSAGE] == m:
+            tau[slots[j, SLOT_TAU]] = stored[slots[j, SLOT_VALUE]]
     return verdict

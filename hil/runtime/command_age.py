@@ -23,11 +23,12 @@ HISTORY = 1024          # send times kept (a command answering older frames is o
 
 class CommandAge:
     def __init__(self, capacity: int):
-        self._sent_ns = np.zeros(HISTORY, np.int64)
+        self._sent_ns = [0] * HISTORY       # a list: a third of the numpy array's time per access
         self._sends = 0                     # sensor sends so far (index of the next one)
         self._answered = -1                 # send index the newest command answers (-1: none yet)
         self._answered_ns = 0               # its send time (kept: the ring overwrites it after HISTORY sends)
         self.ages_us = np.zeros(capacity)
+        self._capacity = capacity
         self.count = 0
         self.missed = 0
 
@@ -52,7 +53,7 @@ class CommandAge:
         age = (now_ns - self._answered_ns) * 1e-3
         if self._answered < self._sends - 1:
             self.missed += 1
-        self.ages_us[self.count % len(self.ages_us)] = age
+        self.ages_us[self.count % self._capacity] = age
         self.count += 1
         return age
 

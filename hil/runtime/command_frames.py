@@ -1,9 +1,9 @@
 """The command frames taken in through one compiled call per frame (hil.kernels.frame_codec.take_command)
 on the bus map's decoder table (firmware_bridge.codec_table): decoding, the rolling-counter check and
-the store of the torques, with the rejection counts and counter verdicts of
-firmware_bridge.signals.CommandInput.feed, which stays the reference the tests hold it to. Python
-keeps the id lookup (one dict get) and the counts of the reader (FrameReader), the rolling-counter
-state lives in the compiled call's table."""
+the store of the values (one array; the reader's per-message value arrays are views of it) and of the
+torques, with the rejection counts and counter verdicts of firmware_bridge.signals.CommandInput.feed,
+which stays the reference the tests hold it to. Python keeps the id lookup (one dict get) and the
+counts of the reader (FrameReader), the rolling-counter state lives in the compiled call's table."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,7 +12,7 @@ from firmware_bridge.codec_table import decoder_table
 from firmware_bridge.link import Frame
 from firmware_bridge.signals import CommandInput, CounterCheck
 from hil.kernels.frame_codec import (BAD_COUNTER, BAD_CRC, BAD_LENGTH, BAD_NAN, BAD_RANGE, CNT_LOST, CNT_RESYNCS,
-                                     OK, OK_LOST, ST_LAST, ST_REJECTED, ST_RUN, take_command)
+                                     DEC_COUNT, DEC_FIRST, OK, OK_LOST, ST_LAST, ST_REJECTED, ST_RUN, take_command)
 
 _KINDS = {BAD_LENGTH: "length", BAD_CRC: "crc", BAD_NAN: "nan", BAD_RANGE: "range", BAD_COUNTER: "counter"}
 OTHER_DIRECTION = -1        # the id lookup's mark of a frame this reader ignores
@@ -46,18 +46,24 @@ class CompiledCommandInput:
             self._state[m, ST_LAST] = -1 if last is None else last
             self._state[m, ST_REJECTED], self._state[m, ST_RUN] = -1 if rejected is None else rejected, run
         self._counts = np.array([reader.counters.lost, reader.counters.resyncs], np.int64)
-        self._decoded = [np.zeros(len(c.signal_names)) for c in codecs]
-        self._stored = [reader.values[id(c)] for c in codecs]
-        slots = [[(k, i) for k, (owner, i) in enumerate(commands.slots) if owner is c] for c in codecs]
-        self._slot_tau = [np.array([k for k, _ in s], np.int64) for s in slots]
-        self._slot_value = [np.array([i for _, i in s], np.int64) for s in slots]
+        self._decoded = np.zeros(max([1] + [len(c.signal_names) for c in codecs]))   # one frame's values (scratch)
+        # every message's values in one array, in signal-row order; the reader's value arrays become views of it
+        self._stored = np.zeros(len(self._sig))
+        for m, c in enumerate(codecs):
+            first, count = self._msg[m, DEC_FIRST], self._msg[m, DEC_COUNT]
+            self._stored[first:first + count] = reader.values[id(c)]
+            reader.values[id(c)] = self._stored[first:first + count]
+        self._slots = np.array([(m, k, self._msg[m, DEC_FIRST] + i) for m, c in enumerate(codecs)
+                                for k, (owner, i) in enumerate(commands.slots) if owner is c], np.int64).reshape(-1, 3)
+        # take_command's arguments after the payload, bound once (the compiled cycle, hil.runtime.one_call,
+        # takes the frames in on the same tables and counter state)
+        self.tables = (self._crc8, self._crc16, self._f32, self._u32, self._decoded, self._ctr, self._state,
+                       self._counts, self._stored, self._slots, commands.tau)
         for m, c in enumerate(codecs):      # compile or load before real time (a wrong length: no state touched)
             self._take(m, bytes(c.length + 1))
 
     def _take(self, m: int, data: bytes) -> int:
-        return take_command(self._msg, self._sig, self._sigf, m, data, self._crc8, self._crc16, self._f32, self._u32,
-                            self._decoded[m], self._ctr, self._state, self._counts, self._stored[m],
-                            self._slot_tau[m], self._slot_value[m], self.commands.tau)
+        return take_command(self._msg, self._sig, self._sigf, m, data, len(data), *self.tables)
 
     def feed(self, frame: Frame) -> bool:
         """Take one frame; True if it was a valid command."""

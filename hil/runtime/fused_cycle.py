@@ -53,13 +53,15 @@ class FusedCycle:
         return (self.enabled and not self.drives._braking and p._step_and_sample is step_and_sample
                 and p._out_index is not None)
 
-    def step(self, command: np.ndarray, cycle: int) -> int:
+    def step(self, command: np.ndarray, cycle: int, draw: bool = True) -> int:
         """One cycle with the drives' `command`; on OK the plant, drives and sensors have advanced as
-        with the separate calls, otherwise the drives have and the plant is back before the step."""
+        with the separate calls, otherwise the drives have and the plant is back before the step.
+        `draw` False: the sensor noise of this step was drawn already (hil.runtime.one_call)."""
         p, s, d = self.plant, self.sensors, self.drives
         par, vidx, kt, out, limited = self._drive_args
         self.guard.kept_t = p.t          # with the position and velocity the call keeps
-        s.rng.standard_normal(out=s._z)
+        if draw:
+            s.rng.standard_normal(out=s._z)
         verdict, d.torque_limited = drive_step_sense(
             par, command, vidx, kt, out, limited, *p._kernel, p.t, p.pos, p.vel, p.tau, p.dt, p.plan.substeps,
             p._method, *self._stations, cycle % CHECK_EVERY == 0, *self._guard_args, s.step_count + 1,

@@ -54,6 +54,7 @@ from hil.runtime.lockstep import firmware_cue, wait_for_command
 from hil.runtime.start import await_first_command, check_period, link_poller
 from hil.runtime.command_frames import CompiledCommandInput
 from hil.runtime.fused_cycle import FusedCycle
+from hil.runtime.one_call import DONE, STEP_FAILED, TAKE_IN, OneCall
 from hil.runtime.sensor_frames import CompiledSensorFrames
 from hil.runtime.stages import StageClock
 from hil.runtime.stalls import Heartbeat, OverrunCauses
@@ -92,9 +93,11 @@ class Emulator:
         self.drives = drives or DriveBank(plant)
         self.sensors = SensorSuite(plant, sensors, seed=options.seed, current_source=self.drives.current)
         sensors_out.bind(self.sensors.channel_names)
-        self._sensor_frames = CompiledSensorFrames(sensors_out, self.sensors.channel_names).frames
+        compiled_out = CompiledSensorFrames(sensors_out, self.sensors.channel_names)
+        self._sensor_frames = compiled_out.frames
         # a CANopen map's RPDOs go through their node's PDO mapping (PdoCommandInput), in Python
-        self._feed = CompiledCommandInput(commands).feed if type(commands) is CommandInput else commands.feed
+        compiled_in = CompiledCommandInput(commands) if type(commands) is CommandInput else None
+        self._feed = commands.feed if compiled_in is None else compiled_in.feed
         # the faults' seed: the run's, else the scenario's, else the model's
         seed = next(s for s in (options.seed, scenario and scenario.seed, plant.asm.model.sensor_seed) if s is not None)
         self.faults = FaultEngine(self.sensors.channel_names, dt_s=plant.dt, seed=seed,
@@ -166,6 +169,8 @@ class Emulator:
         self.stage_clock: StageClock | None = None    # per-stage timestamps (hil.runtime.stages), when set
         self.live = None        # a tap on the logger's thread (hil.viz.live.LiveView), set before run()
         self._eta = plant.pos[nj:nj + plant.layout.n_eta]     # a view made once (the plant steps pos in place)
+        # the common path's cycle in one call (hil.runtime.one_call); None: always the stages below
+        self.one_call = OneCall(self, compiled_in, compiled_out) if compiled_in and protocol is None else None
 
     def _settle_drives(self, steps: int = 200) -> None:
         """The drives' electrical state holding the arm at rest before the first cycle (a voltage
@@ -324,12 +329,16 @@ class Emulator:
         self.plant.step(tau)
         return tau
 
-    def _fused_step(self, command: np.ndarray) -> np.ndarray:
-        """The cycle's compute in one call (hil.runtime.fused_cycle); a failed step is computed
-        again by _step_plant from the state before it (the same failure, then its recovery)."""
+    def _fused_step(self, command: np.ndarray, draw: bool) -> np.ndarray:
+        """The cycle's compute in one call (hil.runtime.fused_cycle; `draw`: the sensor noise not yet drawn)."""
         self.faults.stall()
-        if self._fused.step(command, self.cycle) == OK:
+        if self._fused.step(command, self.cycle, draw) == OK:
             return self.drives.tau
+        return self._recover_step()
+
+    def _recover_step(self) -> np.ndarray:
+        """A failed compiled step computed again by _step_plant from the state before it (the same
+        failure, then its recovery), the sensors on the noise drawn for it."""
         tau = self._step_plant(self.drives.tau)
         self.sensors.sample(draw=False)
         return tau
@@ -404,30 +413,44 @@ class Emulator:
         clk and clk.mark(1)
         frames = self._receive()
         clk and clk.mark(2)
-        fresh = self._decode(frames)
-        cmd_age_us = self.age.cycle_start(t0)
-        clk and clk.mark(3)
-        self._supervise(fresh)
-        t1 = time.monotonic_ns()
-        clk and clk.mark(4)
-        if self._fused.applies:                 # drives, plant, sensors: one call (the "plant" stage)
-            clk and clk.mark(5)
-            tau = self._fused_step(self._applied_torque())
-            clk and clk.mark(6, through=7)
+        one = self.one_call             # the common path: one call from the frames' bytes to the sensor frames'
+        outcome = one.run(frames, t0, clk) if one is not None and one.applies(frames) else TAKE_IN
+        if outcome == TAKE_IN:
+            fresh = self._decode(frames)
+            cmd_age_us = self.age.cycle_start(t0)
         else:
-            tau = self.drives.update(self._applied_torque())
-            clk and clk.mark(5)
-            self.faults.stall()
-            tau = self._step_plant(tau)
-            clk and clk.mark(6)
-            self.sensors.sample()
-            clk and clk.mark(7)
-        self.faults.apply_signals(self.sensors.measured, self.sensors.truth)
-        self.cycle += 1
-        t2 = time.monotonic_ns()
-        clk and clk.mark(8)
-        status = self._status()
-        frames = self._encode(status & self._announced)
+            fresh, cmd_age_us = one.fresh, one.cmd_age_us
+        if outcome == DONE:
+            tau, status, frames, t1, t2 = self.drives.tau, one.status, one.sent, one.t1, one.t2
+        else:
+            clk and clk.mark(3)
+            if outcome != STEP_FAILED:      # (the call supervised that cycle)
+                self._supervise(fresh)
+            t1 = time.monotonic_ns()
+            clk and clk.mark(4)
+            draw = outcome == TAKE_IN       # else the call drew the sensor noise
+            if outcome == STEP_FAILED:
+                clk and clk.mark(5)
+                tau = self._recover_step()
+                clk and clk.mark(6, through=7)
+            elif self._fused.applies:                 # drives, plant, sensors: one call (the "plant" stage)
+                clk and clk.mark(5)
+                tau = self._fused_step(self._applied_torque(), draw)
+                clk and clk.mark(6, through=7)
+            else:
+                tau = self.drives.update(self._applied_torque())
+                clk and clk.mark(5)
+                self.faults.stall()
+                tau = self._step_plant(tau)
+                clk and clk.mark(6)
+                self.sensors.sample(draw)
+                clk and clk.mark(7)
+            self.faults.apply_signals(self.sensors.measured, self.sensors.truth)
+            self.cycle += 1
+            t2 = time.monotonic_ns()
+            clk and clk.mark(8)
+            status = self._status()
+            frames = self._encode(status & self._announced)
         clk and clk.mark(9)
         if self.opt.mode != "lockstep":     # commands that arrived while the plant stepped answer older frames
             self._read_into(self._early)

@@ -33,6 +33,7 @@ class CompiledSensorFrames:
         self._u32 = self._f32.view(np.uint32)
         self._payload = np.zeros((len(self._ids), MAX_PAYLOAD), np.uint8)
         self._result = np.zeros(len(self._ids), np.int64)
+        self._rows = [self._payload[m, :n] for m, n in enumerate(self._lengths)]     # each message's bytes
         self.frames(0, np.zeros(max(1, len(channel_names))), 0, dry=True)    # compile or load before real time
 
     def frames(self, cycle: int, measured: np.ndarray, status: int, dry: bool = False) -> list[Frame]:
@@ -42,12 +43,17 @@ class CompiledSensorFrames:
                                   self._crc8, self._crc16, self._f32, self._u32, self._payload, self._result)
         if dry:
             return []
+        return self.wrap(saturated)
+
+    def wrap(self, saturated: int) -> list[Frame]:
+        """The frames of the last encode (those READY in the result), `saturated` and the refused
+        messages counted in the writer."""
         self.writer.saturated += saturated
         out = []
         for m, r in enumerate(self._result.tolist()):
             if r == READY:
-                out.append(Frame(self._ids[m][0], self._payload[m, :self._lengths[m]].tobytes(),
-                                 self._ids[m][1], self._ids[m][2]))
+                arbitration_id, is_fd, is_extended_id = self._ids[m]
+                out.append(Frame(arbitration_id, self._rows[m].tobytes(), is_fd, is_extended_id))
             elif r == REFUSED:
                 self.writer.refused += 1
         return out
