@@ -6,8 +6,9 @@ age and the emulator's own flags must be the same. The frames a scripted firmwar
 rejection kind (CRC, length, NaN, range, counter), an unknown id, a frame of the other direction, a
 frame longer than any command, lost and re-anchored counters, two commands in one cycle, torques
 beyond the drives' limits, and silences that trip and clear the watchdog; with each safe state, a
-signal fault and plant faults (friction, torque constant, stiffness, a brake fault and a payload drop). Two deliberately broken calls
-(the running bit missing from the status; a hold gain doubled) must be caught.
+voltage drive, a signal fault and plant faults (friction, torque constant, stiffness, a brake fault
+and a payload drop). Two deliberately broken calls (the running bit missing from the status; a hold
+gain doubled) must be caught.
 """
 from __future__ import annotations
 
@@ -52,7 +53,8 @@ crc_byte = 13
   unit = "N m"
   min = -{limit}
   max = {limit}
-""" for k, (joint, limit) in enumerate((("base_yaw", 240.0), ("shoulder_pitch", 360.0), ("elbow", 90.0)))) + """  [[message.signal]]
+""" for k, (joint, limit) in enumerate((("base_yaw", 240.0), ("shoulder_pitch", 360.0), ("elbow", 90.0)))) + """\
+  [[message.signal]]
   name = "command_counter"
   type = "uint8"
   start_bit = 96

@@ -18,10 +18,11 @@ cycle (also the fault engine's cycle start and the bus fault layer).
 * --inprocess: the emulators in this process, on in-memory links in afap mode with a firmware
   answering the holding torque between the cycles, stepped alternately cycle by cycle so that
   both see the same machine load, no firmware process to disturb them (--cycles, default 20000);
-  a fourth emulator, "models, Python stages", has the models with the stages the compiled cycle
-  replaces run as before: DriveBank.update, Plant.step, SensorSuite.sample one after the other and
-  the Python codecs (CommandInput.feed, SensorOutput.frames); each stage's p50 (p99) of all four
-  (hil.runtime.stages).
+  a fourth emulator, "models, stage calls", has the models with a compiled call per stage instead
+  of the one call of the common path (hil.runtime.one_call); a fifth, "models, Python stages", the
+  stages the compiled cycle replaces run as before: DriveBank.update, Plant.step, SensorSuite.sample
+  one after the other and the Python codecs (CommandInput.feed, SensorOutput.frames); each stage's
+  p50 (p99) of all five (hil.runtime.stages; the one call's grouping of stages is stated there).
 
     python -m tools.bench_loop [--duration 60] [--links pty,udp,slcan] [--cpu 0] [--models] [--inprocess]
                                [--cycles 20000] [--arm PRESET] [--bus MAP] [--rate10k [--firmware-cpu N]] [--json]

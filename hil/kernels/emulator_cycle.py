@@ -101,12 +101,12 @@ def emulator_cycle(frames, frame_msg, frame_len, n_frames, verdicts, msg, sig, s
         status |= _REJECTED
     verdict, any_limited = drive_step_sense(
         par, drive_command, vidx, kt_scale, dout, limited, mi, mf, w, t, pos, vel, tau, dt, nsub, method, stations,
-        out, cycle % check_every == 0, eta0, reach, kept_pos, kept_vel, step, fj, current, z, ich, fch, sf, si, gi, gm, lin_idx, lin_coef,
-        jaxis, truth, sampled, measured)
+        out, cycle % check_every == 0, eta0, reach, kept_pos, kept_vel, step, fj, current, z, ich, fch, sf, si, gi, gm,
+        lin_idx, lin_coef, jaxis, truth, sampled, measured)
     if any_limited:
         status |= _LIMITED
     if verdict != STEP_OK:
         return STEP_FAILED, status, 0
-    saturated = encode_frames(emsg, esig, esigf, measured, status & announced, cycle + 1, counters, crc8, crc16, f32, u32,
-                              payload, result)
+    saturated = encode_frames(emsg, esig, esigf, measured, status & announced, cycle + 1, counters, crc8, crc16, f32,
+                              u32, payload, result)
     return DONE, status, saturated

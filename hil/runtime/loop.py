@@ -6,10 +6,13 @@ logger thread through a bounded queue, so file I/O never runs in the loop. One c
 faults); receive the frames (through the link's fault layer); decode the commands; supervise
 (command watchdog, safe-state poses, holding brakes); drives (command -> link-side torque); a
 stall fault; the plant step; sensor sampling; signal faults on the measured channels; encode the
-sensor frames; send them (bus faults and output delay act there); log. Decoding, encoding and the
-drives-plant-sensors compute run compiled (hil.runtime.command_frames, sensor_frames, fused_cycle;
-hil.runtime.stages times each stage). Modes (hil.runtime.options): `realtime` (fixed period), `afap`
-(as fast as possible) and `lockstep` (one step per received command frame, deterministic).
+sensor frames; send them (bus faults and output delay act there); log. On the common path (no
+CANopen, no brake closed, no signal fault changing the channels, no divergence) decode through
+encode are one compiled call (hil.runtime.one_call); elsewhere, and in a cycle whose watchdog trips
+or clears, decoding, encoding and the drives-plant-sensors compute run compiled apart
+(hil.runtime.command_frames, sensor_frames, fused_cycle; hil.runtime.stages times each stage).
+Modes (hil.runtime.options): `realtime` (fixed period), `afap` (as fast as possible) and `lockstep`
+(one step per received command frame, deterministic).
 
 Start and silence (hil.runtime.start): until the first valid command the first sensor frames go
 out again now and then; realtime and afap start their clock then (unless `start = "immediately"`),

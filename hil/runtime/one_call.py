@@ -152,7 +152,8 @@ class OneCall:
         self.fresh, self.cmd_age_us = fresh, emu.age.cycle_start(t0)
         if outcome == SUPERVISE:
             return outcome
-        wd.check(t, fresh)                  # no trip, no clear (the call returned SUPERVISE for those)
+        if fresh:                           # Watchdog.check without a trip or clear (those: SUPERVISE)
+            wd.last_valid_s = t
         emu.drives.torque_limited = limited = bool(status & _TORQUE_LIMITED)
         p.t += p.dt
         if outcome == STEP_FAILED:
