@@ -14,7 +14,7 @@ from firmware_bridge.signals import CommandInput, CounterCheck
 from hil.kernels.frame_codec import (BAD_COUNTER, BAD_CRC, BAD_LENGTH, BAD_NAN, BAD_RANGE, CNT_LOST, CNT_RESYNCS,
                                      DEC_COUNT, DEC_FIRST, OK, OK_LOST, ST_LAST, ST_REJECTED, ST_RUN, take_command)
 
-_KINDS = {BAD_LENGTH: "length", BAD_CRC: "crc", BAD_NAN: "nan", BAD_RANGE: "range", BAD_COUNTER: "counter"}
+REJECTIONS = {BAD_LENGTH: "length", BAD_CRC: "crc", BAD_NAN: "nan", BAD_RANGE: "range", BAD_COUNTER: "counter"}
 OTHER_DIRECTION = -1        # the id lookup's mark of a frame this reader ignores
 
 
@@ -78,7 +78,7 @@ class CompiledCommandInput:
         verdict = self._take(m, frame.data)
         if verdict != OK:
             if verdict < OK_LOST:
-                reader._reject(_KINDS[verdict])
+                reader._reject(REJECTIONS[verdict])
                 return False
             reader.counters.lost, reader.counters.resyncs = int(self._counts[CNT_LOST]), int(self._counts[CNT_RESYNCS])
         reader.accepted += 1

@@ -23,15 +23,14 @@ from firmware_bridge.messages import StatusFlag
 from hil.kernels.emulator_cycle import (DONE, N_V, SAFE_DAMPING, SAFE_HOLD, SAFE_ZERO_TORQUE, STEP_FAILED, SUPERVISE,
                                         V_EFFICIENCY, V_GEAR, V_KE, V_KT, V_RESISTANCE, V_SUPPLY, V_VOLTAGE,
                                         emulator_cycle)
-from hil.kernels.frame_codec import CNT_LOST, CNT_RESYNCS, OK, OK_LOST
+from hil.kernels.frame_codec import CNT_LOST, CNT_RESYNCS, DEC_LENGTH, OK, OK_LOST
 from hil.kernels.jit import bound_call
 from hil.model.spec import INTERFACE_VOLTAGE
-from hil.runtime.command_frames import _KINDS, OTHER_DIRECTION, CompiledCommandInput
+from hil.runtime.command_frames import OTHER_DIRECTION, REJECTIONS, CompiledCommandInput
 from hil.runtime.divergence import CHECK_EVERY
 from hil.runtime.sensor_frames import CompiledSensorFrames
 
 TAKE_IN = -1        # the outcome of a cycle the call does not apply to: every stage in Python
-__all__ = ["OneCall", "TAKE_IN", "DONE", "SUPERVISE", "STEP_FAILED"]
 
 _RUNNING, _COMMAND_REJECTED, _TORQUE_LIMITED, _FAULT_ACTIVE = map(int, (
     StatusFlag.RUNNING, StatusFlag.COMMAND_REJECTED, StatusFlag.TORQUE_LIMITED, StatusFlag.FAULT_ACTIVE))
@@ -66,7 +65,7 @@ class OneCall:
         self.capacity = 2 * emu.opt.receive_frames      # the cycle's frames and those read just before sending
         self._reader = command_frames.commands.reader
         self._lookup = command_frames._lookup
-        self._width = int(command_frames._msg[:, 0].max())      # the longest command payload
+        self._width = int(command_frames._msg[:, DEC_LENGTH].max())      # the longest command payload
         self._frames = np.zeros((self.capacity, self._width), np.uint8)
         self._bytes = memoryview(self._frames).cast("B")
         self._frame_msg = np.zeros(self.capacity, np.int64)
@@ -179,7 +178,7 @@ class OneCall:
         for k in range(n):
             verdict = verdicts[k]
             if verdict != OK and verdict < OK_LOST:
-                reader._reject(_KINDS[verdict])
+                reader._reject(REJECTIONS[verdict])
                 rejected = True
                 continue
             counted |= verdict != OK
