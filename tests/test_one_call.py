@@ -282,3 +282,30 @@ def test_a_wrong_hold_gain_is_caught(model):
     difference, _, _ = _run_pair(model, BusMap.load(ROOT / "configs" / "bus" / "full_fd.toml"), "hold", None,
                                  doubled)
     assert difference is not None and min(SILENT) < int(difference.split()[1].rstrip(":")) < 90, difference
+
+
+def test_a_step_failing_in_the_call_recovers_as_on_the_stage_path(model, tmp_path):
+    """A command of 1e30 N m to an ideal drive diverges the plant inside the call (STEP_FAILED): the
+    step computed again, the safe state latched, the log and the statuses sent as on the stage path."""
+    from tests.test_divergence import FLOAT_MAP, NAMES, Firmware
+    from hil.logs.runlog import read_run
+    runs, outcomes = [], []
+    for fast in (True, False):
+        bus = BusMap.from_string(FLOAT_MAP, "float map")
+        plant = Plant(model)
+        fw = Firmware(bus, plant.equilibrium_eta(), 50, 1e30)
+        log = tmp_path / f"{fast}.msgpack"
+        emu = Emulator(plant, fw, CommandInput(bus, NAMES), SensorOutput(bus, NAMES),
+                       RuntimeOptions(mode="afap", realtime=False, duration_s=0.08, log_path=str(log)),
+                       drives=DriveBank(plant, [None] * 3))
+        if fast:
+            run = emu.one_call.run
+            emu.one_call.run = lambda *args: outcomes.append(run(*args)) or outcomes[-1]
+        else:
+            emu.one_call = None
+        summary = emu.run()
+        header, rows = read_run(log)
+        keep = [i for i, name in enumerate(header["columns"]) if name not in TIMINGS]
+        runs.append((rows[:, keep].tobytes(), header["events"], fw.status, summary["diverged"]))
+    assert one_call.STEP_FAILED in outcomes and runs[0][3] is not None
+    assert runs[0] == runs[1]

@@ -427,7 +427,7 @@ class Emulator:
             tau, status, frames, t1, t2 = self.drives.tau, one.status, one.sent, one.t1, one.t2
         else:
             clk and clk.mark(3)
-            if outcome != STEP_FAILED:      # (the call supervised that cycle)
+            if outcome != STEP_FAILED:      # (a failed step's cycle was supervised in the call)
                 self._supervise(fresh)
             t1 = time.monotonic_ns()
             clk and clk.mark(4)
