@@ -10,12 +10,12 @@ refuses to compile an allocation or a returned view (which would need it). Where
 does not know the option, the kernels compile with counting (slower, same results).
 
 Loading from the cache: before it reads a cache entry, numba loads every typing and lowering
-registry of its compiler and starts its runtime (~0.1 s of a process's start, ~100 modules), all of
-which only compiling needs; the machine code of a kernel compiled without counting calls neither
-the registries nor the runtime (only the C helpers numba installs with its target). A kernel's
-cache (KernelCache) therefore reads its entries without that refresh; the entry is still checked
-against the kernel's source stamp and the machine, and a kernel not in the cache is compiled as
-before (numba's compiler refreshes the registries itself).
+registry of its compiler and compiles its runtime (~70 modules, 0.09 s of a `hil simulate` start
+of 0.52 s), all of which only compiling needs: the machine code of a kernel compiled without
+counting calls neither the registries nor the runtime, only the C helpers numba installs with its
+target. A kernel's cache (KernelCache) therefore reads its entries without that refresh; an entry
+is still checked against the kernel's source stamp and the machine, and a kernel not in the cache
+is compiled as before (numba's compiler refreshes the registries itself).
 """
 from numba import njit
 from numba.core.caching import FunctionCache
