@@ -1,8 +1,9 @@
 """`hil simulate` starts with what it runs: none of the optional heavy packages (plots, bus tools,
 Pinocchio) nor the emulator's real-time, device, fault, campaign or report layers, its kernels loaded
-from the cache without numba's compiler registries, only the step kernel of the plan's method; and the
-`hil` process freezes its start-up out of the garbage collector, an in-process caller's collector is
-left alone."""
+from the cache without numba's compiler registries, only the step kernel of the plan's method; the
+imports' objects go to the garbage collector's oldest generation (a caller's frozen ones stay frozen);
+and the `hil` process freezes its start-up out of the garbage collector, an in-process caller's
+collector is left alone."""
 from __future__ import annotations
 
 import json
@@ -94,3 +95,18 @@ def test_the_hil_process_freezes_its_objects_before_exit():
 
 def test_an_in_process_caller_keeps_its_garbage_collector():
     assert _freeze_count("main(['log', '--help'])") == 0
+
+
+def test_the_imports_objects_go_to_the_oldest_generation():
+    young, oldest = _printed_after("import gc\nimport hil.cli.main",
+                                   "[len(gc.get_objects(0)) + len(gc.get_objects(1)), len(gc.get_objects(2))]")
+    assert oldest > 20_000
+    assert young * 20 < oldest          # a young collection after the imports would have kept them young
+
+
+def test_a_callers_frozen_objects_stay_frozen_over_the_imports():
+    before, after = _printed_after("import gc\nkept = [[i] for i in range(10_000)]\ngc.freeze()\n"
+                                   "before = gc.get_freeze_count()\nimport hil.cli.main",
+                                   "[before, gc.get_freeze_count()]")
+    assert before > 10_000
+    assert after > before // 2
