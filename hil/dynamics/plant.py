@@ -15,7 +15,7 @@ import numpy as np
 
 from hil.model import spec as md
 from hil.model.assembly import Assembled, assemble, make_work
-from hil.kernels import integrate
+from hil.kernels import fitted_midpoint, integrate
 from hil.kernels.cycle import step_and_sample
 from hil.kernels.aba import forward_kinematics, prepare
 from hil.kernels.oracle import mass_matrix_at
@@ -73,6 +73,11 @@ class Plant:
             warnings.warn("forward Euler amplifies every undamped mode each step; use it only to reproduce seed 000",
                           ForwardEulerWarning, stacklevel=2)
         self._method = METHODS[self.plan.method]
+        # the step kernel of the plan's method: the fitted midpoint's own (no method code), so that only its
+        # code is loaded (the step of every method is a larger load); the DAE's takes the code
+        self._method_arg = (self._method,)
+        if self.plan.method == "fitted_midpoint" and not self.dae:
+            self._advance, self._method_arg = fitted_midpoint.advance, ()
         if self.plan.method == "fitted_midpoint":
             self.km.fitted[:] = self.fitted_blocks(self.asm, self.plan.substeps)
         self.tau = np.zeros(max(self.layout.n_joints, 1))
@@ -162,7 +167,7 @@ class Plant:
         """Compile (or load from the cache) and run the step kernel once, on a copy of the state (the
         step with output stations: output_stations)."""
         p, v = self.pos.copy(), self.vel.copy()
-        self._advance(*self._kernel, 0.0, p, v, self.tau, self.dt, self.plan.substeps, self._method)
+        self._advance(*self._kernel, 0.0, p, v, self.tau, self.dt, self.plan.substeps, *self._method_arg)
         self.evaluate()
 
     def _warm_up_sampled(self) -> None:
@@ -190,7 +195,7 @@ class Plant:
             self.tau[:] = tau
         if self._out_index is None:
             ok = self._advance(*self._kernel, self.t, self.pos, self.vel, self.tau, self.dt, self.plan.substeps,
-                               self._method)
+                               *self._method_arg)
         else:
             ok = self._step_and_sample(*self._kernel, self.t, self.pos, self.vel, self.tau, self.dt,
                                        self.plan.substeps, self._method, self._out_index, self.station_out)
