@@ -45,6 +45,13 @@ class BackgroundWriter:
         """Queue an item, waiting for room (at the end of a run, when nothing must be lost)."""
         self._queue.put(item, timeout=timeout_s)
 
+    def full(self) -> bool:
+        return self._queue.full()
+
+    def backlog(self) -> int:
+        """Items queued and not yet taken by the writer thread."""
+        return self._queue.qsize()
+
     def _drain(self) -> None:
         while (item := self._queue.get()) is not None:
             self._write(item)

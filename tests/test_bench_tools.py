@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from hil.cli.main import main as hil_main
+from hil.logs import writer_process
+from hil.logs.runlog import read_run
 from hil.runtime.stages import STAGES
 from tools import bench_checkouts, bench_components, bench_kernel, bench_loop
 
@@ -167,13 +169,23 @@ def test_loop_bench_inprocess_reports_every_model_set(capsys):
         assert set(t[name]["stages_us"]) == {*STAGES, "compute", "cycle"}
 
 
-def test_loop_bench_rate10k_reports_overruns_and_lateness(capsys):
-    assert bench_loop.main(["--rate10k", "--duration", "0.3", "--cpu", "-1", "--json"]) == 0
+def test_loop_bench_rate10k_reports_overruns_lateness_and_the_run_log(capsys, tmp_path):
+    log = tmp_path / "tenk.msgpack"
+    assert bench_loop.main(["--rate10k", "--duration", "0.3", "--cpu", "-1", "--log", str(log), "--json"]) == 0
     s = json.loads(capsys.readouterr().out)["rate10k"]
     assert "error" not in s, s
     assert s["cycles"] == 3000 and "overruns" in s["pacer"] and s["timing"]["lateness"]["p99"] is not None
     assert len(s["loadavg_before"]) == 3
-    assert any("10 kHz" in row for row in bench_loop.rate_rows(s, 0.3))
+    rows = bench_loop.rate_rows(s, 0.3)
+    assert any("10 kHz" in row for row in rows)
+    # 3000 rows fit the writer process's ring even if it never ran: none may be missing
+    writer = "process" if writer_process.available() else "thread"
+    assert s["log"]["writer"] == writer and s["log"]["writer_error"] is None
+    assert any(f"run log ({writer} writer): {s['log']['dropped_rows']} rows dropped" in row for row in rows)
+    _, logged = read_run(log)
+    if writer == "process":
+        assert s["log"]["dropped_rows"] == 0 and len(logged) == 3000
+    assert len(logged) + s["log"]["dropped_rows"] == 3000
 
 
 def test_checkout_bench_times_the_loop_of_each_checkout(capsys):

@@ -31,6 +31,7 @@ from firmware_bridge.signals import CommandInput, SensorInput, SensorOutput
 from hil.model.config import load_model
 from hil.faults.spec import Duration, Fault, FaultError, Trigger
 from hil.dynamics.plant import Plant
+from hil.logs import writer_process
 from hil.logs.runlog import read_run
 from hil.runtime.loop import Emulator, RuntimeOptions
 from hil.faults.scenario import load_scenario
@@ -512,6 +513,8 @@ def test_stall_in_realtime_mode_provokes_overruns_the_pacer_counts(model, fd, tm
         emu.faults.inject(Fault(f"stall_{t}", "stall", params={"stall_s": 0.0015}), Trigger.at(t), Duration.once())
     summary = emu.run()
     assert summary["cycles"] == 400 and summary["halted"] is None
+    assert summary["log"]["writer"] == ("process" if writer_process.available() else "thread")
+    assert summary["log_dropped"] == 0 and summary["log"]["writer_error"] is None
     assert summary["pacer"]["overruns"] >= len(stalls) and summary["pacer"]["skipped_periods"] >= len(stalls)
     header, rows = read_run(log)
     compute = rows[:, header["columns"].index("compute_us")]

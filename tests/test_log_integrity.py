@@ -3,30 +3,54 @@ never lost, every record carries a checksum that the reader checks (damage is re
 never returned as data), and the reader streams the file in bounded blocks."""
 from __future__ import annotations
 
+import os
+import signal
 import threading
 
 import msgpack
 import numpy as np
 import pytest
 
+from hil.cli.integrity_summary import integrity_lines
 from hil.cli.main import main
+from hil.logs import writer_process
 from hil.logs.run_logger import RunLogger
+from hil.logs import runlog
 from hil.logs.runlog import MsgpackRunWriter, RunLogError, RunLogReader, read_run
 
 COLUMNS = ["cycle", "t", "x"]
 
 
-def throttled_logger(path, depth: int = 8) -> tuple[RunLogger, threading.Event]:
-    """A run logger whose writer thread waits at its first row until the gate opens."""
-    logger = RunLogger(str(path), {}, COLUMNS, depth=depth)
-    gate = threading.Event()
-    write = logger.writer.write
+needs_process = pytest.mark.skipif(not writer_process.available(), reason="no writer process on this machine")
+WRITERS = ["thread", pytest.param("process", marks=needs_process)]
 
-    def slow(row):
-        gate.wait()
-        write(row)
-    logger.writer.write = slow
-    return logger, gate
+
+class Gate:
+    """Holds a run logger's writer until set(): the writer thread waits at its first row; the writer
+    process is stopped (SIGSTOP) and continued."""
+
+    def __init__(self, logger: RunLogger):
+        self.logger, self.event = logger, threading.Event()
+        if isinstance(logger.out, writer_process.WriterProcess):
+            os.kill(logger.out.pid, signal.SIGSTOP)
+            return
+        write = logger.out.writer.write
+
+        def slow(row):
+            self.event.wait()
+            write(row)
+        logger.out.writer.write = slow
+
+    def set(self) -> None:
+        if isinstance(self.logger.out, writer_process.WriterProcess):
+            os.kill(self.logger.out.pid, signal.SIGCONT)
+        self.event.set()
+
+
+def throttled_logger(path, writer: str, depth: int = 8) -> tuple[RunLogger, Gate]:
+    """A run logger whose writer (thread or process) holds until the gate opens."""
+    logger = RunLogger(str(path), {}, COLUMNS, depth=depth, process=writer == "process")
+    return logger, Gate(logger)
 
 
 def put_rows(logger: RunLogger, cycles) -> None:
@@ -44,10 +68,11 @@ def covered(header: dict, rows: np.ndarray) -> list[int]:
     return sorted(out)
 
 
-def test_a_writer_that_falls_behind_drops_whole_rows_and_records_the_gap(tmp_path):
+@pytest.mark.parametrize("writer", WRITERS)
+def test_a_writer_that_falls_behind_drops_whole_rows_and_records_the_gap(tmp_path, writer):
     path = tmp_path / "run.msgpack"
-    logger, gate = throttled_logger(path)
-    put_rows(logger, range(100))            # the writer holds one row, the queue takes 8: the rest is dropped
+    logger, gate = throttled_logger(path, writer)
+    put_rows(logger, range(100))            # the thread holds one row and its queue 8, the process's ring 8
     gate.set()
     logger.close()
     header, rows = read_run(path)
@@ -62,12 +87,13 @@ def test_a_writer_that_falls_behind_drops_whole_rows_and_records_the_gap(tmp_pat
     assert [e["event"] for e in header["events"]] == ["log_gap"]
 
 
-def test_gaps_and_rows_account_for_every_cycle_when_the_writer_catches_up(tmp_path):
+@pytest.mark.parametrize("writer", WRITERS)
+def test_gaps_and_rows_account_for_every_cycle_when_the_writer_catches_up(tmp_path, writer):
     path = tmp_path / "run.msgpack"
-    logger, gate = throttled_logger(path, depth=4)
+    logger, gate = throttled_logger(path, writer, depth=4)
     put_rows(logger, range(0, 30))
     gate.set()
-    while logger._worker._queue.qsize():    # let it drain, then log more, then fall behind again
+    while logger.out.backlog():             # let it drain, then log more, then fall behind again
         threading.Event().wait(1e-3)
     put_rows(logger, range(30, 34))
     logger.close()
@@ -78,9 +104,10 @@ def test_gaps_and_rows_account_for_every_cycle_when_the_writer_catches_up(tmp_pa
     assert sum(g["rows"] for g in header["gaps"]) == logger.dropped > 0
 
 
-def test_events_are_never_dropped_and_keep_their_order(tmp_path):
+@pytest.mark.parametrize("writer", WRITERS)
+def test_events_are_never_dropped_and_keep_their_order(tmp_path, writer):
     path = tmp_path / "run.msgpack"
-    logger, gate = throttled_logger(path, depth=4)
+    logger, gate = throttled_logger(path, writer, depth=4)
     for c in range(40):
         put_rows(logger, [c])
         if c % 5 == 0:
@@ -91,6 +118,57 @@ def test_events_are_never_dropped_and_keep_their_order(tmp_path):
     injected = [e["cycle"] for e in header["events"] if e["event"] == "inject"]
     assert injected == list(range(0, 40, 5))
     assert covered(header, rows) == list(range(40))
+
+
+def file_order(path) -> list[tuple[str, int]]:
+    """The log's records after its header as they lie in the file: ("row", cycle) or ("event", cycle)."""
+    with open(path, "rb") as f:
+        records = list(msgpack.Unpacker(f, raw=False))[1:]
+    return [("event", msgpack.unpackb(r.data[:-4])["cycle"]) if isinstance(r, msgpack.ExtType) else ("row", int(r[0]))
+            for r in records]
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_each_event_lies_between_the_rows_it_was_logged_between(tmp_path, writer):
+    path = tmp_path / "run.msgpack"
+    logger = RunLogger(str(path), {}, COLUMNS, process=writer == "process")
+    logger.event({"event": "start", "cycle": -1, "t": 0.0})
+    for c in range(10):
+        put_rows(logger, [c])
+        if c in (0, 3, 7):
+            logger.event({"event": "inject", "cycle": c, "t": c * 1e-3})
+    logger.close()
+    expected = [("event", -1)]
+    for c in range(10):
+        expected += [("row", c)] + ([("event", c)] if c in (0, 3, 7) else [])
+    assert file_order(path) == expected
+
+
+@needs_process
+def test_a_writer_process_that_dies_leaves_its_rows_counted_as_dropped_and_says_so(tmp_path):
+    path = tmp_path / "run.msgpack"
+    logger = RunLogger(str(path), {}, COLUMNS, depth=8, process=True)
+    put_rows(logger, range(5))
+    while path.stat().st_size < 5 * record_size():       # written and flushed (FLUSH_INTERVAL_S when idle)
+        threading.Event().wait(1e-3)
+    os.kill(logger.out.pid, signal.SIGKILL)
+    logger.out.proc.wait()
+    put_rows(logger, range(5, 50))          # the ring takes 8 more, nobody reads them
+    logger.close()
+    report = logger.report()
+    assert report["writer"] == "process" and "status -9" in report["writer_error"]
+    assert logger.dropped == 50 - 5 - 8 and report["first_gaps"] == [(13, 49)]
+    header, rows = read_run(path)
+    np.testing.assert_array_equal(rows[:, 0], np.arange(5))
+    lines = integrity_lines({"log": report})
+    assert any(line.startswith("RUN LOG INCOMPLETE: the process writer failed") for line in lines)
+
+
+@needs_process
+def test_a_writer_process_that_cannot_open_the_log_is_an_error_at_the_start(tmp_path):
+    path = tmp_path / "missing" / "run.msgpack"
+    with pytest.raises(RunLogError, match="the log writer process did not start: .*run.msgpack"):
+        RunLogger(str(path), {}, COLUMNS, process=True)
 
 
 def write_log(path, n: int = 50, events: bool = True) -> np.ndarray:
@@ -156,6 +234,19 @@ def test_a_cut_record_at_the_end_is_trailing_not_damage(tmp_path):
     assert header["trailing_bytes"] == record_size() - 13 and header["corrupt"] == []
 
 
+def test_a_chunk_boundary_anywhere_in_a_record_is_read_as_the_record_it_cuts(tmp_path, monkeypatch):
+    path = tmp_path / "run.msgpack"
+    rows = write_log(path, n=40)
+    size = record_size()
+    for chunk in range(3 * size, 4 * size + 1):          # the boundaries fall at every byte of a record
+        monkeypatch.setattr(runlog, "_CHUNK_BYTES", chunk)
+        reader = RunLogReader(path)
+        back = np.concatenate(list(reader.blocks()))
+        assert reader.corrupt == [] and reader.trailing_bytes == 0, chunk
+        np.testing.assert_array_equal(back, rows)
+        assert [e["event"] for e in reader.events] == ["watchdog_tripped"]
+
+
 def test_the_reader_streams_in_bounded_blocks(tmp_path):
     path = tmp_path / "run.msgpack"
     rows = write_log(path, n=20000)
@@ -212,7 +303,7 @@ def test_a_binary_csv_log_names_the_file(tmp_path):
 
 def test_log_export_reports_gaps_and_damage_and_exports_only_good_rows(tmp_path, capsys):
     path = tmp_path / "run.msgpack"
-    logger, gate = throttled_logger(path, depth=4)
+    logger, gate = throttled_logger(path, "thread", depth=4)
     put_rows(logger, range(20))
     gate.set()
     logger.close()

@@ -25,11 +25,13 @@ cycle (also the fault engine's cycle start and the bus fault layer).
   p50 (p99) of all five (hil.runtime.stages; the one call's grouping of stages is stated there).
 
     python -m tools.bench_loop [--duration 60] [--links pty,udp,slcan] [--cpu 0] [--models] [--inprocess]
-                               [--cycles 20000] [--arm PRESET] [--bus MAP] [--rate10k [--firmware-cpu N]] [--json]
+                               [--cycles 20000] [--arm PRESET] [--bus MAP] [--rate10k [--firmware-cpu N] [--log PATH]]
+                               [--json]
 
 * --rate10k: ELLA at 10 kHz (configs/ella_10khz.toml, configs/bus/udp_10khz.toml) in real time over
   udp_loopback with the reference firmware for --duration: overruns, lateness, compute, I/O and
-  total percentiles, the command age, and the load average around the run.
+  total percentiles, the command age, and the load average around the run; with --log the run log
+  (hil run --log) and the rows its writer dropped.
     hil bench loop ...
 """
 from __future__ import annotations
@@ -90,11 +92,13 @@ def run_once(link: str, duration: float, realtime: bool, cpu: int | None, extra:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def rate_10khz(duration: float, cpu: int | None, firmware_cpu: int | None) -> dict:
+def rate_10khz(duration: float, cpu: int | None, firmware_cpu: int | None, log: str | None = None) -> dict:
     """ELLA at 10 kHz in real time over udp_loopback with the reference firmware: the summary of
-    `hil run`, the load average before and after (other processes share the machine)."""
+    `hil run` (with `log`: its run log there), the load average before and after (other processes
+    share the machine)."""
     before = os.getloadavg()
     extra = [] if firmware_cpu is None else ["--firmware-cpu", str(firmware_cpu)]
+    extra += [] if log is None else ["--log", str(Path(log).resolve())]
     s = run_once("udp", duration, True, cpu, extra, arm=ARM_10KHZ, bus=BUS_10KHZ)
     s["loadavg_before"], s["loadavg_after"] = before, os.getloadavg()
     return s
@@ -116,6 +120,10 @@ def rate_rows(s: dict, duration: float) -> list[str]:
     age = fw.get("cmd_age_us", {})
     rows.append(f"  command age p50 {age.get('p50', float('nan')):7.1f} p99 {age.get('p99', float('nan')):7.1f}; "
                 f"missed cycles {fw.get('missed_cycles')} of {s['cycles']}")
+    if s.get("log"):
+        log = s["log"]
+        rows.append(f"  run log ({log['writer']} writer): {log['dropped_rows']} rows dropped in {log['gaps']} gaps"
+                    + (f"; WRITER FAILED: {log['writer_error']}" if log.get("writer_error") else ""))
     return rows
 
 
@@ -288,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"ELLA at 10 kHz ({ARM_10KHZ}, {BUS_10KHZ}) in real time over udp_loopback for --duration: "
                         "overruns and lateness percentiles")
     p.add_argument("--firmware-cpu", type=int, default=None, help="--rate10k: pin the firmware here instead")
+    p.add_argument("--log", default=None, help="--rate10k: write the run log here (.msgpack), count its dropped rows")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     cpu = None if args.cpu < 0 else args.cpu
@@ -297,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.inprocess:
         report["inprocess"] = inprocess_comparison(args.cycles, args.bus, args.arm)
     if args.rate10k:
-        report["rate10k"] = rate_10khz(args.duration, cpu, args.firmware_cpu)
+        report["rate10k"] = rate_10khz(args.duration, cpu, args.firmware_cpu, args.log)
     if not (args.models or args.inprocess or args.rate10k):
         report["runs"] = {}
         for link in args.links.split(","):

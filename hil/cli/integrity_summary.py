@@ -21,6 +21,8 @@ def integrity_lines(s: dict) -> list[str]:
         shown = ", ".join(f"{a}..{b}" for a, b in log["first_gaps"][:5])
         lines.append(f"run log: {log['dropped_rows']} rows dropped whole by the writer in {log['gaps']} gaps (cycles "
                      f"{shown}{', ...' if log['gaps'] > 5 else ''}), recorded in the log")
+    if log.get("writer_error"):
+        lines.append(f"RUN LOG INCOMPLETE: the {log['writer']} writer failed: {log['writer_error']}")
     if s.get("diverged"):
         d = s["diverged"]
         lines.append(f"PLANT DIVERGED at t = {d['t']:.3f} s (cycle {d['cycle']}): {d['detail']}; safe state held since")

@@ -1,20 +1,20 @@
-"""The run logger: per-cycle rows and events from the loop thread to a writer thread, never lost
-silently.
+"""The run logger: per-cycle rows and events from the loop thread to a writer, never lost silently.
 
 The loop fills a row buffer (``row()``), then hands it over (``put(row)``); file I/O runs on the
-writer thread (firmware_bridge.recording.BackgroundWriter) behind a bounded queue, so the loop
-never waits on it. When the writer falls behind and the queue is full, the row is dropped whole
-and counted, and the stretch of dropped cycles is written into the log as a gap record (cycle
-range, row count) ahead of the next row that gets through: the log holds every row it shows
-exactly as logged, and says which it does not hold. Events (fault injections, watchdog trips) are
-never dropped: one that finds the queue full waits in order with the gap records and goes ahead
-of the next row.
+writer, never in the loop. The writer is a thread (``WriterThread``, behind a bounded queue) or a
+process (hil.logs.writer_process, behind a shared-memory ring; chosen with ``process=True``, for the
+real-time loop, which must not share the interpreter lock with it). When the writer falls behind and
+its queue or ring is full, the row is dropped whole and counted, and the stretch of dropped cycles is
+written into the log as a gap record (cycle range, row count) ahead of the next row that gets
+through: the log holds every row it shows exactly as logged, and says which it does not hold. Events
+(fault injections, watchdog trips) are never dropped: one that finds no room waits in order with the
+gap records and goes ahead of the next row.
 
-Rows come from a preallocated ring two longer than the queue; the ring moves on only when a row
-was queued, so a buffer is reused only after the writer has taken it (queued rows, the one the
-writer holds and the one the loop fills are all distinct). A `tap` (an object with ``row(row)``
-and ``event(event)``, e.g. the live view hil.viz.live.LiveView) sees every record on the writer's
-thread; without a `path` only the tap gets them.
+Rows of the writer thread come from a preallocated ring two longer than the queue; the ring moves on
+only when a row was queued, so a buffer is reused only after the writer has taken it (queued rows,
+the one the writer holds and the one the loop fills are all distinct). A `tap` (an object with
+``row(row)`` and ``event(event)``, e.g. the live view hil.viz.live.LiveView) sees every record on the
+writer thread; without a `path` only the tap gets them.
 """
 from __future__ import annotations
 
@@ -24,34 +24,93 @@ import numpy as np
 
 from firmware_bridge.recording import BackgroundWriter
 from hil.logs.runlog import MsgpackRunWriter
+from hil.logs.writer_process import WriterProcess
 
 GAPS_REPORTED = 20      # the first gaps listed in the summary (all of them are in the log)
+PROCESS_DEPTH = 1 << 15  # the writer process's ring: 3.3 s of rows at 10 kHz, 33 s at 1 kHz
+
+
+class WriterThread:
+    """Rows and records to a writer thread (firmware_bridge.recording.BackgroundWriter) and a tap."""
+
+    def __init__(self, path: str | None, header: dict, columns: int, depth: int, tap=None):
+        self.writer = MsgpackRunWriter(path, header) if path else None
+        self.tap = tap
+        self.error: str | None = None
+        self._rows = np.zeros((depth + 2, columns))
+        self._next = 0
+        self._worker = BackgroundWriter(self._write, "hil-log", depth)
+
+    def slot(self) -> np.ndarray:
+        return self._rows[self._next]
+
+    def room(self) -> bool:
+        return not self._worker.full()
+
+    def offer_row(self, row: np.ndarray) -> bool:
+        if not self._worker.offer(row):
+            return False
+        self._next = (self._next + 1) % len(self._rows)
+        return True
+
+    def offer(self, item: dict | list) -> bool:
+        return self._worker.offer(item)
+
+    def put_waiting(self, item: dict | list) -> None:
+        self._worker.put_waiting(item)
+
+    def backlog(self) -> int:
+        """Records handed over and not yet written."""
+        return self._worker.backlog()
+
+    def _write(self, item: np.ndarray | dict | list) -> None:
+        try:
+            self._write_item(item)
+        except OSError as exc:                  # a full disk: reported in the summary, the thread goes on
+            self.error = self.error or f"{self.writer.path}: {exc}"
+            self.writer = None
+
+    def _write_item(self, item: np.ndarray | dict | list) -> None:
+        if isinstance(item, list):              # a gap record
+            if self.writer is not None:
+                self.writer.write_gap(*item)
+            return
+        event = isinstance(item, dict)
+        if self.writer is not None:
+            (self.writer.write_event if event else self.writer.write)(item)
+        if self.tap is not None:
+            (self.tap.event if event else self.tap.row)(item)
+
+    def close(self) -> None:
+        self._worker.close()
+        if self.writer is not None:
+            self.writer.close()
 
 
 class RunLogger:
-    """Rows (with a ``cycle`` and a ``t`` column) and events to a run log on a writer thread."""
+    """Rows (with a ``cycle`` and a ``t`` column) and events to a run log on a writer thread, or with
+    `process` (a `path`, no `tap`) on a writer process."""
 
-    def __init__(self, path: str | None, header: dict, columns: list[str], depth: int = 4096, tap=None):
-        self.writer = MsgpackRunWriter(path, {**header, "columns": columns}) if path else None
-        self.tap = tap
-        self._worker = BackgroundWriter(self._write, "hil-log", depth)
-        self._rows = np.zeros((depth + 2, len(columns)))
-        self._next = 0
+    def __init__(self, path: str | None, header: dict, columns: list[str], depth: int | None = None, tap=None,
+                 process: bool = False):
+        header = {**header, "columns": columns}
+        self.out = (WriterProcess(path, header, len(columns), depth or PROCESS_DEPTH) if process
+                    else WriterThread(path, header, len(columns), depth or 4096, tap))
         self._cycle, self._t = columns.index("cycle"), columns.index("t")
         self._pending: deque = deque()          # events and gap records waiting for room, in order
         self._open_gap: list | None = None      # [first cycle, last cycle, rows, t] while still pending
         self.dropped = 0                        # rows dropped whole
         self.gaps = 0
-        self.first_gaps: list[tuple[int, int]] = []
+        self._first_gaps: list[list] = []
 
     def row(self) -> np.ndarray:
         """The buffer for the next record (fill it, then put() it)."""
-        return self._rows[self._next]
+        return self.out.slot()
 
     def put(self, row: np.ndarray) -> None:
-        """Queue the filled row; when the queue is full, drop it whole and record the gap."""
-        if self._flush_pending() and self._worker.offer(row):
-            self._next = (self._next + 1) % len(self._rows)
+        """Hand the filled row over; when the writer has no room, drop it whole and record the gap (sent
+        ahead of the next row that gets through)."""
+        if self.out.room() and self._flush_pending() and self.out.offer_row(row):
             self._open_gap = None
             return
         self._drop(row)
@@ -62,13 +121,13 @@ class RunLogger:
         self._flush_pending()
 
     def _flush_pending(self) -> bool:
-        """Queue what waits; True once nothing is left waiting."""
+        """Hand over what waits; True once nothing is left waiting."""
         while self._pending:
-            if not self._worker.offer(self._pending[0]):
+            if not self.out.offer(self._pending[0]):
                 return False
             item = self._pending.popleft()
             if item is self._open_gap:
-                self._open_gap = None           # the writer may read it now: a new drop starts a new gap
+                self._open_gap = None           # handed over: a new drop starts a new gap
         return True
 
     def _drop(self, row: np.ndarray) -> None:
@@ -82,30 +141,19 @@ class RunLogger:
         self._open_gap = [cycle, cycle, 1, float(row[self._t])]
         self._pending.append(self._open_gap)
         self.gaps += 1
+        if len(self._first_gaps) < GAPS_REPORTED:
+            self._first_gaps.append(self._open_gap)
 
     def report(self) -> dict:
-        """The logger's counts for the run summary: rows dropped and the gaps they left."""
-        return {"dropped_rows": self.dropped, "gaps": self.gaps, "first_gaps": self.first_gaps}
-
-    def _write(self, item: np.ndarray | dict | list) -> None:
-        if isinstance(item, list):              # a gap record
-            if len(self.first_gaps) < GAPS_REPORTED:
-                self.first_gaps.append((item[0], item[1]))
-            if self.writer is not None:
-                self.writer.write_gap(*item)
-            return
-        event = isinstance(item, dict)
-        if self.writer is not None:
-            (self.writer.write_event if event else self.writer.write)(item)
-        if self.tap is not None:
-            (self.tap.event if event else self.tap.row)(item)
+        """The logger's counts for the run summary: the writer, rows dropped, the gaps they left, and
+        the writer's error (None when it wrote everything it was given)."""
+        return {"writer": "process" if isinstance(self.out, WriterProcess) else "thread",
+                "dropped_rows": self.dropped, "gaps": self.gaps,
+                "first_gaps": [(g[0], g[1]) for g in self._first_gaps], "writer_error": self.out.error}
 
     def close(self) -> None:
-        """Queue what still waits (waiting for room), write everything, close the file."""
+        """Hand over what still waits (waiting for room), write everything, close the file."""
         while self._pending:
-            item = self._pending.popleft()
-            self._worker.put_waiting(item)
+            self.out.put_waiting(self._pending.popleft())
         self._open_gap = None
-        self._worker.close()
-        if self.writer is not None:
-            self.writer.close()
+        self.out.close()

@@ -149,6 +149,9 @@ class MsgpackRunWriter:
         self._file.write(_ext_record(EXT_GAP, msgpack.packb(gap)))
         self._flush.tick()
 
+    def flush(self) -> None:
+        self._file.flush()
+
     def close(self) -> None:
         self._file.close()
 
@@ -287,6 +290,8 @@ class RunLogReader:
         pos, size = 0, len(buf)
         record = self._dtype.itemsize
         while pos < size:
+            if size - pos < len(self._marker) and not at_end and buf.startswith(self._marker[:size - pos], pos):
+                break                         # a row's first bytes at the end of the chunk: more bytes needed
             if buf.startswith(self._marker, pos):
                 if size - pos < record:
                     break

@@ -14,8 +14,8 @@ angles at rest in the static deflection (``Plant.equilibrium_eta``).
 
 A lockstep log replays bit for bit. So does any complete log of a fault-free plant, realtime or
 not: timing decides which command arrived in which cycle, and the log records the torque that
-resulted. A realtime log may not replay exactly when (1) its logger dropped rows (the writer
-thread fell behind: ``log_dropped`` in the summary): the torques of the missing cycles are lost
+resulted. A realtime log may not replay exactly when (1) its logger dropped rows (the log
+writer fell behind: ``log_dropped`` in the summary): the torques of the missing cycles are lost
 and the replay diverges from the first gap; (2) a plant fault changed the model during the run
 (payload, friction scale, stiffness loss): the replay keeps the nominal model.
 """

@@ -61,6 +61,7 @@ from hil.runtime.one_call import DONE, STEP_FAILED, TAKE_IN, OneCall
 from hil.runtime.sensor_frames import CompiledSensorFrames
 from hil.runtime.stages import StageClock
 from hil.runtime.stalls import Heartbeat, OverrunCauses
+from hil.logs import writer_process
 from hil.logs.run_logger import RunLogger
 from hil.faults.scenario import Scenario
 from hil.model.sensor_specs import SensorSpec
@@ -492,12 +493,15 @@ class Emulator:
         if self.opt.log_path:
             Path(self.opt.log_path).parent.mkdir(parents=True, exist_ok=True)
         if self.opt.log_path or self.live is not None:
-            self.logger = RunLogger(self.opt.log_path, self.header, self.columns, tap=self.live)
+            self.logger = RunLogger(self.opt.log_path, self.header, self.columns, tap=self.live,
+                                    process=self._log_in_process())
         if self.opt.bus_record_path:
             self.recorder = BusRecorder(self.opt.bus_record_path)
         # only where time matters: SCHED_FIFO stepping afap/lockstep starves the firmware and tty workers
         rt = RealtimeSetup(self.opt.priority, self.opt.cpu) if self.opt.realtime and self.opt.mode == "realtime" else None
         report = rt.apply() if rt else None
+        if report is not None and self.logger is not None and self.logger.report()["writer"] == "process":
+            report.features.append(rt.place_process(self.logger.out.pid, "log_writer"))
         # started after the real-time setup: the heartbeat shares the loop thread's CPU and class
         self.overrun_causes = OverrunCauses(self.opt.period_s, Heartbeat().start() if self.opt.mode == "realtime" else None)
         pacer = Pacer(self.opt.period_s, "afap" if self.opt.mode != "realtime" else "realtime",
@@ -531,6 +535,12 @@ class Emulator:
             for signum, handler in previous_handlers.items():
                 signal.signal(signum, signal.SIG_DFL if handler is None else handler)
         return self.summary(pacer, report, halted)
+
+    def _log_in_process(self) -> bool:
+        """The real-time loop logs through a writer process (hil.logs.writer_process: no interpreter lock
+        shared with the loop), where the machine allows it and no live view taps the rows."""
+        return (self.opt.mode == "realtime" and bool(self.opt.log_path) and self.live is None
+                and writer_process.available())
 
     def _paced_wait(self, pacer: Pacer) -> int:
         """pacer.wait(); an overrun it finds is attributed to its cause (hil.runtime.stalls) over the stretch

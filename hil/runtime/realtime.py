@@ -232,6 +232,20 @@ class RealtimeSetup:
         self._saved_kworker_mask, self._guard = saved, guard
         return f"unbound workqueues on CPUs {sorted(others)} (was mask {saved}; guardian pid {guard.pid})"
 
+    def place_process(self, pid: int, name: str) -> Feature:
+        """Keep a helper process (the log writer) off the loop's pinned CPU, where the SCHED_FIFO loop
+        would leave it no turn; it stays in the normal class. Call after apply(); never raises."""
+        if self.cpus is None:
+            return Feature(name, False, "not requested (no pinned CPU)")
+        return _attempt(name, lambda: self._place_process(pid))
+
+    def _place_process(self, pid: int) -> str:
+        others = set(range(os.cpu_count() or 1)) - self.cpus
+        if not others:
+            raise RuntimeError("no CPU left besides the loop's")
+        os.sched_setaffinity(pid, others)
+        return f"pid {pid} on CPUs {sorted(others)}"
+
     def restore(self) -> None:
         """Undo what apply() changed (scheduler, affinity, memory lock, gc, kworkers); never raises."""
         if self._saved_kworker_mask is not None:
