@@ -2,6 +2,8 @@
 import gc
 import json
 import os
+import subprocess
+import sys
 import time
 import tracemalloc
 
@@ -126,6 +128,23 @@ def test_kworkers_need_a_pinned_cpu_and_a_spare_one(tmp_path, monkeypatch):
     report = RealtimeSetup(priority=None, cpu=0, lock_memory=False, gc_mode="keep").apply()
     report.restore()
     assert not report["kworkers"].active and "no CPU left" in report["kworkers"].detail
+
+
+@pytest.mark.skipif(not {0, 1} <= os.sched_getaffinity(0), reason="needs CPUs 0 and 1")
+def test_a_helper_process_leaves_the_loop_cpu(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        placed = RealtimeSetup(priority=None, cpu=0).place_process(helper.pid, "log_writer_cpus")
+        assert placed.active and os.sched_getaffinity(helper.pid) == {1}
+        unpinned = RealtimeSetup(priority=None).place_process(helper.pid, "log_writer_cpus")
+        assert not unpinned.active and unpinned.detail.startswith("not requested")
+        monkeypatch.setattr(os, "cpu_count", lambda: 1)
+        crowded = RealtimeSetup(priority=None, cpu=0).place_process(helper.pid, "log_writer_cpus")
+        assert not crowded.active and "no CPU left" in crowded.detail
+    finally:
+        helper.kill()
+        helper.wait()
 
 
 def test_gc_disable_mode_does_not_freeze():

@@ -501,7 +501,7 @@ class Emulator:
         rt = RealtimeSetup(self.opt.priority, self.opt.cpu) if self.opt.realtime and self.opt.mode == "realtime" else None
         report = rt.apply() if rt else None
         if report is not None and self.logger is not None and self.logger.report()["writer"] == "process":
-            report.features.append(rt.place_process(self.logger.out.pid, "log_writer"))
+            report.features.append(rt.place_process(self.logger.out.pid, "log_writer_cpus"))
         # started after the real-time setup: the heartbeat shares the loop thread's CPU and class
         self.overrun_causes = OverrunCauses(self.opt.period_s, Heartbeat().start() if self.opt.mode == "realtime" else None)
         pacer = Pacer(self.opt.period_s, "afap" if self.opt.mode != "realtime" else "realtime",
