@@ -176,6 +176,7 @@ def test_loop_bench_rate10k_reports_overruns_lateness_and_the_run_log(capsys, tm
     assert "error" not in s, s
     assert s["cycles"] == 3000 and "overruns" in s["pacer"] and s["timing"]["lateness"]["p99"] is not None
     assert len(s["loadavg_before"]) == 3
+    assert s["overrun_causes"]["heartbeat"] is False       # the loop never sleeps: no heartbeat beside it
     rows = bench_loop.rate_rows(s, 0.3)
     assert any("10 kHz" in row for row in rows)
     # 3000 rows fit the writer process's ring even if it never ran: none may be missing

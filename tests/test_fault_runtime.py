@@ -515,6 +515,7 @@ def test_stall_in_realtime_mode_provokes_overruns_the_pacer_counts(model, fd, tm
     assert summary["cycles"] == 400 and summary["halted"] is None
     assert summary["log"]["writer"] == ("process" if writer_process.available() else "thread")
     assert summary["log_dropped"] == 0 and summary["log"]["writer_error"] is None
+    assert summary["overrun_causes"]["heartbeat"] is True  # 1 kHz: the loop sleeps, a heartbeat runs beside it
     assert summary["pacer"]["overruns"] >= len(stalls) and summary["pacer"]["skipped_periods"] >= len(stalls)
     header, rows = read_run(log)
     compute = rows[:, header["columns"].index("compute_us")]

@@ -10,8 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-
-from hil.runtime.stalls import Heartbeat, OverrunCauses
+from hil.cli.integrity_summary import integrity_lines
+from hil.runtime.realtime import Pacer
+from hil.runtime.stalls import Heartbeat, OverrunCauses, thread_usage, usage_between
 
 ROOT = Path(__file__).resolve().parent.parent
 MS = 1_000_000
@@ -23,6 +24,38 @@ def causes_with_gap(gap: tuple[int, int] | None) -> OverrunCauses:
         hb.gaps[0] = gap
         hb.count = 1
     return OverrunCauses(1e-3, hb)
+
+
+def test_only_a_pacer_that_sleeps_has_room_for_a_heartbeat():
+    assert Pacer(1e-3).sleeps and not Pacer(1e-4).sleeps and not Pacer(1e-3, mode="afap").sleeps
+
+
+def test_a_loop_never_switched_out_that_got_no_cpu_was_not_run_by_the_host():
+    c = OverrunCauses(1e-4, None)           # no heartbeat: the loop never sleeps (10 kHz)
+    # 2 ms late, 0.1 ms of CPU time, never switched out: the machine did not run it
+    assert c.attribute(0, 2 * MS, cpu_ns=MS // 10, compute_ns=30_000, io_ns=20_000, switches=0) == "host_stall"
+    # subjects that must fail: it was switched out (slept, waited for a lock, was preempted) ...
+    assert c.attribute(0, 2 * MS, cpu_ns=MS // 10, compute_ns=30_000, io_ns=20_000, switches=1) == "late_wakeup"
+    # ... or it ran through the stretch: its own work, or a late wake-up
+    assert c.attribute(0, 2 * MS, cpu_ns=2 * MS, compute_ns=150_000, io_ns=20_000, switches=0) == "compute"
+    assert c.attribute(0, 2 * MS, cpu_ns=2 * MS, compute_ns=30_000, io_ns=20_000, switches=0) == "late_wakeup"
+    summary = c.summary()
+    assert summary["heartbeat"] is False and summary["host_stall"] == 1
+    line, = integrity_lines({"overrun_causes": summary, "pacer": {"overruns": 4}})
+    assert "host stall 1 (no heartbeat: the loop never sleeps" in line
+    beat = causes_with_gap((10 * MS, 19 * MS)).summary()
+    assert "(heartbeat gaps 1, longest" in integrity_lines({"overrun_causes": beat, "pacer": {"overruns": 1}})[0]
+
+
+def test_thread_usage_counts_cpu_time_and_switches():
+    before = thread_usage()
+    end = time.monotonic_ns() + 20 * MS
+    while time.monotonic_ns() < end:
+        pass
+    assert usage_between(before, thread_usage())[0] > 0
+    before = thread_usage()
+    time.sleep(0.01)                                # a sleep is a context switch
+    assert usage_between(before, thread_usage())[1] >= 1
 
 
 def test_each_cause_is_told_apart():

@@ -8,9 +8,10 @@ def integrity_lines(s: dict) -> list[str]:
     lines = []
     oc = s.get("overrun_causes")
     if oc and s["pacer"]["overruns"] + s["pacer"].get("ignored_overruns", 0):
-        lines.append(f"overruns by cause: host stall {oc['host_stall']} (heartbeat gaps {oc['heartbeat_gaps']}, longest "
-                     f"{oc['max_heartbeat_gap_us'] / 1e3:.1f} ms), compute {oc['compute']}, I/O {oc['io']}, "
-                     f"late wake-up {oc['late_wakeup']}")
+        beat = (f"heartbeat gaps {oc['heartbeat_gaps']}, longest {oc['max_heartbeat_gap_us'] / 1e3:.1f} ms"
+                if oc.get("heartbeat", True) else "no heartbeat: the loop never sleeps, its own CPU time and switches tell")
+        lines.append(f"overruns by cause: host stall {oc['host_stall']} ({beat}), compute {oc['compute']}, "
+                     f"I/O {oc['io']}, late wake-up {oc['late_wakeup']}")
     rb = s.get("receive") or {}
     if rb.get("cycles_over_budget"):
         time = "" if rb["seconds_per_cycle"] is None else f", {rb['seconds_per_cycle'] * 1e6:g} us"

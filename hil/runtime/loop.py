@@ -60,7 +60,7 @@ from hil.runtime.fused_cycle import FusedCycle
 from hil.runtime.one_call import DONE, STEP_FAILED, TAKE_IN, OneCall
 from hil.runtime.sensor_frames import CompiledSensorFrames
 from hil.runtime.stages import StageClock
-from hil.runtime.stalls import Heartbeat, OverrunCauses
+from hil.runtime.stalls import Heartbeat, OverrunCauses, thread_usage, usage_between
 from hil.logs import writer_process
 from hil.logs.run_logger import RunLogger
 from hil.faults.scenario import Scenario
@@ -138,8 +138,9 @@ class Emulator:
         self.divergence = DivergenceGuard(plant, self.drives)
         self._fused = FusedCycle(plant, self.drives, self.sensors, self.divergence)
         self.overrun_causes = OverrunCauses(options.period_s, None)
-        self._last_work: tuple[int, int, int, int] | None = None   # last cycle: start, CPU, compute, I/O ns
+        self._last_work: tuple[int, int, int] | None = None   # last cycle: start, compute, I/O ns
         self._wait_from: int | None = None          # when the latest pacer wait began (monotonic ns)
+        self._usage_from = None                     # the loop thread's usage then (hil.runtime.stalls.thread_usage)
         self.diverged = False               # latched: the plant blew up, the safe state holds to the end
         self.receive_budget = ReceiveBudget(options.receive_frames,
                                             options.receive_budget_s if options.mode == "realtime" else None)
@@ -410,7 +411,6 @@ class Emulator:
         """One cycle: receive -> decode -> supervise -> drives -> plant step -> sense -> signal faults
         -> encode -> send -> log (fault triggers first; a stall fault in the compute phase)."""
         t0 = time.monotonic_ns()
-        c0 = time.thread_time_ns()
         clk = self.stage_clock
         clk and clk.mark(0)
         self.faults.begin_cycle(self.cycle, self.plant.t)
@@ -467,7 +467,7 @@ class Emulator:
         self._log(tau, status, lateness_ns, t2 - t1, (t1 - t0) + (t3 - t2), cmd_age_us)
         self.stats.record(lateness_ns, t2 - t1, (t1 - t0) + (t3 - t2), t3 - t0)
         clk and clk.mark(11)
-        self._last_work = (t0, time.thread_time_ns() - c0, t2 - t1, (t1 - t0) + (t3 - t2))
+        self._last_work = (t0, t2 - t1, (t1 - t0) + (t3 - t2))
 
     def _supervise(self, fresh: bool) -> None:
         """The command watchdog, the poses of drives that stopped (CANopen) and the holding brakes."""
@@ -502,11 +502,13 @@ class Emulator:
         report = rt.apply() if rt else None
         if report is not None and self.logger is not None and self.logger.report()["writer"] == "process":
             report.features.append(rt.place_process(self.logger.out.pid, "log_writer_cpus"))
-        # started after the real-time setup: the heartbeat shares the loop thread's CPU and class
-        self.overrun_causes = OverrunCauses(self.opt.period_s, Heartbeat().start() if self.opt.mode == "realtime" else None)
         pacer = Pacer(self.opt.period_s, "afap" if self.opt.mode != "realtime" else "realtime",
                       overrun_policy=self.opt.overrun_policy, halt_after=self.opt.halt_after,
                       ignore_first_s=self.opt.ignore_first_s)
+        # started after the real-time setup: the heartbeat shares the loop thread's CPU and class, where
+        # it runs only while the loop sleeps (hil.runtime.stalls)
+        beat = self.opt.mode == "realtime" and pacer.sleeps
+        self.overrun_causes = OverrunCauses(self.opt.period_s, Heartbeat().start() if beat else None)
         n_cycles = self.n_cycles = None if self.opt.duration_s is None else int(round(self.opt.duration_s / self.plant.dt))
         initial = self._encode(0)               # first sensor frame (CANopen: boot-up): the firmware's cue
         self.send_sensors(initial)
@@ -547,10 +549,11 @@ class Emulator:
         since the previous wait began (a stop while that wait slept is found only at this one)."""
         before = pacer.overruns + pacer.ignored_overruns
         waited_from, self._wait_from = self._wait_from, time.monotonic_ns()
+        usage_from, self._usage_from = self._usage_from, thread_usage()
         lateness = pacer.wait()
-        if pacer.overruns + pacer.ignored_overruns > before and self._last_work is not None:
-            start = self._last_work[0] if waited_from is None else min(waited_from, self._last_work[0])
-            self.overrun_causes.attribute(start, time.monotonic_ns(), *self._last_work[1:])
+        if pacer.overruns + pacer.ignored_overruns > before and self._last_work is not None and waited_from is not None:
+            cpu_ns, switches = usage_between(usage_from, thread_usage())
+            self.overrun_causes.attribute(waited_from, time.monotonic_ns(), cpu_ns, *self._last_work[1:], switches)
         return lateness
 
     def _install_signals(self) -> dict:

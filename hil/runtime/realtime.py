@@ -334,6 +334,11 @@ class Pacer:
         self.max_consecutive = 0
         self.skipped_periods = 0
 
+    @property
+    def sleeps(self) -> bool:
+        """Whether a wait can sleep at all: the period is longer than the spin (not at 10 kHz)."""
+        return self.mode == "realtime" and self.period_ns > self.spin_ns
+
     def wait(self) -> int:
         """Block until the next deadline; return the wake-up lateness in ns."""
         now = self._clock()

@@ -1,24 +1,31 @@
 """Why a cycle overran: the emulator's own compute or I/O, a late wake-up, or a host stall (the
 machine itself was not running the process).
 
-Evidence, all cheap: a heartbeat thread that does nothing but sleep HEARTBEAT_S and note when it
-woke (started from the loop thread, so it shares its CPU and scheduling class); a gap of more than
-GAP_S between two of its wake-ups means that nothing of the process ran for that long. And the
-loop thread's own CPU time per cycle (CLOCK_THREAD_CPUTIME_ID) beside its wall time: a thread that
-computed shows both, a thread that was not running shows wall time only.
+Evidence, all cheap. The loop thread's own CPU time and context switches over the late stretch
+(getrusage(RUSAGE_THREAD), sampled as each wait begins): a thread that computed shows CPU time
+beside its wall time; one that slept, waited for a lock or was preempted by another task shows a
+context switch; one that was never switched out yet got less than half the wall time as CPU time
+was not run by the machine (the hypervisor's steal time and interrupt time are not the thread's
+CPU time). A loop that sleeps in its waits (1 kHz) has a context switch in every stretch, so for it
+a heartbeat thread adds the evidence: it does nothing but sleep HEARTBEAT_S and note when it woke
+(started from the loop thread, so it shares its CPU and scheduling class); a gap of more than GAP_S
+between two of its wake-ups means that nothing of the process ran for that long. A loop that
+never sleeps (10 kHz: the period is shorter than the pacer's spin) leaves a heartbeat on its CPU no
+turn, so none is started there: the loop's own switches tell.
 
 An overrun (the pacer found the previous cycle's deadline passed) is attributed to
 
-* ``host_stall``: a heartbeat gap overlaps the late stretch, and the loop thread used less than
-  half of the stretch's wall time as CPU time: neither thread ran, the machine was stopped (a
-  hypervisor that ran other work, SIGSTOP, a suspended VM);
+* ``host_stall``: the loop thread used less than half of the stretch's wall time as CPU time, and
+  it was not switched out in the stretch or a heartbeat gap overlaps it: the machine was stopped
+  (a hypervisor that ran other work, SIGSTOP, a suspended VM);
 * ``compute`` or ``io``: the previous cycle's work itself took longer than the period, by the
   larger of its two parts;
 * ``late_wakeup``: the work fit in the period and the process was running, but the loop woke
-  late (another task or an interrupt on its CPU, timer slack).
+  late (another task or an interrupt on its CPU, timer slack, a lock another thread held).
 """
 from __future__ import annotations
 
+import resource
 import threading
 import time
 
@@ -69,19 +76,33 @@ class Heartbeat:
         self._thread.join(1.0)
 
 
+def thread_usage() -> resource.struct_rusage:
+    """The calling thread's CPU time and context switches so far (one system call, no conversion)."""
+    return resource.getrusage(resource.RUSAGE_THREAD)
+
+
+def usage_between(before: resource.struct_rusage, after: resource.struct_rusage) -> tuple[int, int]:
+    """(CPU time [ns], context switches) of a thread between two thread_usage() samples."""
+    cpu_s = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return round(cpu_s * 1e9), (after.ru_nvcsw + after.ru_nivcsw) - (before.ru_nvcsw + before.ru_nivcsw)
+
+
 class OverrunCauses:
-    """Counts overruns by cause (CAUSES), from the previous cycle's times and the heartbeat."""
+    """Counts overruns by cause (CAUSES), from the stretch's times, the loop thread's usage and the heartbeat."""
 
     def __init__(self, period_s: float, heartbeat: Heartbeat | None):
         self.period_ns = round(period_s * 1e9)
         self.heartbeat = heartbeat
         self.counts = dict.fromkeys(CAUSES, 0)
 
-    def attribute(self, start_ns: int, now_ns: int, cpu_ns: int, compute_ns: int, io_ns: int) -> str:
-        """The cause of an overrun found at now_ns; the previous cycle started at start_ns, used
-        cpu_ns of CPU time and took compute_ns + io_ns of wall time for its work."""
-        stalled = self.heartbeat is not None and self.heartbeat.overlaps(start_ns, now_ns)
-        if stalled and cpu_ns < 0.5 * (now_ns - start_ns):
+    def attribute(self, start_ns: int, now_ns: int, cpu_ns: int, compute_ns: int, io_ns: int,
+                  switches: int | None = None) -> str:
+        """The cause of an overrun found at now_ns over the stretch since start_ns, in which the loop
+        thread used cpu_ns of CPU time and was switched out `switches` times (None: not known); the
+        previous cycle's work took compute_ns + io_ns of wall time."""
+        not_running = cpu_ns < 0.5 * (now_ns - start_ns)
+        stalled = switches == 0 or (self.heartbeat is not None and self.heartbeat.overlaps(start_ns, now_ns))
+        if not_running and stalled:
             cause = "host_stall"
         elif compute_ns + io_ns > self.period_ns:
             cause = "compute" if compute_ns >= io_ns else "io"
@@ -92,5 +113,5 @@ class OverrunCauses:
 
     def summary(self) -> dict:
         hb = self.heartbeat
-        return {**self.counts, "heartbeat_gaps": 0 if hb is None else hb.count,
+        return {**self.counts, "heartbeat": hb is not None, "heartbeat_gaps": 0 if hb is None else hb.count,
                 "max_heartbeat_gap_us": 0.0 if hb is None else hb.max_gap_ns * 1e-3}
