@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -84,6 +85,17 @@ def test_modes_reports_a_pinned_plan_that_is_off(capsys):
     assert top["error"] == pytest.approx(-0.0137, abs=5e-4) and top["numerical_damping"] > 0.01
     code, out, _ = _run(capsys, "modes", "configs/ella.toml", "--method", "rk4", "--substeps", "1")
     assert "OFF" in out and "-1.37" in out and "its damping ratio: no" in out
+
+
+def test_modes_says_whether_the_plan_judged_the_energy(capsys, tmp_path):
+    code, out, _ = _run(capsys, "modes", "configs/ella.toml")
+    assert code == 0 and "the undamped arm's energy over 10 s: not judged (integrator.energy_tolerance = 0)" in out
+    preset = tmp_path / "ella_energy.toml"
+    preset.write_text((Path(__file__).resolve().parent.parent / "configs" / "ella.toml").read_text().replace("[integrator]\n",
+                                                                    "[integrator]\nenergy_tolerance = 1e-6\n", 1))
+    code, out, _ = _run(capsys, "modes", str(preset))
+    assert code == 0 and "integrator: rk4, 4 substep(s)" in out
+    assert "the undamped arm's energy over 10 s: max |E - E(0)| 4.8e-07, drift -2.8e-07" in out
 
 
 def test_modes_table(capsys):

@@ -140,6 +140,8 @@ def test_auto_with_an_energy_tolerance_keeps_undamped_ella_within_1e6_over_10s()
     plan = Plant(model).plan
     assert (plan.method, plan.substeps) == ("rk4", 4) and plan.accurate and not plan.note
     assert plan.energy["max_deviation"] <= ENERGY_TARGET
+    assert "the undamped arm's energy within 4.8e-07 of its largest kinetic energy over 10 s" in plan.describe()
+    assert "energy not judged (integrator.energy_tolerance = 0)" in Plant(ella()).plan.describe()
     plant = Plant(conservative(ella(), True), method=plan.method, substeps=plan.substeps)
     start_moving(plant, np.random.default_rng(11))
     met, deviation, drift = energy_target_met(plant)

@@ -107,6 +107,10 @@ def format_accuracy(it: dict[str, Any]) -> list[str]:
         lines.append(f"  {m['true_hz']:10.3f}  {cells}  {m['damping_ratio']:13.2e}{mark}")
     lines.append(f"  every judged mode within {FREQUENCY_TOLERANCE:.1%} in frequency and its numerical damping below "
                  f"its damping ratio: {'yes' if it['accurate'] else 'no'}")
+    energy = it.get("energy")
+    lines.append("  the undamped arm's energy over 10 s: not judged (integrator.energy_tolerance = 0)" if energy is None
+                 else f"  the undamped arm's energy over {energy['duration_s']:g} s: max |E - E(0)| "
+                      f"{energy['max_deviation']:.1e}, drift {energy['drift']:+.1e} of its largest kinetic energy")
     if it["note"]:
         lines.append(f"  {it['note']}")
     return lines

@@ -93,7 +93,10 @@ class IntegratorPlan:
             return text
         band = f"below {self.bandwidth_hz:g} Hz" if self.bandwidth_hz else "retained"
         verdict = "within" if self.accurate else "NOT all within"
-        return f"{text}; every {band} mode {verdict} {FREQUENCY_TOLERANCE:.1%} in frequency"
+        energy = ("the undamped arm's energy not judged (integrator.energy_tolerance = 0)" if self.energy is None
+                  else f"the undamped arm's energy within {self.energy['max_deviation']:.1e} of its largest kinetic "
+                       f"energy over {self.energy['duration_s']:g} s")
+        return f"{text}; every {band} mode {verdict} {FREQUENCY_TOLERANCE:.1%} in frequency; {energy}"
 
     def summary(self) -> dict:
         """The plan for a run summary: describe(), accurate, note."""
