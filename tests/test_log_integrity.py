@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
+import time
 
 import msgpack
 import numpy as np
@@ -162,6 +165,35 @@ def test_a_writer_process_that_dies_leaves_its_rows_counted_as_dropped_and_says_
     np.testing.assert_array_equal(rows[:, 0], np.arange(5))
     lines = integrity_lines({"log": report})
     assert any(line.startswith("RUN LOG INCOMPLETE: the process writer failed") for line in lines)
+
+
+LOOP_THAT_DIES = """
+import os, signal, sys
+from hil.logs.run_logger import RunLogger
+logger = RunLogger(sys.argv[1], {}, ["cycle", "t", "x"], process=True)
+for c in range(5000):
+    r = logger.row()
+    r[:] = (c, c * 1e-3, -c)
+    logger.put(r)
+logger.event({"event": "last", "cycle": 4999, "t": 4.999})
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@needs_process
+def test_the_log_of_a_loop_that_is_killed_holds_every_row_it_handed_over(tmp_path):
+    """The writer process outlives the loop's process: the pipe's end tells it to write what is left."""
+    path = tmp_path / "run.msgpack"
+    proc = subprocess.run([sys.executable, "-c", LOOP_THAT_DIES, str(path)], capture_output=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:            # the orphaned writer finishes on its own
+        header, rows = read_run(path)
+        if len(rows) == 5000 and header["events"]:
+            break
+        time.sleep(0.05)
+    np.testing.assert_array_equal(rows[:, 0], np.arange(5000))
+    assert [e["event"] for e in header["events"]] == ["last"] and not header["corrupt"]
 
 
 @needs_process
