@@ -15,7 +15,7 @@ from hil.runtime.realtime import (HIST_EDGES_NS, SERIES, CycleStats, OverrunHalt
                           apply_realtime)
 
 MS = 1_000_000
-FEATURES = ["sched_fifo", "affinity", "mlockall", "gc", "kworkers"]
+FEATURES = ["sched_fifo", "affinity", "mlockall", "gc", "kworkers", "rt_throttling_lifted"]
 
 
 class FakeClock:
@@ -145,6 +145,51 @@ def test_a_helper_process_leaves_the_loop_cpu(monkeypatch):
     finally:
         helper.kill()
         helper.wait()
+
+
+def lifting(path, cpu=0) -> RealtimeSetup:
+    return RealtimeSetup(priority=None, cpu=cpu, lock_memory=False, gc_mode="keep", move_kworkers=False,
+                         lift_rt_throttling=True, rt_runtime=str(path))
+
+
+def test_rt_throttling_is_lifted_for_the_run_and_put_back(tmp_path, monkeypatch):
+    runtime = tmp_path / "sched_rt_runtime_us"
+    runtime.write_text("950000\n")
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    setup = lifting(runtime)
+    try:
+        feature = setup.apply()["rt_throttling_lifted"]
+        assert feature.active and "was 950000" in feature.detail and runtime.read_text() == "-1"
+    finally:
+        setup.restore()
+    assert runtime.read_text() == "950000"
+    # subjects that must not lift it: not asked for, no pinned CPU, no CPU left, a file that is not there
+    assert RealtimeSetup(priority=None, cpu=0, lock_memory=False, gc_mode="keep", move_kworkers=False,
+                         rt_runtime=str(runtime)).apply()["rt_throttling_lifted"].detail == "not requested"
+    assert lifting(runtime, cpu=None).apply()["rt_throttling_lifted"].detail == "not requested"
+    assert "not readable" in lifting(tmp_path / "missing").apply()["rt_throttling_lifted"].detail
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    refused = lifting(runtime).apply()
+    refused.restore()
+    assert not refused["rt_throttling_lifted"].active and "no CPU left" in refused["rt_throttling_lifted"].detail
+    assert runtime.read_text() == "950000"
+
+
+def test_rt_throttling_comes_back_when_the_emulator_is_killed(tmp_path):
+    runtime = tmp_path / "sched_rt_runtime_us"
+    runtime.write_text("950000")
+    program = ("import os, sys, time\nos.cpu_count = lambda: 2\nfrom hil.runtime.realtime import RealtimeSetup\n"
+               "r = RealtimeSetup(priority=None, cpu=0, lock_memory=False, gc_mode='keep', move_kworkers=False, "
+               "lift_rt_throttling=True, rt_runtime=sys.argv[1]).apply()\n"
+               "print(r['rt_throttling_lifted'].active, flush=True)\ntime.sleep(60)\n")
+    child = subprocess.Popen([sys.executable, "-c", program, str(runtime)], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline() == "True\n" and runtime.read_text() == "-1"
+    child.kill()
+    child.wait()
+    deadline = time.monotonic() + 30
+    while runtime.read_text() != "950000" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert runtime.read_text() == "950000"
 
 
 def test_gc_disable_mode_does_not_freeze():

@@ -25,13 +25,14 @@ cycle (also the fault engine's cycle start and the bus fault layer).
   p50 (p99) of all five (hil.runtime.stages; the one call's grouping of stages is stated there).
 
     python -m tools.bench_loop [--duration 60] [--links pty,udp,slcan] [--cpu 0] [--models] [--inprocess]
-                               [--cycles 20000] [--arm PRESET] [--bus MAP] [--rate10k [--firmware-cpu N] [--log PATH]]
-                               [--json]
+                               [--cycles 20000] [--arm PRESET] [--bus MAP]
+                               [--rate10k [--firmware-cpu N] [--log PATH] [--lift-rt-throttling]] [--json]
 
 * --rate10k: ELLA at 10 kHz (configs/ella_10khz.toml, configs/bus/udp_10khz.toml) in real time over
   udp_loopback with the reference firmware for --duration: overruns, lateness, compute, I/O and
   total percentiles, the command age, and the load average around the run; with --log the run log
-  (hil run --log) and the rows its writer dropped.
+  (hil run --log) and the rows its writer dropped; with --lift-rt-throttling the run without RT throttling
+  (hil run --lift-rt-throttling: root, a pinned CPU).
     hil bench loop ...
 """
 from __future__ import annotations
@@ -92,13 +93,15 @@ def run_once(link: str, duration: float, realtime: bool, cpu: int | None, extra:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def rate_10khz(duration: float, cpu: int | None, firmware_cpu: int | None, log: str | None = None) -> dict:
+def rate_10khz(duration: float, cpu: int | None, firmware_cpu: int | None, log: str | None = None,
+               lift_rt_throttling: bool = False) -> dict:
     """ELLA at 10 kHz in real time over udp_loopback with the reference firmware: the summary of
     `hil run` (with `log`: its run log there), the load average before and after (other processes
     share the machine)."""
     before = os.getloadavg()
     extra = [] if firmware_cpu is None else ["--firmware-cpu", str(firmware_cpu)]
     extra += [] if log is None else ["--log", str(Path(log).resolve())]
+    extra += ["--lift-rt-throttling"] if lift_rt_throttling else []
     s = run_once("udp", duration, True, cpu, extra, arm=ARM_10KHZ, bus=BUS_10KHZ)
     s["loadavg_before"], s["loadavg_after"] = before, os.getloadavg()
     return s
@@ -297,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
                         "overruns and lateness percentiles")
     p.add_argument("--firmware-cpu", type=int, default=None, help="--rate10k: pin the firmware here instead")
     p.add_argument("--log", default=None, help="--rate10k: write the run log here (.msgpack), count its dropped rows")
+    p.add_argument("--lift-rt-throttling", action="store_true", help="--rate10k: RT throttling off for the run")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     cpu = None if args.cpu < 0 else args.cpu
@@ -306,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.inprocess:
         report["inprocess"] = inprocess_comparison(args.cycles, args.bus, args.arm)
     if args.rate10k:
-        report["rate10k"] = rate_10khz(args.duration, cpu, args.firmware_cpu, args.log)
+        report["rate10k"] = rate_10khz(args.duration, cpu, args.firmware_cpu, args.log, args.lift_rt_throttling)
     if not (args.models or args.inprocess or args.rate10k):
         report["runs"] = {}
         for link in args.links.split(","):

@@ -87,6 +87,10 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
                    help="skip: keep the absolute grid; slip: re-anchor it after an overrun")
     p.add_argument("--halt-after", type=nonnegative_int, default=0, help="stop after N consecutive overruns (0: never)")
     p.add_argument("--ignore-first", type=nonnegative_float, default=0.5, help="overruns in the first S seconds never halt")
+    p.add_argument("--lift-rt-throttling", action="store_true",
+                   help="with --cpu, as root: RT throttling off during the run (sched_rt_runtime_us -1, restored "
+                        "after, also if the emulator dies); a loop that never sleeps (10 kHz) is otherwise "
+                        "stopped 50 ms every second, but the pinned CPU's kernel threads then wait for the run")
     p.add_argument("--live", type=int_in(0, 65535), nargs="?", const=8765, default=None, metavar="PORT",
                    help="serve the arm's 3D scene and signals over a Foxglove WebSocket on 127.0.0.1:PORT "
                         "(default 8765) while running, fed from the log writer's thread")
@@ -155,7 +159,7 @@ def run(args: argparse.Namespace) -> dict:
                           halt_after=args.halt_after, ignore_first_s=args.ignore_first,
                           bus_record_path=args.record_bus, seed=args.seed, announce_faults=args.announce_faults,
                           log_wrenches=args.log_wrenches, start=args.start.replace("-", "_"),
-                          start_timeout_s=args.start_timeout)
+                          start_timeout_s=args.start_timeout, lift_rt_throttling=args.lift_rt_throttling)
     built = build_emulator(args.config, args.bus, args.link, opts, args.scenario,
                            None if args.heartbeat_ms is None else args.heartbeat_ms * 1e-3, args.firmware_link,
                            ideal_sensors=args.ideal_sensors, ideal_drives=args.ideal_drives,

@@ -498,7 +498,8 @@ class Emulator:
         if self.opt.bus_record_path:
             self.recorder = BusRecorder(self.opt.bus_record_path)
         # only where time matters: SCHED_FIFO stepping afap/lockstep starves the firmware and tty workers
-        rt = RealtimeSetup(self.opt.priority, self.opt.cpu) if self.opt.realtime and self.opt.mode == "realtime" else None
+        rt = (RealtimeSetup(self.opt.priority, self.opt.cpu, lift_rt_throttling=self.opt.lift_rt_throttling)
+              if self.opt.realtime and self.opt.mode == "realtime" else None)
         report = rt.apply() if rt else None
         if report is not None and self.logger is not None and self.logger.report()["writer"] == "process":
             report.features.append(rt.place_process(self.logger.out.pid, "log_writer_cpus"))

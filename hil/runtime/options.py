@@ -30,6 +30,7 @@ class RuntimeOptions:
     realtime: bool = True               # realtime mode: try SCHED_FIFO, mlockall, gc freeze
     priority: int = 80
     cpu: int | None = None
+    lift_rt_throttling: bool = False    # realtime with a pinned cpu: RT throttling off during the run (system-wide)
     announce_faults: bool = False       # FAULT_ACTIVE in the frames to the firmware (always in the log): off,
                                         # so a firmware under test reacts to a fault's effect, not to the bit
     seed: int | None = None             # sensor noise and fault seed (None: the model's sensor_seed,

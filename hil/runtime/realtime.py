@@ -41,6 +41,11 @@ GC_MODES = ("freeze", "disable", "keep")
 # CPU the loop preempts a worker that holds the tty's locks, then blocks on those locks in
 # read()/FIONREAD while the CFS scheduler runs the firmware before the worker.
 WORKQUEUE_CPUMASK = "/sys/devices/virtual/workqueue/cpumask"
+# RT throttling: SCHED_FIFO tasks may run sched_rt_runtime_us of every sched_rt_period_us (950000 of
+# 1000000 by default), then the kernel stops them for the rest. A loop that never sleeps (10 kHz: the
+# period is shorter than the pacer's spin) is stopped 50 ms every second: 500 periods without a sensor
+# frame. -1 lifts the limit (RealtimeSetup's lift_rt_throttling).
+RT_RUNTIME = "/proc/sys/kernel/sched_rt_runtime_us"
 
 
 # --------------------------------------------------------------------------- real-time setup
@@ -151,12 +156,17 @@ class RealtimeSetup:
     `move_kworkers` (with a pinned `cpu`): unbound kernel workqueue workers run only on the other
     CPUs during the run (system-wide, root only; restored by restore(), and by a guardian process,
     hil.runtime.sysguard, if this process dies first, SIGKILL included). `workqueue_mask`: the file
-    of that setting (default WORKQUEUE_CPUMASK).
+    of that setting (default WORKQUEUE_CPUMASK). `lift_rt_throttling` (opt-in: `hil run
+    --lift-rt-throttling`; with a pinned `cpu` and another CPU left to the system): RT throttling off
+    during the run (`rt_runtime`, default RT_RUNTIME, set to -1; system-wide, root only; restored and
+    guarded the same way). It spares a loop that never sleeps the 50 ms stop every second, but the
+    pinned CPU's own kernel threads (softirqs, per-CPU work) then wait until the run ends.
     """
 
     def __init__(self, priority: int | None = 80, cpu: int | Iterable[int] | None = None,
                  lock_memory: bool = True, gc_mode: str = "freeze", move_kworkers: bool = True,
-                 workqueue_mask: str | None = None) -> None:
+                 workqueue_mask: str | None = None, lift_rt_throttling: bool = False,
+                 rt_runtime: str | None = None) -> None:
         if gc_mode not in GC_MODES:
             raise ValueError(f"gc_mode must be one of {GC_MODES}, not {gc_mode!r}")
         self.priority = priority
@@ -167,6 +177,10 @@ class RealtimeSetup:
         self.workqueue_mask = workqueue_mask or WORKQUEUE_CPUMASK
         self._saved_kworker_mask: str | None = None
         self._guard: SettingGuard | None = None
+        self.lift_rt_throttling = lift_rt_throttling
+        self.rt_runtime = rt_runtime or RT_RUNTIME
+        self._saved_rt_runtime: str | None = None
+        self._rt_guard: SettingGuard | None = None
         self._saved_sched: tuple[int, int] | None = None
         self._saved_affinity: set[int] | None = None
         self._locked = False
@@ -180,6 +194,8 @@ class RealtimeSetup:
             self._maybe("mlockall", self.lock_memory, self._lock_memory),
             self._maybe("gc", self.gc_mode != "keep", self._set_gc),
             self._maybe("kworkers", self.move_kworkers and self.cpus is not None, self._move_kworkers),
+            self._maybe("rt_throttling_lifted", self.lift_rt_throttling and self.cpus is not None,
+                        self._lift_throttling),
         ]
         return RealtimeReport(features, system_info(), self)
 
@@ -232,6 +248,23 @@ class RealtimeSetup:
         self._saved_kworker_mask, self._guard = saved, guard
         return f"unbound workqueues on CPUs {sorted(others)} (was mask {saved}; guardian pid {guard.pid})"
 
+    def _lift_throttling(self) -> str:
+        if not set(range(os.cpu_count() or 1)) - self.cpus:
+            raise RuntimeError("no CPU left besides the loop's")
+        saved = _read(self.rt_runtime)
+        if saved is None:
+            raise OSError(f"{self.rt_runtime} not readable")
+        if saved == "-1":
+            return "already lifted (sched_rt_runtime_us -1)"
+        guard = SettingGuard(self.rt_runtime, saved)
+        try:
+            _write(self.rt_runtime, "-1")
+        except OSError:
+            guard.release()
+            raise
+        self._saved_rt_runtime, self._rt_guard = saved, guard
+        return f"lifted: sched_rt_runtime_us -1 (was {saved}; guardian pid {guard.pid})"
+
     def place_process(self, pid: int, name: str) -> Feature:
         """Keep a helper process (the log writer) off the loop's pinned CPU, where the SCHED_FIFO loop
         would leave it no turn; it stays in the normal class. Call after apply(); never raises."""
@@ -247,7 +280,13 @@ class RealtimeSetup:
         return f"pid {pid} on CPUs {sorted(others)}"
 
     def restore(self) -> None:
-        """Undo what apply() changed (scheduler, affinity, memory lock, gc, kworkers); never raises."""
+        """Undo what apply() changed (scheduler, affinity, memory lock, gc, kworkers, RT throttling);
+        never raises."""
+        if self._saved_rt_runtime is not None:
+            with suppress(OSError):
+                _write(self.rt_runtime, self._saved_rt_runtime)
+                self._rt_guard.release()
+            self._saved_rt_runtime = self._rt_guard = None
         if self._saved_kworker_mask is not None:
             with suppress(OSError):
                 _write(self.workqueue_mask, self._saved_kworker_mask)
