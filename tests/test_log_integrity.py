@@ -197,6 +197,38 @@ def test_the_log_of_a_loop_that_is_killed_holds_every_row_it_handed_over(tmp_pat
 
 
 @needs_process
+def test_a_stuck_writer_process_never_holds_up_the_end_of_the_run(tmp_path):
+    path = tmp_path / "run.msgpack"
+    logger = RunLogger(str(path), {}, COLUMNS, depth=8, process=True)
+    os.kill(logger.out.pid, signal.SIGSTOP)
+    for c in range(2000):                   # ~140 kB of events: more than the pipe holds
+        logger.event({"event": "inject", "cycle": c, "t": c * 1e-3, "detail": "x" * 100})
+    assert logger._pending                  # the rest wait in order
+    waiting = logger._pending[0]
+    logger.out.put_waiting(waiting, timeout_s=0.2)
+    assert "took no record for 0.2 s" in logger.out.error
+    logger.out.put_waiting(waiting, timeout_s=60.0)      # once it is known stuck, no wait at all
+    os.kill(logger.out.pid, signal.SIGKILL)
+    logger.close()
+    assert "took no record" in logger.report()["writer_error"]
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_an_event_too_long_for_the_pipe_is_logged_cut(tmp_path, writer):
+    path = tmp_path / "run.msgpack"
+    logger = RunLogger(str(path), {}, COLUMNS, process=writer == "process")
+    put_rows(logger, [0])
+    logger.event({"event": "inject", "cycle": 0, "t": 0.0, "fault": "f", "detail": "y" * 10_000})
+    logger.close()
+    (event,) = read_run(path)[0]["events"]
+    assert (event["event"], event["cycle"], event["fault"]) == ("inject", 0, "f")
+    if writer == "process":
+        assert event["detail"].startswith("y" * 256) and event["detail"].endswith("cut for the log)")
+    else:
+        assert event["detail"] == "y" * 10_000
+
+
+@needs_process
 def test_a_writer_process_that_cannot_open_the_log_is_an_error_at_the_start(tmp_path):
     path = tmp_path / "missing" / "run.msgpack"
     with pytest.raises(RunLogError, match="the log writer process did not start: .*run.msgpack"):

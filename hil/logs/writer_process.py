@@ -17,8 +17,9 @@ read. This relies on stores becoming visible in program order (x86-64 total stor
 Records (events, gap records, the header first) go through a pipe as frames ``<u64 seq><u32 length>``
 plus a msgpack payload, ``seq`` being the number of rows committed before it: the writer writes a
 record ahead of the row it precedes. A frame of at most PIPE_BUF bytes is written atomically without
-blocking (``offer`` says False when the pipe is full, and the run logger keeps it waiting); the header
-and any larger frame are written blocking. Closing the pipe ends the run: the writer writes every row
+blocking (``offer`` says False when the pipe is full, and the run logger keeps it waiting); an event
+too long for that is cut to its event, cycle, time, fault and the start of its detail, and only the
+header, at the start, is written in parts. Closing the pipe ends the run: the writer writes every row
 committed and every record left, closes the log and exits 0; any error ends it with status 1 and a
 message on its stderr, which ``close()`` reports.
 
@@ -86,7 +87,7 @@ class WriterProcess:
         self._committed = 0
         self._slot = self._rows[0]
         self.error: str | None = None
-        self._write_blocking(self._frame(header))
+        self._write_blocking(self._frame(header), START_TIMEOUT_S)
         self._await_ready()
         os.set_blocking(self._pipe, False)
 
@@ -127,11 +128,11 @@ class WriterProcess:
         return self._committed - int(self._control[1])
 
     def offer(self, item: dict | list) -> bool:
-        """Send an event (dict) or a gap record (list) without blocking; False when the pipe is full."""
+        """Send an event (dict) or a gap record (list) without blocking; False when the pipe is full. An
+        event too long for one atomic write keeps its event, cycle, t and fault and the start of its detail."""
         frame = self._frame(item)
         if len(frame) > select.PIPE_BUF:
-            self._write_blocking(frame)
-            return True
+            frame = self._frame(_shortened(item, len(frame)))
         try:
             os.write(self._pipe, frame)
         except BlockingIOError:
@@ -141,25 +142,28 @@ class WriterProcess:
         return True
 
     def put_waiting(self, item: dict | list, timeout_s: float = 5.0) -> None:
-        """Send a record, waiting up to `timeout_s` for room (at the end of a run)."""
-        if not self.offer(item):
-            select.select([], [self._pipe], [], timeout_s)
-            self._write_blocking(self._frame(item))
+        """Send a record, waiting up to `timeout_s` for room (at the end of a run); a writer that takes
+        nothing for that long leaves the record unwritten and the run's `error` says so."""
+        deadline = time.monotonic() + timeout_s
+        while not self.offer(item):
+            if self.error is not None or time.monotonic() >= deadline:
+                self.error = self.error or f"the log writer took no record for {timeout_s:g} s: events not written"
+                return
+            select.select([], [self._pipe], [], 0.05)
 
     def _frame(self, item) -> bytes:
         payload = msgpack.packb(item, use_bin_type=True)
         return FRAME.pack(self._committed, len(payload)) + payload
 
-    def _write_blocking(self, frame: bytes) -> None:
-        view = memoryview(frame)
-        try:
-            while view:
-                try:
-                    view = view[os.write(self._pipe, view):]
-                except BlockingIOError:
-                    select.select([], [self._pipe], [], 1.0)
-        except BrokenPipeError:
-            pass
+    def _write_blocking(self, frame: bytes, timeout_s: float) -> None:
+        """The header (longer than one atomic write), while the pipe still blocks; a writer that is gone or
+        takes nothing for `timeout_s` fails the start in _await_ready."""
+        view, deadline = memoryview(frame), time.monotonic() + timeout_s
+        while view and select.select([], [self._pipe], [], max(0.0, deadline - time.monotonic()))[1]:
+            try:
+                view = view[os.write(self._pipe, view[:select.PIPE_BUF]):]
+            except BrokenPipeError:
+                return
 
     def close(self, timeout_s: float = 60.0) -> None:
         """End the run: the writer writes what is left; an error or a writer that does not finish is
@@ -177,6 +181,12 @@ class WriterProcess:
         self.written = int(self._control[1])
         del self._slot, self._rows, self._control
         self._map.close()
+
+
+def _shortened(item, size: int):
+    """An event of `size` bytes cut to fit one atomic pipe write (a gap record always fits)."""
+    kept = {k: item[k] for k in ("event", "cycle", "t", "fault") if k in item}
+    return {**kept, "detail": f"{str(item.get('detail', ''))[:256]} ... (a {size}-byte event, cut for the log)"}
 
 
 class _Frames:
