@@ -3,6 +3,8 @@ never lost, every record carries a checksum that the reader checks (damage is re
 never returned as data), and the reader streams the file in bounded blocks."""
 from __future__ import annotations
 
+import json
+import mmap
 import os
 import signal
 import subprocess
@@ -35,7 +37,7 @@ class Gate:
     def __init__(self, logger: RunLogger):
         self.logger, self.event = logger, threading.Event()
         if isinstance(logger.out, writer_process.WriterProcess):
-            os.kill(logger.out.pid, signal.SIGSTOP)
+            stop_process(logger.out.pid)
             return
         write = logger.out.writer.write
 
@@ -48,6 +50,21 @@ class Gate:
         if isinstance(self.logger.out, writer_process.WriterProcess):
             os.kill(self.logger.out.pid, signal.SIGCONT)
         self.event.set()
+
+
+def stop_process(pid: int) -> None:
+    """SIGSTOP, returning once the process is stopped (a writer running on the other CPU may take a few
+    more rows between the signal and its stop)."""
+    os.kill(pid, signal.SIGSTOP)
+    until(lambda: open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "T", "the writer stops")
+
+
+def until(condition, what: str, timeout_s: float = 60.0) -> None:
+    """Wait for `condition()`; a failure of the test, not a hang, when it never holds."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"waited {timeout_s:g} s for: {what}"
+        time.sleep(1e-3)
 
 
 def throttled_logger(path, writer: str, depth: int = 8) -> tuple[RunLogger, Gate]:
@@ -96,8 +113,7 @@ def test_gaps_and_rows_account_for_every_cycle_when_the_writer_catches_up(tmp_pa
     logger, gate = throttled_logger(path, writer, depth=4)
     put_rows(logger, range(0, 30))
     gate.set()
-    while logger.out.backlog():             # let it drain, then log more, then fall behind again
-        threading.Event().wait(1e-3)
+    until(lambda: not logger.out.backlog(), "the writer drains")    # then log more, then fall behind again
     put_rows(logger, range(30, 34))
     logger.close()
     header, rows = read_run(path)
@@ -148,23 +164,94 @@ def test_each_event_lies_between_the_rows_it_was_logged_between(tmp_path, writer
 
 
 @needs_process
-def test_a_writer_process_that_dies_leaves_its_rows_counted_as_dropped_and_says_so(tmp_path):
+def test_a_writer_process_that_dies_leaves_its_lost_rows_counted_and_says_so(tmp_path):
     path = tmp_path / "run.msgpack"
     logger = RunLogger(str(path), {}, COLUMNS, depth=8, process=True)
     put_rows(logger, range(5))
-    while path.stat().st_size < 5 * record_size():       # written and flushed (FLUSH_INTERVAL_S when idle)
-        threading.Event().wait(1e-3)
+    until(lambda: len(read_run(path)[1]) == 5, "5 rows written and flushed (FLUSH_INTERVAL_S when idle)")
     os.kill(logger.out.pid, signal.SIGKILL)
     logger.out.proc.wait()
     put_rows(logger, range(5, 50))          # the ring takes 8 more, nobody reads them
     logger.close()
     report = logger.report()
     assert report["writer"] == "process" and "status -9" in report["writer_error"]
-    assert logger.dropped == 50 - 5 - 8 and report["first_gaps"] == [(13, 49)]
+    assert logger.dropped == 50 - 5 - 8 and report["first_gaps"] == [(13, 49)] and report["unwritten_rows"] == 8
     header, rows = read_run(path)
     np.testing.assert_array_equal(rows[:, 0], np.arange(5))
     lines = integrity_lines({"log": report})
-    assert any(line.startswith("RUN LOG INCOMPLETE: the process writer failed") for line in lines)
+    assert any(line.startswith("RUN LOG INCOMPLETE: the process writer failed") and "8 rows handed over not written"
+               in line for line in lines)
+
+
+@needs_process
+def test_a_record_sent_while_the_writer_looks_away_still_goes_ahead_of_its_row(tmp_path, monkeypatch):
+    """The loop sends an event and then commits rows just after the writer has drained the pipe (made to
+    happen here by the writer's drain); the event must still lie ahead of row 0 in the log."""
+    path, depth, columns = tmp_path / "run.msgpack", 8, 3
+    size = writer_process._ring_bytes(depth, columns)
+    ring_fd = os.memfd_create("test-ring")
+    os.ftruncate(ring_fd, size)
+    control, rows = writer_process._views(mmap.mmap(ring_fd, size), depth, columns)
+    read_fd, write_fd = os.pipe()
+
+    def frame(seq, item):
+        payload = msgpack.packb(item, use_bin_type=True)
+        return writer_process.FRAME.pack(seq, len(payload)) + payload
+    os.write(write_fd, frame(0, {"columns": COLUMNS}))
+    drain, drains = writer_process._Frames.drain, []
+
+    def loop_acts_meanwhile(self, out):
+        drain(self, out)
+        drains.append(1)
+        if len(drains) == 2:                    # the first drain after the header
+            os.write(write_fd, frame(0, {"event": "inject", "cycle": 0, "t": 0.0}))    # ahead of row 0
+            for c in range(3):
+                rows[c] = (c, c * 1e-3, -c)
+                control[0] = c + 1
+        elif len(drains) == 4:
+            os.close(write_fd)
+    monkeypatch.setattr(writer_process._Frames, "drain", loop_acts_meanwhile)
+    monkeypatch.setattr(writer_process.sys, "stdout", open(os.devnull, "w"))
+    writer_process.serve(ring_fd, read_fd, depth, columns, str(path))
+    assert file_order(path) == [("event", 0), ("row", 0), ("row", 1), ("row", 2)]
+
+
+@needs_process
+def test_a_ctrl_c_to_the_emulators_process_group_leaves_the_writer_writing(tmp_path):
+    path = tmp_path / "run.msgpack"
+    proc = subprocess.run([sys.executable, "-c", LOOP_INTERRUPTED, str(path)], capture_output=True, text=True,
+                          timeout=120, start_new_session=True)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["writer_error"] is None and report["dropped_rows"] == 0
+    header, rows = read_run(path)
+    np.testing.assert_array_equal(rows[:, 0], np.arange(3000))
+    assert [e["event"] for e in header["events"]] == ["stop"]
+
+
+def test_a_writer_process_needs_a_path_and_no_tap():
+    with pytest.raises(ValueError, match="needs a path"):
+        RunLogger(None, {}, COLUMNS, process=True)
+    with pytest.raises(ValueError, match="takes no tap"):
+        RunLogger("run.msgpack", {}, COLUMNS, process=True, tap=object())
+
+
+LOOP_INTERRUPTED = """
+import json, os, signal, sys, time
+from hil.logs.run_logger import RunLogger
+signal.signal(signal.SIGINT, lambda *_: None)          # the loop stops at its own pace (hil run: stop_requested)
+logger = RunLogger(sys.argv[1], {}, ["cycle", "t", "x"], process=True)
+for c in range(3000):
+    if c == 1000:
+        os.killpg(os.getpgid(0), signal.SIGINT)        # Ctrl-C in the terminal: the whole process group
+        time.sleep(0.2)
+    r = logger.row()
+    r[:] = (c, c * 1e-3, -c)
+    logger.put(r)
+logger.event({"event": "stop", "cycle": 2999, "t": 2.999})
+logger.close()
+print(json.dumps(logger.report()))
+"""
 
 
 LOOP_THAT_DIES = """
@@ -176,38 +263,50 @@ for c in range(5000):
     r[:] = (c, c * 1e-3, -c)
     logger.put(r)
 logger.event({"event": "last", "cycle": 4999, "t": 4.999})
+print(logger.out.pid, flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
 """
+
+
+def gone(pid: int) -> bool:
+    """Whether process `pid` has exited (an orphan's zombie counts as gone)."""
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
 
 
 @needs_process
 def test_the_log_of_a_loop_that_is_killed_holds_every_row_it_handed_over(tmp_path):
     """The writer process outlives the loop's process: the pipe's end tells it to write what is left."""
     path = tmp_path / "run.msgpack"
-    proc = subprocess.run([sys.executable, "-c", LOOP_THAT_DIES, str(path)], capture_output=True, timeout=120)
-    assert proc.returncode == -signal.SIGKILL
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:            # the orphaned writer finishes on its own
-        header, rows = read_run(path)
-        if len(rows) == 5000 and header["events"]:
-            break
-        time.sleep(0.05)
+    proc = subprocess.run([sys.executable, "-c", LOOP_THAT_DIES, str(path)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    until(lambda: gone(int(proc.stdout)), "the orphaned writer finishes on its own")
+    header, rows = read_run(path)
     np.testing.assert_array_equal(rows[:, 0], np.arange(5000))
-    assert [e["event"] for e in header["events"]] == ["last"] and not header["corrupt"]
+    assert [e["event"] for e in header["events"]] == ["last"], header
+    assert not header["corrupt"] and header["trailing_bytes"] == 0, header
 
 
 @needs_process
-def test_a_stuck_writer_process_never_holds_up_the_end_of_the_run(tmp_path):
+def test_a_stuck_writer_process_never_holds_up_the_end_of_the_run(tmp_path, monkeypatch):
     path = tmp_path / "run.msgpack"
     logger = RunLogger(str(path), {}, COLUMNS, depth=8, process=True)
-    os.kill(logger.out.pid, signal.SIGSTOP)
+    stop_process(logger.out.pid)
     for c in range(2000):                   # ~140 kB of events: more than the pipe holds
         logger.event({"event": "inject", "cycle": c, "t": c * 1e-3, "detail": "x" * 100})
     assert logger._pending                  # the rest wait in order
     waiting = logger._pending[0]
     logger.out.put_waiting(waiting, timeout_s=0.2)
     assert "took no record for 0.2 s" in logger.out.error
+
+    def no_wait(*_):
+        raise AssertionError("waited for a writer known to be stuck")
+    monkeypatch.setattr(writer_process.select, "select", no_wait)
     logger.out.put_waiting(waiting, timeout_s=60.0)      # once it is known stuck, no wait at all
+    monkeypatch.undo()
     os.kill(logger.out.pid, signal.SIGKILL)
     logger.close()
     assert "took no record" in logger.report()["writer_error"]
@@ -223,7 +322,7 @@ def test_an_event_too_long_for_the_pipe_is_logged_cut(tmp_path, writer):
     (event,) = read_run(path)[0]["events"]
     assert (event["event"], event["cycle"], event["fault"]) == ("inject", 0, "f")
     if writer == "process":
-        assert event["detail"].startswith("y" * 256) and event["detail"].endswith("cut for the log)")
+        assert event["detail"].startswith("y" * writer_process.CUT_CHARS) and event["detail"].endswith("cut for the log)")
     else:
         assert event["detail"] == "y" * 10_000
 

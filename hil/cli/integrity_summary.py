@@ -23,7 +23,9 @@ def integrity_lines(s: dict) -> list[str]:
         lines.append(f"run log: {log['dropped_rows']} rows dropped whole by the writer in {log['gaps']} gaps (cycles "
                      f"{shown}{', ...' if log['gaps'] > 5 else ''}), recorded in the log")
     if log.get("writer_error"):
-        lines.append(f"RUN LOG INCOMPLETE: the {log['writer']} writer failed: {log['writer_error']}")
+        lines.append(f"RUN LOG INCOMPLETE: the {log['writer']} writer failed: {log['writer_error']}; "
+                     f"{log.get('unwritten_rows', 0)} rows handed over not written, and the records after the "
+                     "failure not in the log")
     if s.get("diverged"):
         d = s["diverged"]
         lines.append(f"PLANT DIVERGED at t = {d['t']:.3f} s (cycle {d['cycle']}): {d['detail']}; safe state held since")

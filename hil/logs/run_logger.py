@@ -6,7 +6,8 @@ process (hil.logs.writer_process, behind a shared-memory ring; chosen with ``pro
 real-time loop, which must not share the interpreter lock with it). When the writer falls behind and
 its queue or ring is full, the row is dropped whole and counted, and the stretch of dropped cycles is
 written into the log as a gap record (cycle range, row count) ahead of the next row that gets
-through: the log holds every row it shows exactly as logged, and says which it does not hold. Events
+through: the log holds every row it shows exactly as logged, and says which it does not hold (a
+writer that fails is reported instead: ``report()``'s writer_error and unwritten_rows). Events
 (fault injections, watchdog trips) are never dropped: one that finds no room waits in order with the
 gap records and goes ahead of the next row.
 
@@ -37,6 +38,7 @@ class WriterThread:
         self.writer = MsgpackRunWriter(path, header) if path else None
         self.tap = tap
         self.error: str | None = None
+        self.unwritten = 0                      # rows handed over after the file failed
         self._rows = np.zeros((depth + 2, columns))
         self._next = 0
         self._worker = BackgroundWriter(self._write, "hil-log", depth)
@@ -64,11 +66,14 @@ class WriterThread:
         return self._worker.backlog()
 
     def _write(self, item: np.ndarray | dict | list) -> None:
+        if self.error is not None:
+            self.unwritten += isinstance(item, np.ndarray)
+            return
         try:
             self._write_item(item)
         except OSError as exc:                  # a full disk: reported in the summary, the thread goes on
-            self.error = self.error or f"{self.writer.path}: {exc}"
-            self.writer = None
+            self.error = f"{self.writer.path}: {exc}"
+            self.unwritten += isinstance(item, np.ndarray)
 
     def _write_item(self, item: np.ndarray | dict | list) -> None:
         if isinstance(item, list):              # a gap record
@@ -84,7 +89,10 @@ class WriterThread:
     def close(self) -> None:
         self._worker.close()
         if self.writer is not None:
-            self.writer.close()
+            try:
+                self.writer.close()
+            except OSError as exc:              # the last bytes did not reach the disk either
+                self.error = self.error or f"{self.writer.path}: {exc}"
 
 
 class RunLogger:
@@ -93,6 +101,8 @@ class RunLogger:
 
     def __init__(self, path: str | None, header: dict, columns: list[str], depth: int | None = None, tap=None,
                  process: bool = False):
+        if process and (path is None or tap is not None):
+            raise ValueError("a writer process needs a path and takes no tap")
         header = {**header, "columns": columns}
         self.out = (WriterProcess(path, header, len(columns), depth or PROCESS_DEPTH) if process
                     else WriterThread(path, header, len(columns), depth or 4096, tap))
@@ -145,11 +155,13 @@ class RunLogger:
             self._first_gaps.append(self._open_gap)
 
     def report(self) -> dict:
-        """The logger's counts for the run summary: the writer, rows dropped, the gaps they left, and
-        the writer's error (None when it wrote everything it was given)."""
+        """The logger's counts for the run summary: the writer, rows dropped, the gaps they left, the
+        writer's error (None when it wrote everything it was given) and the rows handed over that it did
+        not write."""
         return {"writer": "process" if isinstance(self.out, WriterProcess) else "thread",
                 "dropped_rows": self.dropped, "gaps": self.gaps,
-                "first_gaps": [(g[0], g[1]) for g in self._first_gaps], "writer_error": self.out.error}
+                "first_gaps": [(g[0], g[1]) for g in self._first_gaps], "writer_error": self.out.error,
+                "unwritten_rows": self.out.unwritten}
 
     def close(self) -> None:
         """Hand over what still waits (waiting for room), write everything, close the file."""

@@ -27,10 +27,12 @@ message on its stderr, which ``close()`` reports.
 """
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import platform
 import select
+import signal
 import struct
 import subprocess
 import sys
@@ -47,6 +49,8 @@ CONTROL_BYTES = 64               # committed, taken (int64 each), padded to a ca
 POLL_S = 0.002                   # the writer's longest sleep between looks at the ring
 PUBLISH_EVERY = 256              # rows between two stores of `taken` inside one catch-up
 START_TIMEOUT_S = 30.0
+MAX_FRAME_BYTES = 1 << 24        # a longer length in the pipe means its frames are out of step
+CUT_CHARS = 128                  # of each text of an event too long for one atomic pipe write (UTF-8: 4 x)
 STORE_ORDERED_MACHINES = ("x86_64", "amd64", "i386", "i686")
 
 
@@ -70,26 +74,50 @@ class WriterProcess:
 
     def __init__(self, path: str, header: dict, columns: int, depth: int):
         self.path, self.depth = str(path), depth
+        self.error: str | None = None
+        self.unwritten = 0                  # rows published that the writer did not write (set by close)
+        self._committed = 0
         size = _ring_bytes(depth, columns)
         ring_fd = os.memfd_create("hil-log-ring")
-        read_fd, self._pipe = os.pipe()
+        self.proc = None
+        fds = [ring_fd]
         try:
             os.ftruncate(ring_fd, size)
             self._map = mmap.mmap(ring_fd, size)
+            read_fd, self._pipe = os.pipe()
+            fds.append(read_fd)
+            # its own session: a Ctrl-C or SIGTERM to the emulator's process group must not end the writer
+            # before the rows in the ring are written; the pipe's end stops it
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "hil.logs.writer_process", str(ring_fd), str(read_fd), str(depth),
-                 str(columns), self.path],
-                pass_fds=(ring_fd, read_fd), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        finally:
-            os.close(ring_fd)
-            os.close(read_fd)
-        self._control, self._rows = _views(self._map, depth, columns)
-        self._committed = 0
-        self._slot = self._rows[0]
-        self.error: str | None = None
-        self._write_blocking(self._frame(header), START_TIMEOUT_S)
-        self._await_ready()
+                 str(columns), self.path], pass_fds=(ring_fd, read_fd), stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+            for fd in fds:
+                os.close(fd)
+            fds = []
+            self._control, self._rows = _views(self._map, depth, columns)
+            self._slot = self._rows[0]
+            self._write_blocking(self._frame(header), START_TIMEOUT_S)
+            self._await_ready()
+        except BaseException:
+            self._abandon(fds)
+            raise
         os.set_blocking(self._pipe, False)
+
+    def _abandon(self, fds: list[int]) -> None:
+        """A start that failed: the child reaped, every descriptor closed."""
+        for fd in fds + ([self._pipe] if hasattr(self, "_pipe") else []):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+        if self.proc is not None:
+            self.proc.communicate()
+        self.__dict__.pop("_slot", None)
+        self.__dict__.pop("_rows", None)
+        self.__dict__.pop("_control", None)
+        if hasattr(self, "_map"):
+            self._map.close()               # no row of it was handed out yet
 
     @property
     def pid(self) -> int:
@@ -100,7 +128,6 @@ class WriterProcess:
         if not ready or self.proc.stdout.readline() != b"ready\n":
             self.proc.kill()
             _, err = self.proc.communicate()
-            os.close(self._pipe)
             raise RunLogError(f"{self.path}: the log writer process did not start: "
                               f"{err.decode(errors='replace').strip() or 'no answer'}")
 
@@ -138,7 +165,7 @@ class WriterProcess:
         except BlockingIOError:
             return False
         except BrokenPipeError:
-            return True         # the writer is gone: close() reports it, the rows left count as dropped
+            return True         # the writer is gone: close() reports it and the rows it did not write
         return True
 
     def put_waiting(self, item: dict | list, timeout_s: float = 5.0) -> None:
@@ -166,8 +193,9 @@ class WriterProcess:
                 return
 
     def close(self, timeout_s: float = 60.0) -> None:
-        """End the run: the writer writes what is left; an error or a writer that does not finish is
-        kept in `error`."""
+        """End the run: the writer writes what is left. A writer that failed or did not finish is kept in
+        `error`, the rows it did not write in `unwritten`. The ring is left to the collector: a row view
+        the loop still holds must not point into an unmapped page."""
         os.close(self._pipe)
         try:
             _, err = self.proc.communicate(timeout=timeout_s)
@@ -178,15 +206,16 @@ class WriterProcess:
         if self.proc.returncode and self.error is None:
             self.error = (err.decode(errors="replace").strip().splitlines() or [""])[-1] \
                 or f"the log writer exited with status {self.proc.returncode}"
-        self.written = int(self._control[1])
-        del self._slot, self._rows, self._control
-        self._map.close()
+        if self.error is not None:
+            self.unwritten = self._committed - int(self._control[1])
 
 
-def _shortened(item, size: int):
-    """An event of `size` bytes cut to fit one atomic pipe write (a gap record always fits)."""
+def _shortened(item: dict, size: int) -> dict:
+    """An event of `size` bytes cut to fit one atomic pipe write: its event, cycle, t, fault and the start
+    of its detail, each text at most CUT_CHARS long (a gap record always fits)."""
     kept = {k: item[k] for k in ("event", "cycle", "t", "fault") if k in item}
-    return {**kept, "detail": f"{str(item.get('detail', ''))[:256]} ... (a {size}-byte event, cut for the log)"}
+    kept = {k: v[:CUT_CHARS] if isinstance(v, str) else v for k, v in kept.items()}
+    return {**kept, "detail": f"{str(item.get('detail', ''))[:CUT_CHARS]} ... (a {size}-byte event, cut for the log)"}
 
 
 class _Frames:
@@ -195,13 +224,25 @@ class _Frames:
     def __init__(self, fd: int):
         self.fd, self.buf, self.eof = fd, bytearray(), False
 
-    def read(self, out: deque) -> None:
-        data = os.read(self.fd, 1 << 16)
-        if not data:
-            self.eof = True
-        self.buf += data
+    def drain(self, out: deque) -> None:
+        """Read everything the pipe holds now (the descriptor does not block), or up to its end."""
+        while not self.eof:
+            try:
+                data = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                break
+            if not data:
+                self.eof = True
+                if self.buf:
+                    raise RunLogError(f"the run's last record was cut short ({len(self.buf)} bytes)")
+            self.buf += data
+            self._frames(out)
+
+    def _frames(self, out: deque) -> None:
         while len(self.buf) >= FRAME.size:
             seq, n = FRAME.unpack_from(self.buf)
+            if n > MAX_FRAME_BYTES:
+                raise RunLogError(f"a record of {n} bytes in the pipe: the frames are out of step")
             if len(self.buf) < FRAME.size + n:
                 break
             out.append((seq, msgpack.unpackb(bytes(self.buf[FRAME.size:FRAME.size + n]), raw=False)))
@@ -212,7 +253,8 @@ class _Frames:
         while not out:
             if self.eof:
                 raise RunLogError("the run ended before the log header arrived")
-            self.read(out)
+            select.select([self.fd], [], [], POLL_S)
+            self.drain(out)
         return out.popleft()[1]
 
 
@@ -224,9 +266,13 @@ def _write_record(out: MsgpackRunWriter, item) -> None:
 
 
 def serve(ring_fd: int, pipe_fd: int, depth: int, columns: int, path: str) -> None:
-    """The writer's loop: rows in order, each record ahead of the row it precedes, until the pipe closes."""
+    """The writer's loop: rows in order, each record ahead of the row it precedes, until the pipe closes.
+
+    Each pass reads `committed` first and then drains the pipe: a record sent before row k was committed
+    is then already read when row k is written (the loop writes it before it stores the count)."""
     ring = mmap.mmap(ring_fd, _ring_bytes(depth, columns))
     control, rows = _views(ring, depth, columns)
+    os.set_blocking(pipe_fd, False)
     frames = _Frames(pipe_fd)
     out = MsgpackRunWriter(path, frames.first())
     sys.stdout.write("ready\n")
@@ -234,11 +280,12 @@ def serve(ring_fd: int, pipe_fd: int, depth: int, columns: int, path: str) -> No
     records: deque = deque()
     taken, slots = 0, depth + 1
     flushed_at, unflushed = time.monotonic(), False
-    while True:
-        if select.select([pipe_fd], [], [], POLL_S)[0]:
-            frames.read(records)
-        done = frames.eof
-        committed = int(control[0])     # after the end was seen: every row is published by now
+    while not frames.eof:
+        select.select([pipe_fd], [], [], POLL_S)
+        committed = int(control[0])
+        frames.drain(records)
+        if frames.eof:                  # the loop closed the pipe after its last row
+            committed = int(control[0])
         while True:
             if records and records[0][0] <= taken:
                 _write_record(out, records.popleft()[1])
@@ -254,14 +301,14 @@ def serve(ring_fd: int, pipe_fd: int, depth: int, columns: int, path: str) -> No
         if unflushed and time.monotonic() - flushed_at >= FLUSH_INTERVAL_S:   # caught up: what a crash would lose
             out.flush()
             flushed_at, unflushed = time.monotonic(), False
-        if done:
-            break
     while records:
         _write_record(out, records.popleft()[1])
     out.close()
 
 
 def main(argv: list[str]) -> int:
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):     # the pipe's end stops it, nothing else
+        signal.signal(signum, signal.SIG_IGN)
     ring_fd, pipe_fd, depth, columns = (int(a) for a in argv[:4])
     try:
         serve(ring_fd, pipe_fd, depth, columns, argv[4])
