@@ -410,6 +410,30 @@ def test_a_chunk_boundary_anywhere_in_a_record_is_read_as_the_record_it_cuts(tmp
         assert [e["event"] for e in reader.events] == ["watchdog_tripped"]
 
 
+def test_a_log_that_grows_while_it_is_read_is_read_whole(tmp_path, monkeypatch):
+    path = tmp_path / "run.msgpack"
+    rows = write_log(path, n=10, events=False)
+    more = np.column_stack([np.arange(10, 60), np.arange(10, 60) * 1e-3, np.zeros(50)])
+    blocks = RunLogReader.blocks
+
+    def writer_goes_on(self, columns=None):
+        with open(path, "ab") as f:             # the run's writer appends while the reader starts
+            f.write(row_records(more, tmp_path / "more.msgpack"))
+        yield from blocks(self, columns)
+    monkeypatch.setattr(RunLogReader, "blocks", writer_goes_on)
+    header, back = read_run(path)
+    np.testing.assert_array_equal(back, np.vstack([rows, more]))
+
+
+def row_records(rows: np.ndarray, scratch) -> bytes:
+    """The row records of `rows` as the writer lays them out, without a header."""
+    with MsgpackRunWriter(scratch, {"columns": COLUMNS}) as w:
+        start = scratch.stat().st_size
+        for r in rows:
+            w.write(r)
+    return scratch.read_bytes()[start:]
+
+
 def test_the_reader_streams_in_bounded_blocks(tmp_path):
     path = tmp_path / "run.msgpack"
     rows = write_log(path, n=20000)

@@ -455,6 +455,10 @@ def read_run(path: str | Path) -> tuple[dict[str, Any], np.ndarray]:
     rows = np.empty((Path(path).stat().st_size // reader._dtype.itemsize + 1, n))
     k = 0
     for block in reader.blocks():
+        if k + len(block) > len(rows):          # a live log grew while read
+            grown = np.empty((max(2 * len(rows), k + len(block)), n))
+            grown[:k] = rows[:k]
+            rows = grown
         rows[k:k + len(block)] = block
         k += len(block)
     return reader.full_header(), rows[:k].copy() if k < len(rows) // 2 else rows[:k]
