@@ -183,6 +183,27 @@ def test_a_writer_process_that_dies_leaves_its_lost_rows_counted_and_says_so(tmp
                in line for line in lines)
 
 
+def test_a_writer_thread_whose_disk_fills_counts_the_rows_it_could_not_write(tmp_path):
+    path = tmp_path / "run.msgpack"
+    logger = RunLogger(str(path), {}, COLUMNS)
+    write, written = logger.out.writer.write, []
+
+    def disk_fills(row):
+        if len(written) == 3:
+            raise OSError(28, "No space left on device")
+        write(row)
+        written.append(row[0])
+    logger.out.writer.write = disk_fills
+    put_rows(logger, range(10))
+    logger.close()
+    report = logger.report()
+    assert report["writer"] == "thread" and "No space left on device" in report["writer_error"]
+    assert report["unwritten_rows"] == 7 and logger.dropped == 0
+    assert any("RUN LOG INCOMPLETE: the thread writer failed" in line and "7 rows handed over not written" in line
+               for line in integrity_lines({"log": report}))
+    np.testing.assert_array_equal(read_run(path)[1][:, 0], np.arange(3))
+
+
 @needs_process
 def test_a_record_sent_while_the_writer_looks_away_still_goes_ahead_of_its_row(tmp_path, monkeypatch):
     """The loop sends an event and then commits rows just after the writer has drained the pipe (made to

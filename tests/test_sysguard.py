@@ -58,7 +58,7 @@ def test_a_normal_restore_releases_the_guardian_without_a_second_write(tmp_path)
     setup = RealtimeSetup(priority=None, cpu=0, lock_memory=False, gc_mode="keep", workqueue_mask=str(mask))
     report = setup.apply()
     assert report["kworkers"].active and mask.read_text() != "3"
-    guardian = setup._guard.pid
+    guardian = setup._changed[str(mask)][1].pid
     setup.restore()
     assert mask.read_text() == "3" and not _alive(guardian)
     mask.write_text("1")                 # changed by someone else afterwards: the guardian is gone, no write
@@ -71,7 +71,7 @@ def test_an_unwritable_setting_is_reported_and_leaves_no_guardian(tmp_path):
                           workqueue_mask=str(tmp_path / "missing" / "cpumask"))
     report = setup.apply()
     assert not report["kworkers"].active and "not readable" in report["kworkers"].detail
-    assert setup._guard is None
+    assert not setup._changed
 
 
 def _alive(pid: int) -> bool:

@@ -113,6 +113,11 @@ class RunLogger:
         self.gaps = 0
         self._first_gaps: list[list] = []
 
+    @property
+    def writer_pid(self) -> int | None:
+        """The writer process's pid; None for the writer thread."""
+        return self.out.pid if isinstance(self.out, WriterProcess) else None
+
     def row(self) -> np.ndarray:
         """The buffer for the next record (fill it, then put() it)."""
         return self.out.slot()
@@ -158,7 +163,7 @@ class RunLogger:
         """The logger's counts for the run summary: the writer, rows dropped, the gaps they left, the
         writer's error (None when it wrote everything it was given) and the rows handed over that it did
         not write."""
-        return {"writer": "process" if isinstance(self.out, WriterProcess) else "thread",
+        return {"writer": "thread" if self.writer_pid is None else "process",
                 "dropped_rows": self.dropped, "gaps": self.gaps,
                 "first_gaps": [(g[0], g[1]) for g in self._first_gaps], "writer_error": self.out.error,
                 "unwritten_rows": self.out.unwritten}

@@ -501,8 +501,8 @@ class Emulator:
         rt = (RealtimeSetup(self.opt.priority, self.opt.cpu, lift_rt_throttling=self.opt.lift_rt_throttling)
               if self.opt.realtime and self.opt.mode == "realtime" else None)
         report = rt.apply() if rt else None
-        if report is not None and self.logger is not None and self.logger.report()["writer"] == "process":
-            report.features.append(rt.place_process(self.logger.out.pid, "log_writer_cpus"))
+        if report is not None and self.logger is not None and self.logger.writer_pid is not None:
+            report.features.append(rt.place_process(self.logger.writer_pid, "log_writer_cpus"))
         pacer = Pacer(self.opt.period_s, "afap" if self.opt.mode != "realtime" else "realtime",
                       overrun_policy=self.opt.overrun_policy, halt_after=self.opt.halt_after,
                       ignore_first_s=self.opt.ignore_first_s)

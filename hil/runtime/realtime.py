@@ -175,12 +175,9 @@ class RealtimeSetup:
         self.gc_mode = gc_mode
         self.move_kworkers = move_kworkers
         self.workqueue_mask = workqueue_mask or WORKQUEUE_CPUMASK
-        self._saved_kworker_mask: str | None = None
-        self._guard: SettingGuard | None = None
         self.lift_rt_throttling = lift_rt_throttling
         self.rt_runtime = rt_runtime or RT_RUNTIME
-        self._saved_rt_runtime: str | None = None
-        self._rt_guard: SettingGuard | None = None
+        self._changed: dict[str, tuple[str, SettingGuard]] = {}    # system setting -> (old value, its guardian)
         self._saved_sched: tuple[int, int] | None = None
         self._saved_affinity: set[int] | None = None
         self._locked = False
@@ -232,38 +229,44 @@ class RealtimeSetup:
         gc.disable()
         return f"collected {collected}, frozen {gc.get_freeze_count()} objects, disabled"
 
-    def _move_kworkers(self) -> str:
+    def _other_cpus(self) -> set[int]:
+        """The CPUs besides the loop's pinned ones (RuntimeError when none is left)."""
         others = set(range(os.cpu_count() or 1)) - self.cpus
         if not others:
             raise RuntimeError("no CPU left besides the loop's")
-        saved = _read(self.workqueue_mask)
+        return others
+
+    def _change_setting(self, path: str, value: str) -> str | None:
+        """Write `value` to the system-wide setting `path`, guarded by a guardian process until restore()
+        (hil.runtime.sysguard); returns the old value, None when it already held `value`."""
+        saved = _read(path)
         if saved is None:
-            raise OSError(f"{self.workqueue_mask} not readable")
-        guard = SettingGuard(self.workqueue_mask, saved)
+            raise OSError(f"{path} not readable")
+        if saved == value:
+            return None
+        guard = SettingGuard(path, saved)
         try:
-            _write(self.workqueue_mask, format(sum(1 << c for c in others), "x"))
+            _write(path, value)
         except OSError:
             guard.release()
             raise
-        self._saved_kworker_mask, self._guard = saved, guard
-        return f"unbound workqueues on CPUs {sorted(others)} (was mask {saved}; guardian pid {guard.pid})"
+        self._changed[path] = (saved, guard)
+        return saved
+
+    def _move_kworkers(self) -> str:
+        others = self._other_cpus()
+        saved = self._change_setting(self.workqueue_mask, format(sum(1 << c for c in others), "x"))
+        if saved is None:
+            return f"unbound workqueues already on CPUs {sorted(others)}"
+        return (f"unbound workqueues on CPUs {sorted(others)} (was mask {saved}; guardian pid "
+                f"{self._changed[self.workqueue_mask][1].pid})")
 
     def _lift_throttling(self) -> str:
-        if not set(range(os.cpu_count() or 1)) - self.cpus:
-            raise RuntimeError("no CPU left besides the loop's")
-        saved = _read(self.rt_runtime)
+        self._other_cpus()
+        saved = self._change_setting(self.rt_runtime, "-1")
         if saved is None:
-            raise OSError(f"{self.rt_runtime} not readable")
-        if saved == "-1":
             return "already lifted (sched_rt_runtime_us -1)"
-        guard = SettingGuard(self.rt_runtime, saved)
-        try:
-            _write(self.rt_runtime, "-1")
-        except OSError:
-            guard.release()
-            raise
-        self._saved_rt_runtime, self._rt_guard = saved, guard
-        return f"lifted: sched_rt_runtime_us -1 (was {saved}; guardian pid {guard.pid})"
+        return f"lifted: sched_rt_runtime_us -1 (was {saved}; guardian pid {self._changed[self.rt_runtime][1].pid})"
 
     def place_process(self, pid: int, name: str) -> Feature:
         """Keep a helper process (the log writer) off the loop's pinned CPU, where the SCHED_FIFO loop
@@ -273,25 +276,18 @@ class RealtimeSetup:
         return _attempt(name, lambda: self._place_process(pid))
 
     def _place_process(self, pid: int) -> str:
-        others = set(range(os.cpu_count() or 1)) - self.cpus
-        if not others:
-            raise RuntimeError("no CPU left besides the loop's")
+        others = self._other_cpus()
         os.sched_setaffinity(pid, others)
         return f"pid {pid} on CPUs {sorted(others)}"
 
     def restore(self) -> None:
         """Undo what apply() changed (scheduler, affinity, memory lock, gc, kworkers, RT throttling);
         never raises."""
-        if self._saved_rt_runtime is not None:
+        for path, (saved, guard) in reversed(self._changed.items()):
             with suppress(OSError):
-                _write(self.rt_runtime, self._saved_rt_runtime)
-                self._rt_guard.release()
-            self._saved_rt_runtime = self._rt_guard = None
-        if self._saved_kworker_mask is not None:
-            with suppress(OSError):
-                _write(self.workqueue_mask, self._saved_kworker_mask)
-                self._guard.release()       # restored: the guardian exits without writing
-            self._saved_kworker_mask = self._guard = None
+                _write(path, saved)
+                guard.release()             # restored: the guardian exits without writing
+        self._changed.clear()
         if self._saved_sched is not None:
             policy, priority = self._saved_sched
             with suppress(OSError):
