@@ -111,7 +111,7 @@ def test_quick_json_judges_the_energy_of_each_plan_against_the_goal(quick_report
     en = quick_report["energy"]
     assert en["goal"] == bench_kernel.ENERGY_GOAL == 1e-6 and en["duration_s"] == 1.0
     own, with_tolerance, *plans = en["rows"]
-    assert (own["method"], own["substeps"]) == ("fitted_midpoint", 2)                  # ELLA's auto plan
+    assert (own["method"], own["substeps"]) == ("fitted_midpoint", 3)                  # ELLA's auto plan
     assert (with_tolerance["method"], with_tolerance["substeps"]) == ("rk4", 4)      # auto with the tolerance
     assert [(r["method"], r["substeps"]) for r in plans] == list(bench_kernel.ENERGY_PLANS[:1])
     for r in en["rows"]:
@@ -126,7 +126,7 @@ def test_hil_bench_kernel_tables(capsys, quick_report):
     assert out.startswith("host")
     assert "OPENBLAS_CORETYPE" in out and "integrator plan:" in out
     assert "forward dynamics (ABA)" in out and "1 ms step, RK4 x 1" in out and "[" in out   # median [spread]
-    assert "1 ms step, fitted_midpoint x 2" in out                                 # ELLA's plan (auto)
+    assert "1 ms step, fitted_midpoint x 3" in out                                 # ELLA's plan (auto)
     assert ("PASS" in out) or ("MISS" in out)
     assert "2. rigid limit" not in out and "3. scaling" not in out
 

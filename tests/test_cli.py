@@ -70,7 +70,7 @@ def test_modes_json(capsys):
     assert len(rep["arm"]["free_hz"]) == 13          # 3 joints + 10 modes
     assert rep["f_max_hz"] >= locked.max() > 0
     it = rep["integrator"]
-    assert (it["method"], it["substeps"], it["dt_s"]) == ("fitted_midpoint", 2, 0.001)
+    assert (it["method"], it["substeps"], it["dt_s"]) == ("fitted_midpoint", 3, 0.001)
     assert it["accurate"] is True and it["note"] == "" and it["bandwidth_hz"] is None
     assert len(it["modes"]) == 11 and set(it["modes"][0]) == {"true_hz", "integrated_hz", "error", "damping_ratio",
                                                               "numerical_damping", "in_band"}

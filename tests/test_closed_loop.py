@@ -125,6 +125,8 @@ def test_lockstep_runs_are_bit_identical(tmp_path, name):
         s = _run(bus, link.replace(_channel("classic"), _channel(f"det{k}")), "--log", str(log))
         assert s["cycles"] == CYCLES and s["log_dropped"] == 0
         assert s["integrator"]["method"] == "fitted_midpoint" and s["integrator"]["accurate"] is True
+        assert s["integrator"]["motion_error_rad"] <= 1e-6 and s["integrator"]["modal_error"] <= 1e-3
+        assert set(s["input_hold"]["joints"]) == {"base_yaw", "shoulder_pitch", "elbow"}
         tables.append(_log_table(log))
     (cols_a, a), (cols_b, b) = tables
     assert cols_a == cols_b and "lateness_us" not in cols_a and "q_elbow" in cols_a

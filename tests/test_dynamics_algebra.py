@@ -90,3 +90,47 @@ def test_friction_enters_as_joint_torque():
         j.joint.coulomb_N_m = 0.0
     a_equiv, _ = solve_both(model, asm.pos0, vel, tau - 0.7 * vel - 0.4 * np.tanh(vel / 0.1))
     np.testing.assert_allclose(a_fric, a_equiv, atol=1e-12)
+
+
+@pytest.mark.parametrize("elastic_joint", [False, True])
+def test_implicit_dampers_solve_with_their_slopes_on_the_inertia(elastic_joint):
+    """With cD > 0 each joint's (and Spong rotor's) friction is taken at the reference rates with cD times
+    its slope on the inertia its drive meets, and the modal damping as cD D on the modal mass: the
+    accelerations solve (M + cD C) a = M a0, a0 the explicit accelerations at the same state, M the dense
+    mass matrix, C the dampers' slopes (the friction's by central differences of the friction law), near
+    rest where the smoothed Coulomb and Stribeck friction is steep and curved."""
+    from hil.kernels.joints import joint_friction
+    from hil.model.linearize import free_coordinates, mass_matrix_at
+
+    rng = np.random.default_rng(3)
+    model = random_flexible_chain(rng, 3, damping=0.02, elastic_joint=elastic_joint)
+    for b in model.bodies:
+        b.joint.coulomb_N_m, b.joint.coulomb_smoothing_rad_s = 2.0, 0.05
+        b.joint.stribeck_N_m, b.joint.stribeck_velocity_rad_s = 1.0, 0.3
+    asm = assemble(model)
+    km, lay = asm.km, asm.layout
+    pos, vel = random_state(rng, lay.nq, lay.n_joints, asm.pos0)
+    vel *= 0.02
+    tau = rng.normal(size=lay.n_joints) * 5
+    a0, a1 = np.zeros(lay.nq), np.zeros(lay.nq)
+    w = make_work(km).w
+    cD = 5e-3
+    assert forward_dynamics(km.mi, km.mf, w, 0.0, pos, vel, tau, pos, vel, 0.0, 0.0, a0)
+    assert forward_dynamics(km.mi, km.mf, w, 0.0, pos, vel, tau, pos, vel, 0.0, cD, a1)
+    C = np.zeros((lay.nq, lay.nq))
+    eps = 1e-7
+    for k in range(lay.n_joints):
+        i = lay.motor_index(k) if km.mot[k] >= 0 else k
+        slope = (joint_friction(km.mi, km.mf, k, vel[i] + eps)[0] - joint_friction(km.mi, km.mf, k, vel[i] - eps)[0]) / (2 * eps)
+        assert slope > 0
+        C[i, i] = slope
+        n = int(km.nm[k])
+        a = lay.n_joints + lay.mode_offsets[k]
+        C[a:a + n, a:a + n] = km.Dmod[k, :n, :n]
+    free = free_coordinates(asm)
+    M = mass_matrix_at(asm, pos)[np.ix_(free, free)]
+    expected = np.linalg.solve(M + cD * C[np.ix_(free, free)], M @ a0[free])
+    print(f"\nimplicit dampers: |a1 - a0| {np.abs(a1 - a0).max():.3e}, against the direct solve "
+          f"{np.abs(a1[free] - expected).max():.3e}")
+    assert np.abs(a1 - a0).max() > 1e-2 * np.abs(a0).max()          # the slopes matter here
+    np.testing.assert_allclose(a1[free], expected, rtol=0, atol=1e-6 * np.abs(expected).max())

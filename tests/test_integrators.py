@@ -20,11 +20,13 @@ import pytest
 from hil.model import spec as md
 from hil.model.assembly import assemble
 from hil.model.config import load_model
+from hil.model.linearize import friction_rates
 from hil.dynamics.plant import ForwardEulerWarning, Plant, SimulationError, plan_integrator
 
 from chains import random_flexible_chain
 
 RK4_BOUND = 2.0 * math.sqrt(2.0)
+RK4_REAL_BOUND = 2.785
 
 
 def run(model, method, substeps, duration, rng_seed=0):
@@ -148,17 +150,20 @@ def test_no_warning_for_the_other_methods():
 @pytest.mark.parametrize("make", [lambda: load_model("configs/ella.toml"), lambda: load_model("configs/seed001_arm.toml"),
                                   stiff_axial_chain,
                                   lambda: random_flexible_chain(np.random.default_rng(8), 4, elastic_joint=True)])
-def test_rk4_substeps_keep_omega_h_within_safety_bound(make):
+def test_rk4_substeps_keep_omega_h_and_the_friction_within_safety_bounds(make):
     asm = assemble(make())
     plan = plan_integrator(asm, "rk4")
     cfg = asm.model.integrator
     assert plan.method == "rk4" and plan.dt_s == cfg.dt_s
     omega = 2 * np.pi * plan.f_max_hz
+    rate = friction_rates(asm).max(initial=0.0)      # the stiffest joint friction's damping rate at rest
     h = cfg.dt_s / plan.substeps
-    print(f"\n{asm.model.name}: {plan.describe()}, omega h = {omega * h:.3f} <= {cfg.safety * RK4_BOUND:.3f}")
-    assert omega * h <= cfg.safety * RK4_BOUND
-    if plan.substeps > 1:   # the fewest that satisfy the bound
-        assert omega * cfg.dt_s / (plan.substeps - 1) > cfg.safety * RK4_BOUND
+    print(f"\n{asm.model.name}: {plan.describe()}, omega h = {omega * h:.3f} <= {cfg.safety * RK4_BOUND:.3f}, "
+          f"friction rate h = {rate * h:.3f} <= {cfg.safety * RK4_REAL_BOUND:.3f}")
+    assert omega * h <= cfg.safety * RK4_BOUND and rate * h <= cfg.safety * RK4_REAL_BOUND
+    if plan.substeps > 1:   # the fewest that satisfy the bounds
+        h_fewer = cfg.dt_s / (plan.substeps - 1)
+        assert omega * h_fewer > cfg.safety * RK4_BOUND or rate * h_fewer > cfg.safety * RK4_REAL_BOUND
 
 
 @pytest.mark.parametrize("method", ["imex_midpoint", "fitted_midpoint"])

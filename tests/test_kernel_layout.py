@@ -68,18 +68,19 @@ def test_a_write_through_a_named_view_reaches_the_kernel(asm):
 
 def test_the_fitted_blocks_reach_the_modal_mass_of_their_body(asm):
     """forward_dynamics_blocks adds the model block fitted[FIT_C] to each body's modal mass: with
-    C = cK K + cD D it equals the implicit added mass cK K + cD D, and without the flag it is not added."""
+    C = cK K (and the dampers' cD, which also takes the joint friction implicitly) it equals the implicit
+    added mass cK K + cD D, and without the flag it is not added."""
     km, w = asm.km, make_work(asm.km).w
     rng = np.random.default_rng(5)
     pos, vel = random_state(rng, asm.layout.nq, asm.layout.n_joints, asm.pos0)
     tau = rng.normal(size=asm.layout.n_joints)
     cK, cD = 2.5e-5, 5e-3
     acc = [np.zeros(asm.layout.nq) for _ in range(3)]
-    km.fitted[layout.FIT_C] = cK * km.Kmod + cD * km.Dmod
+    km.fitted[layout.FIT_C] = cK * km.Kmod
     try:
         assert forward_dynamics(km.mi, km.mf, w, 0.0, pos, vel, tau, pos, vel, cK, cD, acc[0])
-        assert forward_dynamics_blocks(km.mi, km.mf, w, 0.0, pos, vel, tau, pos, vel, 0.0, 0.0, True, acc[1])
-        assert forward_dynamics_blocks(km.mi, km.mf, w, 0.0, pos, vel, tau, pos, vel, 0.0, 0.0, False, acc[2])
+        assert forward_dynamics_blocks(km.mi, km.mf, w, 0.0, pos, vel, tau, pos, vel, 0.0, cD, True, acc[1])
+        assert forward_dynamics_blocks(km.mi, km.mf, w, 0.0, pos, vel, tau, pos, vel, 0.0, cD, False, acc[2])
     finally:
         km.fitted[:] = 0.0
     np.testing.assert_allclose(acc[1], acc[0], rtol=0, atol=1e-12 * np.max(np.abs(acc[0])))

@@ -63,6 +63,21 @@ def test_lockstep_log_replays_bit_for_bit(lockstep_log, capsys):
     assert out["bit_identical"] and out["rows"] == len(rows) == 1500
     assert out["largest_deviation"]["value"] == 0.0
     assert {"q_elbow", "qd_elbow", "eta_link2_bending_y_1", "tip_z"} <= set(out["deviation"])
+    assert out["integrator"] == header["integrator"]             # the run's plan, checked and taken
+
+
+def test_the_logged_plan_is_checked_by_the_replay(lockstep_log, capsys):
+    """The header names the run's integrator plan (method, substeps, step, formulation, the fitted blocks'
+    hash); a replay whose plan would differ (a tampered hash, another substep count) is refused in one
+    line, as it could not reproduce the run."""
+    header, rows = read_run(lockstep_log)
+    plan = header["integrator"]
+    assert plan["method"] == "fitted_midpoint" and plan["substeps"] >= 1 and len(plan["fitted_blocks_sha256"]) == 16
+    for key, value in (("fitted_blocks_sha256", "0" * 16), ("substeps", plan["substeps"] + 1)):
+        with pytest.raises(ValueError, match="fitted_blocks_sha256 .* logged, .* now"):
+            replay({**header, "integrator": {**plan, key: value}}, rows)
+    older = {k: v for k, v in header.items() if k != "integrator"}      # a log from before: the preset's plan
+    assert replay(older, rows).plan is None
 
 
 def test_a_changed_torque_is_found(lockstep_log, tmp_path):

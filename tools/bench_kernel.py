@@ -1,9 +1,9 @@
 """Kernel benchmarks: ELLA forward dynamics and 1 ms step, the rigid limit against
 Pinocchio, the scaling of the O(n) articulated-body algorithm against the dense
-composite-body oracle, ``hil simulate`` of ELLA from the shell and the energy of the undamped arm
-under each integrator plan.
+composite-body oracle, ``hil simulate`` of ELLA from the shell, the energy of the undamped arm
+under each integrator plan, and every shipped preset's default plan beside RK4's.
 
-Run ``python -m tools.bench_kernel [--quick] [--json] [--sections ella,pinocchio,scaling,simulate,energy]``
+Run ``python -m tools.bench_kernel [--quick] [--json] [--sections ella,pinocchio,scaling,simulate,energy,plans]``
 or ``hil bench kernel ...``.
 
 Timing method (every number is the median over repeats of a per-call time, in us, with the
@@ -19,7 +19,11 @@ fastest and slowest repeat as its spread):
 * simulate: ``python -m hil simulate CONFIG --duration 10`` in a child process, wall time
   from start to exit (interpreter, imports, numba's start-up and cache loads included);
 * energy: not a timing; the arm made undamped, released at random joint rates, 10 s under each plan
-  (hil.dynamics.energy_error): max |E - E(0)| and the drift, over the largest kinetic energy.
+  (hil.dynamics.energy_error): max |E - E(0)| and the drift, over the largest kinetic energy;
+* plans: per shipped preset its default plan and RK4 at its stable substeps (the friction resolved), each
+  with its worst modal frequency error (hil.dynamics.integrator_plan), its joint angle error over the
+  2 s probe motion against a converged solution (hil.dynamics.motion_error), its evaluations per step and
+  its outer step timed inside numba as the kernel rows are.
 
 Everything is compiled (or loaded from the numba cache, which hil.jit_cache keys on the
 kernel sources) and run once before timing.
@@ -49,12 +53,13 @@ from hil.kernels.integrate import advance
 from hil.kernels.oracle import forward_dynamics_dense
 from hil.kernels.screw_dae import forward_dynamics as dae_forward_dynamics
 from hil.dynamics.energy_error import energy_error
-from hil.dynamics.integrator_plan import EVALUATIONS
+from hil.dynamics.integrator_plan import EVALUATIONS, judge, plan_integrator
 from hil.dynamics.plant import METHODS, Plant
+from hil.model.presets import resolve, shipped
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = ROOT / "configs" / "ella.toml"
-SECTIONS = ("ella", "pinocchio", "scaling", "simulate", "energy")
+SECTIONS = ("ella", "pinocchio", "scaling", "simulate", "energy", "plans")
 # goals: ELLA's forward dynamics and 1 ms step (us), ours against pin.aba (time ratios), hil simulate (s)
 GOALS_US = {"aba_kernel": 2.5, "aba_python": 4.0, "step_kernel": 12.0, "step_python": 12.0}
 PIN_GOALS = {"ratio_kernel": 1.0, "ratio_python": 1.5}
@@ -472,6 +477,42 @@ def format_energy(s: dict | None) -> list[str]:
     return lines
 
 
+# ----------------------------------------------------------------------------- section 7
+def bench_plans(timer: Timer, presets) -> dict:
+    """Per preset: its default plan and RK4 at its stable substeps, judged (modes, motion) and timed."""
+    rows = []
+    for name in presets:
+        asm = assemble(load_model(resolve("preset", name)))
+        for label, plan in (("default", plan_integrator(asm)), ("rk4", judge(asm, plan_integrator(asm, "rk4")))):
+            plant = Plant(asm.model, plan.method, plan.substeps)
+            km, w = plant.km, plant.work.w
+            pos, vel = plant.pos.copy(), plant.vel.copy()
+            args = (km.mi, km.mf, w, 0.0, pos, vel, plant.tau, plant.dt, plan.substeps, METHODS[plan.method])
+
+            def reset():
+                pos[:], vel[:] = plant.pos, plant.vel
+            t = timer(lambda n: step_loop(*args, n), reset)
+            rows.append({"preset": name, "plan": label, "method": plan.method, "substeps": plan.substeps,
+                         "dt_s": plan.dt_s, "evaluations": EVALUATIONS[plan.method] * plan.substeps,
+                         "modal_error": plan.modal_error, "motion_error_rad": plan.motion["max_error_rad"],
+                         "motion_probe_s": plan.motion["probe_s"], "accurate": plan.accurate, "step": t})
+    return {"rows": rows}
+
+
+def format_plans(s: dict | None) -> list[str]:
+    if s is None:
+        return []
+    lines = ["", "7. every shipped preset's default plan beside RK4 at its stable substeps: worst modal frequency "
+                 "error, joint angle error over the 2 s probe motion against a converged solution, cost",
+             f"  {'preset':<26}{'plan':<24}{'evaluations':>12}{'modal error':>13}{'motion rad':>12}"
+             f"{'step us (kernel)':>24}"]
+    for r in s["rows"]:
+        plan = f"{r['method']} x{r['substeps']}" + (" (default)" if r["plan"] == "default" else "")
+        lines.append(f"  {r['preset']:<26}{plan:<24}{r['evaluations']:>12}{r['modal_error']:>13.1e}"
+                     f"{r['motion_error_rad']:>12.1e}{_spread(r['step']):>24}")
+    return lines
+
+
 # ----------------------------------------------------------------------------- report
 def _pf(ok: bool) -> str:
     return "PASS" if ok else "MISS"
@@ -553,6 +594,7 @@ def format_report(rep: dict) -> str:
     lines += format_screw_dae(rep.get("screw_dae"))
     lines += format_simulate(rep.get("simulate"))
     lines += format_energy(rep.get("energy"))
+    lines += format_plans(rep.get("plans"))
     lines += ["", f"total {rep['elapsed_s']:.1f} s"]
     return "\n".join(lines)
 
@@ -597,6 +639,8 @@ def run(args: argparse.Namespace) -> dict:
         rep["simulate"] = bench_simulate(args.config, *((1.0, 1) if args.quick else (10.0, 5)))
     if "energy" in args.sections:
         rep["energy"] = bench_energy(args.config, *((1.0, ENERGY_PLANS[:1]) if args.quick else (10.0, ENERGY_PLANS)))
+    if "plans" in args.sections:
+        rep["plans"] = bench_plans(timer, ["ella"] if args.quick else shipped("preset"))
     rep["elapsed_s"] = time.perf_counter() - t0
     return rep
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from hil.cli.registry import command
 from hil.cli.simulate import integrator_arguments, load_model_with_dt
-from hil.dynamics.integrator_plan import DAMPING_RESOLUTION, FREQUENCY_TOLERANCE, mode_accuracy, plan_integrator
+from hil.dynamics.integrator_plan import DAMPING_RESOLUTION, FREQUENCY_TOLERANCE, judge, plan_integrator
 from hil.model.assembly import assemble
 from hil.model.linearize import arm_frequencies_hz, component_frequencies_hz
 from hil.model.presets import resolve
@@ -32,7 +32,10 @@ MODES_JSON_HELP = """\
                        discrete-time map of the plan's substep: true_hz, integrated_hz, error
                        (integrated / true - 1), damping_ratio, numerical_damping (integrated minus
                        true damping ratio), in_band; integrated_hz, error and numerical_damping
-                       are null above the substep's Nyquist frequency
+                       are null above the substep's Nyquist frequency; motion: the joint angles
+                       of a probe motion against a converged solution (hil.dynamics.motion_error:
+                       max_error_rad over probe_s, per_step_rad, the reference and its own error
+                       estimate); energy: null unless judged
 All frequencies in Hz; an unstable eigenvalue is reported as a negative frequency."""
 
 
@@ -54,10 +57,7 @@ def modes_report(path: str, method: str | None = None, substeps: int | None = No
         links.append({"body": body, "family": model.bodies[k].beam.family, "modes": list(asm.layout.mode_labels[k]),
                       "analytic_hz": asm.modes[k].analytic_frequency_hz.tolist(), "component_hz": comp.tolist()})
     arm = arm_frequencies_hz(asm)
-    plan = plan_integrator(asm, method, substeps)
-    if plan.accurate is None:                 # a pinned plan: analysed here
-        report = mode_accuracy(asm, plan)
-        plan.accurate, plan.modes = report.accurate, [vars(m) for m in report.modes]
+    plan = judge(asm, plan_integrator(asm, method, substeps))
     integrator = {**asdict(plan), "substep_s": plan.dt_s / plan.substeps}
     return {"config": str(path), "model": model.name, "links": links,
             "arm": {"locked_hz": arm.locked_hz.tolist(), "free_hz": arm.free_hz.tolist()},
@@ -107,6 +107,11 @@ def format_accuracy(it: dict[str, Any]) -> list[str]:
         lines.append(f"  {m['true_hz']:10.3f}  {cells}  {m['damping_ratio']:13.2e}{mark}")
     lines.append(f"  every judged mode within {FREQUENCY_TOLERANCE:.1%} in frequency and its numerical damping below "
                  f"its damping ratio: {'yes' if it['accurate'] else 'no'}")
+    motion = it.get("motion")
+    if motion is not None:
+        lines.append(f"  the joint motion: within {motion['max_error_rad']:.1e} rad of a converged solution "
+                     f"({motion['reference']}) over the {motion['probe_s']:g} s probe, {motion['per_step_rad']:.1e} "
+                     f"rad per step")
     energy = it.get("energy")
     lines.append("  the undamped arm's energy over 10 s: not judged (integrator.energy_tolerance = 0)" if energy is None
                  else f"  the undamped arm's energy over {energy['duration_s']:g} s: max |E - E(0)| "

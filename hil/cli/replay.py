@@ -37,12 +37,14 @@ def _cmd_replay(args: argparse.Namespace) -> int:
            "speed_x_realtime": (float(result.rows[-1, 0]) / result.wall_s) if len(rows) and result.wall_s else None,
            "bit_identical": result.bit_identical, "largest_deviation": {"column": name, "value": worst},
            "first_deviation_t_s": result.first_deviation_t, "missing_rows": result.missing_rows,
-           "deviation": result.deviation}
+           "integrator": result.plan, "deviation": result.deviation}
     if args.json:
         print(json.dumps(out))
     else:
         print(f"replayed {len(rows)} rows in {result.wall_s:.2f} s"
               + (f" ({out['speed_x_realtime']:.1f} x real time)" if out["speed_x_realtime"] else ""))
+        print("integrator plan: " + (f"{result.plan['method']} x{result.plan['substeps']}, as logged"
+                                     if result.plan else "the preset's (the log names none)"))
         if result.missing_rows:
             print(f"{result.missing_rows} cycles are missing from the log (dropped rows): their torques are lost")
         print("bit for bit identical to the log" if result.bit_identical else

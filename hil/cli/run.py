@@ -182,7 +182,8 @@ def run(args: argparse.Namespace) -> dict:
 def _judge(summary: dict, built, log_path: str, targets) -> None:
     from hil.runtime.outcome import failures, judge
     summary["run_failures"] = failures(summary)
-    judge(summary, log_path, built.emulator.plant.layout.joint_names, None if summary["run_failures"] else targets)
+    judge(summary, log_path, built.emulator.plant, built.emulator.opt.period_s,
+          None if summary["run_failures"] else targets)
 
 
 def _run_with_firmware(args: argparse.Namespace, built) -> dict:

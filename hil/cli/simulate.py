@@ -6,6 +6,7 @@ import sys
 from dataclasses import asdict
 
 from hil.cli.registry import CliError, command, positive_float, positive_int
+from hil.dynamics.integrator_plan import judge
 from hil.dynamics.offline import INPUT_HOLDS, OfflineStepper
 from hil.dynamics.plant import FORMULATIONS, Plant
 from hil.dynamics.simulate import ControllerSource, Progress, TorqueTable, load_controller, run_columns, simulate
@@ -46,9 +47,9 @@ Runs the plant offline as fast as possible from the config's initial state.
   eta_<body>_<mode>, theta_/thetad_<joint> (elastic joints), tip_x, tip_y, tip_z, energy;
   with --wrenches also w_<joint>_mx, _my, _mz, _fx, _fy, _fz: the wrench the parent exerts on
   the joint's child body, in the child frame at the joint (README "Conventions").
---input-hold linear: the table's torque interpolated within each step (default zoh: sampled at
-  the step's start and held, as the real-time loop's DAC holds it); rk4, imex_midpoint or
-  fitted_midpoint.
+--input-hold linear: the plant sees the table as it is, its linear interpolation at every
+  integrator stage's time, however fine the table (default zoh: sampled at the step's start and
+  held, as the real-time loop's DAC holds a command); rk4, imex_midpoint or fitted_midpoint.
 --tol TOL: RK4 with an error-controlled substep count: every substep's embedded error
   estimate (positions and rates) within TOL x (1 + |value|); rows stay on the outer step.
 --controller MODULE:FACTORY: drive torques from an in-process controller instead of a table:
@@ -83,23 +84,26 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         raise CliError("--input-hold linear interpolates a torque table; a controller's torque is held over the step")
     method = "rk4" if args.tol is not None else args.method
     plant = Plant(load_model_with_dt(args.config, args.dt, args.bandwidth), method, args.substeps, args.formulation)
-    stepper = None
-    if args.tol is not None or args.input_hold != "zoh":
-        try:
-            stepper = OfflineStepper(plant, args.input_hold, args.tol)
-        except ValueError as exc:
-            raise CliError(str(exc)) from None
+    if args.tol is None:
+        judge(plant.asm, plant.plan)      # a pinned plan's accuracy and motion error for the summary
     source = None
     if args.controller:
         source = ControllerSource(load_controller(args.controller, plant), plant)
     elif args.input:
         prescribed = tuple(b.joint.name for b in plant.asm.model.bodies if b.joint.drive == DRIVE_PRESCRIBED)
         source = TorqueTable.from_csv(args.input, plant.layout.joint_names, prescribed)
+    stepper = None
+    if args.tol is not None or args.input_hold != "zoh":
+        try:
+            stepper = OfflineStepper(plant, args.input_hold, args.tol, source if args.input else None)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
     sink = None
     if args.out:
         header = {"columns": run_columns(plant.layout, args.wrenches), "config": str(args.config),
                   "model": plant.asm.model.name, "dt_s": plant.dt, "every": args.every,
-                  "integrator": {**asdict(plant.plan), "input_hold": args.input_hold, "tol": args.tol},
+                  "integrator": {**plant.plan_identity(), "plan": asdict(plant.plan), "input_hold": args.input_hold,
+                                 "tol": args.tol},
                   "formulation": plant.formulation, "controller": args.controller}
         sink = open_writer(args.out, header)
     progress = Progress() if args.progress or sys.stderr.isatty() else None

@@ -21,18 +21,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hil.kernels.aba import forward_kinematics, prepare
-from hil.kernels.integrate import advance
-from hil.kernels.layout import METHOD_EULER, METHOD_FITTED, METHOD_IMEX, METHOD_RK4
-from hil.kernels.outputs import energy
-from hil.model import midpoint_fit
+from hil.dynamics.trial_run import TrialRun
 from hil.model import spec as md
-from hil.model.assembly import assemble, make_work
+from hil.model.assembly import assemble
 
 HORIZON_S = 10.0        # the run the energy target is stated over
 RELEASE_SEED = 11       # the joint rates of the release (numpy default_rng)
-METHOD_CODES = {"rk4": METHOD_RK4, "imex_midpoint": METHOD_IMEX, "euler": METHOD_EULER,
-                "fitted_midpoint": METHOD_FITTED}
 
 
 @dataclass
@@ -93,45 +87,25 @@ def judge(total: np.ndarray, kinetic: np.ndarray, dt: float, plan: str = "") -> 
                        float(slope * duration / k_max), k_max, duration)
 
 
-class _Run:
-    """The undamped arm stepped by the production step kernel, on its own arrays."""
-
-    def __init__(self, model: md.Model, method: str, substeps: int):
-        self.asm = assemble(undamped(model))
-        self.km, self.layout = self.asm.km, self.asm.layout
-        self.dt, self.substeps, self.code = model.integrator.dt_s, substeps, METHOD_CODES[method]
-        if method == "fitted_midpoint":
-            self.km.fitted[:] = midpoint_fit.fit(self.asm, self.asm.pos0, self.dt / substeps).blocks
-        self.w = make_work(self.km).w
-        self.pos, self.vel = self.asm.pos0.copy(), self.asm.vel0.copy()
-        self.tau = np.zeros(max(self.layout.n_joints, 1))
-        self.e = np.zeros(3)
-
-    def energy(self, t: float) -> tuple[float, float]:
-        km = self.km
-        prepare(km.mi, km.mf, self.w, t, self.pos, self.vel)
-        forward_kinematics(km.mi, km.mf, self.w)
-        energy(km.mi, km.mf, self.w, self.e)
-        return float(self.e.sum()), float(self.e[0])
-
-    def history(self, duration: float) -> tuple[np.ndarray, np.ndarray]:
-        km, n = self.km, int(round(duration / self.dt))
-        total, kinetic = np.empty(n + 1), np.empty(n + 1)
-        for i in range(n + 1):
-            if i and not advance(km.mi, km.mf, self.w, (i - 1) * self.dt, self.pos, self.vel, self.tau, self.dt,
-                                 self.substeps, self.code):
-                total[i:], kinetic[i:] = np.inf, kinetic[:i].max()      # diverged: judged an infinite error
-                break
-            total[i], kinetic[i] = self.energy(i * self.dt)
-        return total, kinetic
+def history(run: TrialRun, duration: float) -> tuple[np.ndarray, np.ndarray]:
+    """(total, kinetic) energy after every outer step of `run` over `duration`, the initial state first;
+    a run that diverges is judged an infinite error from there on."""
+    n = int(round(duration / run.dt))
+    total, kinetic = np.empty(n + 1), np.empty(n + 1)
+    for i in range(n + 1):
+        if i and not run.step():
+            total[i:], kinetic[i:] = np.inf, kinetic[:i].max()
+            break
+        total[i], kinetic[i] = run.energy()
+    return total, kinetic
 
 
 def energy_error(model: md.Model, method: str, substeps: int, duration: float = HORIZON_S,
                  seed: int = RELEASE_SEED) -> EnergyError:
     """The module docstring's measures for `model` made undamped, stepped with `method` x `substeps`."""
-    run = _Run(model, method, substeps)
+    run = TrialRun(assemble(undamped(model)), method, substeps)
     release(run, np.random.default_rng(seed))
-    total, kinetic = run.history(duration)
+    total, kinetic = history(run, duration)
     h = run.dt / substeps
     return judge(total, kinetic, run.dt, f"{method}, {substeps} substep(s) of {h * 1e6:.1f} us per "
                                          f"{run.dt * 1e3:g} ms step")

@@ -21,39 +21,48 @@ joints are free (viscous friction stays), the case with the highest frequencies.
 substep's Nyquist frequency (omega h >= pi) has no integrated frequency (its samples alias) and does
 not count as accurate.
 
-``auto`` chooses by accuracy: the cheapest plan (forward-dynamics evaluations per step) with every
-retained mode below the bandwidth (integrator.bandwidth_hz; 0: all) within FREQUENCY_TOLERANCE in
-frequency and with numerical damping within its damping ratio (at least DAMPING_RESOLUTION, the
-analysis' resolution), within the time budget (integrator.budget_fraction of the period, at the
-measured cost of one articulated-body evaluation). With integrator.energy_tolerance > 0 the plan must
-also keep the energy of the undamped arm within it (hil.dynamics.energy_error: max |E - E(0)| over
-10 s, released at random joint rates): a measured run, as the linearised map cannot see the
+``auto`` chooses by accuracy, judging the whole motion: the cheapest plan (forward-dynamics evaluations
+per step) with every retained mode below the bandwidth (integrator.bandwidth_hz; 0: all) within
+FREQUENCY_TOLERANCE in frequency and with numerical damping within its damping ratio (at least
+DAMPING_RESOLUTION, the analysis' resolution), with the joint angles of a probe motion within
+integrator.motion_tolerance_rad of a converged solution over PROBE_S (hil.dynamics.motion_error: the
+rigid, nonlinear motion the modal analysis cannot see; 0: not a criterion), within the time budget
+(integrator.budget_fraction of the period at the evaluation cost of the model's size, evaluation_cost_s:
+the same on every machine, so that two machines choose the same plan). With integrator.energy_tolerance >
+0 the plan must also keep the energy of the undamped arm within it (hil.dynamics.energy_error: max |E -
+E(0)| over 10 s, released at random joint rates): a measured run, as the linearised map cannot see the
 nonlinear exchange between the rigid motion and the vibration that makes the error. A method that
-missed at n substeps is next tried where its order predicts a pass, n (error / tolerance)^(1 / ORDER).
-ELLA at 1e-6 gets RK4 x4 (order 4; stable while omega h <= 2 sqrt 2 for undamped modes, |lambda| h <=
-2.785 for dampings; 16 evaluations per step; 4.8e-7 over 10 s, a one-signed loss from the numerical
-damping of its top modes); the second-order plans would need 32 (IMEX) to 128 (fitted) evaluations
-(README "Energy"). Where none does, it takes the most accurate plan
-within the budget and says so (IntegratorPlan.note, an IntegratorAccuracyWarning at start-up). The plan
+missed a measured tolerance at n substeps is next tried where its order predicts a pass,
+n (error / tolerance)^(1 / ORDER). ELLA at 1e-6 rad gets the fitted midpoint x4 (its x2 keeps every mode
+but is 3.6e-6 rad off over 2 s of the probe); with an energy tolerance of 1e-6, RK4 x4 (order 4; stable
+while omega h <= 2 sqrt 2 for undamped modes, |lambda| h <= 2.785 for dampings; 16 evaluations per step;
+4.8e-7 over 10 s, a one-signed loss from the numerical damping of its top modes); the second-order plans
+would need 32 (IMEX) to 128 (fitted) evaluations (README "Energy"). Where none does, it takes the plan
+that came closest and says so (IntegratorPlan.note, an IntegratorAccuracyWarning at start-up). The plan
 does not depend on the formulation: the screw-theoretic DAE integrates with the same schemes and blocks.
+Every plan states its worst modal error and its measured joint angle error (IntegratorPlan.describe; a
+pinned method is judged by ``judge``).
 """
 from __future__ import annotations
 
+import functools
 import math
-import time
 import warnings
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 
 import numpy as np
 
 from hil.dynamics import plan_cache
-from hil.dynamics.energy_error import METHOD_CODES, energy_error
+from hil.dynamics.energy_error import energy_error
+from hil.dynamics.motion_error import PROBE_S, MotionProbe
+from hil.dynamics.trial_run import METHOD_CODES
 from hil.model.assembly import Assembled, make_work
 from hil.model.linearize import free_coordinates, mass_matrix_at, rest_state, step_frequencies_hz
 from hil.model.midpoint_fit import fit as fit_midpoint
 from hil.kernels import integrate
 from hil.kernels.outputs import evaluate
-from hil.kernels.layout import JP_BRAKE, JP_STRIBECK, METHOD_RK4
+from hil.kernels.layout import JP_BRAKE, JP_STRIBECK
 
 METHODS = METHOD_CODES          # name -> the step kernel's method code
 EVALUATIONS = {"rk4": 4, "imex_midpoint": 2, "euler": 1, "fitted_midpoint": 2}   # forward dynamics per substep
@@ -61,11 +70,14 @@ ORDER = {"rk4": 4, "imex_midpoint": 2, "euler": 1, "fitted_midpoint": 2}
 # Real-axis stability bounds (|lambda h| for a damping lambda) of the explicit parts: classical RK4 2.785;
 # the explicit midpoint predictor of the IMEX and fitted midpoint schemes and forward Euler 2.
 REAL_AXIS_STABILITY = {"rk4": 2.785, "imex_midpoint": 2.0, "euler": 2.0, "fitted_midpoint": 2.0}
+IMPLICIT_FRICTION = ("imex_midpoint", "fitted_midpoint")   # take the joint friction implicitly (hil.kernels.joints)
 AUTO_METHODS = ("fitted_midpoint", "rk4", "imex_midpoint")   # in order of preference at equal cost
 FREQUENCY_TOLERANCE = 1e-3      # |integrated / true frequency - 1| of every mode in band
 DAMPING_RESOLUTION = 1e-6       # numerical damping below this counts as none (central-difference noise)
 STABILITY_TOLERANCE = 1e-6      # spectral radius above the continuous one's that counts as unstable
 MAX_SUBSTEPS = 64
+# the cost of one evaluation (evaluation_cost_s): operations from the model's sizes at a fixed time each
+SECONDS_PER_OPERATION = 0.14e-9
 
 
 class IntegratorAccuracyWarning(UserWarning):
@@ -85,6 +97,15 @@ class IntegratorPlan:
     modes: list[dict] = field(default_factory=list)   # ModeAccuracy rows of the plan (mode_accuracy)
     max_substeps: int | None = None      # auto: the most substeps of the method within the time budget
     energy: dict | None = None           # auto with an energy tolerance: the chosen plan's EnergyError
+    motion: dict | None = None           # the plan's MotionError (hil.dynamics.motion_error); None: not judged
+
+    @property
+    def modal_error(self) -> float | None:
+        """The largest relative frequency error of a judged mode (inf: one aliased); None: not judged."""
+        if self.accurate is None:
+            return None
+        return max((math.inf if m["error"] is None else abs(m["error"]) for m in self.modes if m["in_band"]),
+                   default=0.0)
 
     def describe(self) -> str:
         text = (f"{self.method}, {self.substeps} substep(s) of {self.dt_s / self.substeps * 1e6:.1f} us per "
@@ -93,15 +114,24 @@ class IntegratorPlan:
             return text
         band = f"below {self.bandwidth_hz:g} Hz" if self.bandwidth_hz else "retained"
         verdict = "within" if self.accurate else "NOT all within"
+        motion = ("the joint motion not judged" if self.motion is None else
+                  f"joint angles within {self.motion['max_error_rad']:.1e} rad of a converged solution over "
+                  f"{self.motion['probe_s']:g} s of the probe motion ({self.motion['per_step_rad']:.1e} rad per step)")
         energy = ("the undamped arm's energy not judged (integrator.energy_tolerance = 0)" if self.energy is None
                   else f"the undamped arm's energy within {self.energy['max_deviation']:.1e} of its largest kinetic "
                        f"energy over {self.energy['duration_s']:g} s")
-        return f"{text}; every {band} mode {verdict} {FREQUENCY_TOLERANCE:.1%} in frequency; {energy}"
+        return (f"{text}; every {band} mode {verdict} {FREQUENCY_TOLERANCE:.1%} in frequency (worst "
+                f"{self.modal_error:.2e}); {motion}; {energy}")
 
     def summary(self) -> dict:
-        """The plan for a run summary: describe(), accurate, note."""
+        """The plan for a run summary: describe(), accurate, its worst modal error, its joint motion error
+        (per step and over the horizon, rad), note."""
+        motion = self.motion or {}
         return {"plan": self.describe(), "method": self.method, "substeps": self.substeps,
-                "accurate": self.accurate, "note": self.note}
+                "accurate": self.accurate, "modal_error": self.modal_error,
+                "motion_error_per_step_rad": motion.get("per_step_rad"),
+                "motion_error_rad": motion.get("max_error_rad"), "motion_probe_s": motion.get("probe_s"),
+                "note": self.note}
 
 
 @dataclass
@@ -144,8 +174,8 @@ class AccuracyReport:
 def plan_integrator(asm: Assembled, method: str | None = None, substeps: int | None = None,
                     evaluation_s: float | None = None) -> IntegratorPlan:
     """Method and substeps from the model's integrator settings; ``auto`` by accuracy (module docstring).
-    evaluation_s: the cost of one forward-dynamics evaluation (default: measured). A plan made before
-    for the same arrays, state and settings is taken from hil.dynamics.plan_cache."""
+    evaluation_s: the cost of one forward-dynamics evaluation (default: evaluation_cost_s). A plan made
+    before for the same arrays, state and settings is taken from hil.dynamics.plan_cache."""
     cache_key = plan_cache.key(asm, "plan", method, substeps, evaluation_s)
     stored = plan_cache.load(cache_key)
     if stored is not None:
@@ -158,6 +188,37 @@ def plan_integrator(asm: Assembled, method: str | None = None, substeps: int | N
     return plan
 
 
+def judge(asm: Assembled, plan: IntegratorPlan) -> IntegratorPlan:
+    """A pinned plan (auto's are judged as they are chosen) with its modes' accuracy and its joint motion
+    error filled in, in place (kept in hil.dynamics.plan_cache like a plan); returns it."""
+    if plan.accurate is not None and plan.motion is not None:
+        return plan
+    cache_key = plan_cache.key(asm, "judged", plan.method, plan.substeps, plan.bandwidth_hz)
+    stored = plan_cache.load(cache_key)
+    if stored is None:
+        report = mode_accuracy(asm, plan)
+        stored = {"accurate": report.accurate, "modes": [vars(m) for m in report.modes],
+                  "motion": vars(MotionProbe(asm).error(plan.method, plan.substeps))}
+        plan_cache.store(cache_key, stored)
+    plan.accurate, plan.modes, plan.motion = stored["accurate"], stored["modes"], stored["motion"]
+    return plan
+
+
+def evaluation_cost_s(asm: Assembled) -> float:
+    """The cost of one forward-dynamics evaluation from the model's sizes: the articulated-body algorithm's
+    operations, 260 per body, 780 more per body with a parent, and per body with n_m modes and n_n mass
+    nodes 78 n_n (1 + n_m) + 5 n_n n_m^2 + 5 n_m^3 (a closed form fitted to the operations tools.op_count
+    counts: within 10 % on the shipped presets and random chains of 2 to 7 bodies, 35 % low on a single
+    rigid body), at SECONDS_PER_OPERATION each (ELLA: 2.3 us, as hil bench kernel measured it inside numba
+    on the reference machine). A function of the model only: two machines budget alike."""
+    km = asm.km
+    ops = 0.0
+    for k in range(asm.layout.n_joints):
+        nm, nodes = float(km.nm[k]), float(km.node_off[k + 1] - km.node_off[k])
+        ops += 260 + (780 if km.parent[k] >= 0 else 0) + 78 * nodes * (1 + nm) + 5 * nodes * nm * nm + 5 * nm ** 3
+    return ops * SECONDS_PER_OPERATION
+
+
 def _make_plan(asm: Assembled, method: str | None, substeps: int | None, evaluation_s: float | None) -> IntegratorPlan:
     cfg = asm.model.integrator
     method = method or cfg.method
@@ -165,9 +226,7 @@ def _make_plan(asm: Assembled, method: str | None, substeps: int | None, evaluat
     bandwidth = cfg.bandwidth_hz or None
     n = substeps or cfg.substeps or None
     if method == "auto":
-        if evaluation_s is None:
-            evaluation_s = evaluation_time_s(asm)
-        return _choose(asm, freqs, bandwidth, n, evaluation_s)
+        return _choose(asm, freqs, bandwidth, n, evaluation_cost_s(asm) if evaluation_s is None else evaluation_s)
     if method not in METHODS:
         raise ValueError(f"{asm.model.source}: integrator.method = {method!r}: expected auto, "
                          + ", ".join(METHODS))
@@ -188,24 +247,30 @@ def _choose(asm: Assembled, freqs, bandwidth: float | None, substeps: int | None
     candidates.sort()
     analysis = LinearisedPlant(asm)
     affordable = [c for c in candidates if c[0] <= budget]
-    energy = EnergyTarget(asm, cfg.energy_tolerance)
-    first_accurate = None
+    the_probe = functools.cache(lambda: MotionProbe(asm))     # made once, when a plan first needs it
+    motion = MeasuredTarget(f"the joint angles over {PROBE_S:g} s", "rad", cfg.motion_tolerance_rad,
+                            lambda m, n: the_probe().error(m, n), lambda e: e.max_error_rad)
+    energy = MeasuredTarget("the undamped arm's energy", "of its largest kinetic energy", cfg.energy_tolerance,
+                            lambda m, n: energy_error(asm.model, m, n), lambda e: e.max_deviation)
+    frequencies_kept = []
     for _, _, m, n in affordable:
-        if not energy.worth_trying(m, n):
+        if not (motion.worth_trying(m, n) and energy.worth_trying(m, n)):
             continue
         report = analysis.accuracy(m, n, cfg.dt_s, bandwidth)
         if not report.accurate:
             continue
-        first_accurate = first_accurate or (m, n, report)
-        if energy.met(m, n):
-            return _plan(asm, freqs, m, n, bandwidth, report, "", budget, energy.measured.get((m, n)))
-    if first_accurate is not None:      # frequencies kept, the energy tolerance not within the budget
-        m, n, report = first_accurate
-        note = (f"auto: no plan within the time budget ({budget} evaluations per step) keeps the undamped arm's "
-                f"energy within {cfg.energy_tolerance:g} of its largest kinetic energy over 10 s; chosen {m} x{n} "
-                f"(by frequency); measured: {energy.describe()}")
+        frequencies_kept.append((m, n, report))
+        if motion.met(m, n) and energy.met(m, n):
+            return _plan(asm, freqs, m, n, bandwidth, report, "", budget, motion.measure(m, n),
+                         energy.measured.get((m, n)))
+    if frequencies_kept:      # the modes kept, a measured tolerance not within the budget: the closest
+        m, n, report = min(frequencies_kept, key=lambda c: max(motion.score(c[0], c[1]), energy.score(c[0], c[1])))
+        missed = "; ".join(t.describe() for t in (motion, energy) if t.missed())
+        note = (f"auto: no plan within the time budget ({budget} evaluations per step) keeps every mode accurate "
+                f"and {missed}; chosen {m} x{n}, the closest")
         warnings.warn(note, IntegratorAccuracyWarning, stacklevel=5)
-        return _plan(asm, freqs, m, n, bandwidth, report, note, budget, energy.measured.get((m, n)))
+        return _plan(asm, freqs, m, n, bandwidth, report, note, budget, motion.measure(m, n),
+                     energy.measured.get((m, n)))
     # nothing accurate within the budget: the most accurate of the dearest affordable plan of each method
     pool = affordable or candidates[:1]
     best = {}
@@ -222,40 +287,57 @@ def _choose(asm: Assembled, freqs, bandwidth: float | None, substeps: int | None
     note = (f"auto: no plan within {limit} keeps every {band} mode within {FREQUENCY_TOLERANCE:.1%} in "
             f"frequency with numerical damping below its damping ratio; chosen {m} x{n}; off: {off}")
     warnings.warn(note, IntegratorAccuracyWarning, stacklevel=5)
-    return _plan(asm, freqs, m, n, bandwidth, report, note, budget)
+    return _plan(asm, freqs, m, n, bandwidth, report, note, budget, motion.measure(m, n))
 
 
 def _plan(asm, freqs, method, n, bandwidth, report: AccuracyReport, note: str, budget: int,
-          energy=None) -> IntegratorPlan:
+          motion=None, energy=None) -> IntegratorPlan:
     return IntegratorPlan(method, n, asm.model.integrator.dt_s, freqs.max_hz, freqs.explicit_hz, bandwidth,
                           report.accurate, note, [vars(m) for m in report.modes],
                           max(n, min(MAX_SUBSTEPS, budget // EVALUATIONS[method])),
-                          None if energy is None else vars(energy))
+                          None if energy is None else vars(energy), None if motion is None else vars(motion))
 
 
-class EnergyTarget:
-    """auto's energy tolerance (module docstring): measured runs, each plan once, skipping the plans a
-    method's order says cannot pass."""
+class MeasuredTarget:
+    """A tolerance of auto's judged by a measured run (module docstring): each plan measured once, the plans
+    a method's order says cannot pass skipped. measure(method, n) -> a result, value(result) -> the number
+    held to the tolerance (0: not a criterion; the plan's own value is still measured for its summary)."""
 
-    def __init__(self, asm: Assembled, tolerance: float):
-        self.model, self.tolerance = asm.model, tolerance
+    def __init__(self, what: str, unit: str, tolerance: float, measure: Callable, value: Callable[..., float]):
+        self.what, self.unit, self.tolerance = what, unit, tolerance
+        self._measure, self._value = measure, value
         self.measured: dict = {}
         self.needed: dict[str, float] = {}      # per method: the substeps its order predicts it needs
 
     def worth_trying(self, method: str, n: int) -> bool:
         return self.tolerance <= 0 or n >= self.needed.get(method, 0)
 
+    def measure(self, method: str, n: int):
+        if (method, n) not in self.measured:
+            self.measured[(method, n)] = self._measure(method, n)
+        return self.measured[(method, n)]
+
     def met(self, method: str, n: int) -> bool:
         if self.tolerance <= 0:
             return True
-        err = self.measured[(method, n)] = energy_error(self.model, method, n)
-        if err.max_deviation <= self.tolerance:
+        err = self._value(self.measure(method, n))
+        if err <= self.tolerance:
             return True
-        self.needed[method] = n * (err.max_deviation / self.tolerance) ** (1.0 / ORDER[method])
+        self.needed[method] = n * (err / self.tolerance) ** (1.0 / ORDER[method])
         return False
 
+    def score(self, method: str, n: int) -> float:
+        """The measured value of a plan over the tolerance (inf: not measured); 0 when this is no criterion."""
+        if self.tolerance <= 0:
+            return 0.0
+        return self._value(self.measured[(method, n)]) / self.tolerance if (method, n) in self.measured else math.inf
+
+    def missed(self) -> bool:
+        return self.tolerance > 0 and not any(self._value(e) <= self.tolerance for e in self.measured.values())
+
     def describe(self) -> str:
-        return "; ".join(f"{m} x{n} {e.max_deviation:.1e}" for (m, n), e in self.measured.items())
+        tried = ", ".join(f"{m} x{n} {self._value(e):.1e}" for (m, n), e in self.measured.items())
+        return f"{self.what} within {self.tolerance:g} {self.unit} (measured: {tried})"
 
 
 def accurate_substeps(asm: Assembled, plan: IntegratorPlan, lowest: int) -> int | None:
@@ -271,23 +353,6 @@ def accurate_substeps(asm: Assembled, plan: IntegratorPlan, lowest: int) -> int 
 def mode_accuracy(asm: Assembled, plan: IntegratorPlan) -> AccuracyReport:
     """Each retained mode's frequency and damping under the plan's substep (module docstring)."""
     return LinearisedPlant(asm).accuracy(plan.method, plan.substeps, plan.dt_s, plan.bandwidth_hz)
-
-
-def evaluation_time_s(asm: Assembled, repeats: int = 5, n: int = 5) -> float:
-    """Wall time of one forward-dynamics evaluation inside numba (the fastest of a few short runs): an RK4
-    step of n substeps, 4 n evaluations in one call of the step kernel the plant loads anyway, over 1 ns
-    (the state stays where it is: the cost does not depend on the step, a state running away would)."""
-    km = asm.km
-    w = make_work(km)
-    pos, vel = asm.pos0.copy(), asm.vel0.copy()
-    tau = np.zeros(max(asm.layout.n_joints, 1))
-    integrate.advance(km.mi, km.mf, w.w, 0.0, pos, vel, tau, 1e-9, 1, METHOD_RK4)
-    best = math.inf
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        integrate.advance(km.mi, km.mf, w.w, 0.0, pos, vel, tau, 1e-9, n, METHOD_RK4)
-        best = min(best, (time.perf_counter() - t0) / (4 * n))
-    return best
 
 
 class LinearisedPlant:

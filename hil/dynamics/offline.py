@@ -1,7 +1,10 @@
-"""Offline stepping for ``hil simulate`` (hil.kernels.offline): drive torques interpolated within the step
-(input hold ``linear``) and an error-controlled substep count (``tol``: RK4's embedded error estimate).
+"""Offline stepping for ``hil simulate`` (hil.kernels.offline): a torque table as the plant sees it, at
+every integrator stage's time (input hold ``linear``: the table's own linear interpolation, whatever its
+resolution; ``zoh``: sampled at the step's start and held, as the real-time loop holds a command), and an
+error-controlled substep count (``tol``: RK4's embedded error estimate).
 
-Error control: every outer step is taken with n equal RK4 substeps. When the largest scaled error
+Error control: every outer step is taken with n equal RK4 substeps (n shared out over the stretches between
+a torque table's times inside the step: hil.kernels.offline.advance). When the largest scaled error
 estimate err (hil.kernels.offline.advance: max |e_i| / (tol (1 + |y_i|)) over the substeps) exceeds 1
 the step is repeated with n' = max(n + 1, ceil(n (err / 0.5)^(1/4))) substeps; an accepted step sets
 the next step's n to ceil(n (err / 0.5)^(1/4)), at least half of n and at least the plan's substeps (its
@@ -16,6 +19,7 @@ import numpy as np
 
 from hil.dynamics.integrator_plan import METHODS
 from hil.dynamics.plant import Plant, SimulationError
+from hil.dynamics.torque_table import TorqueTable
 from hil.kernels import offline
 
 INPUT_HOLDS = ("zoh", "linear")
@@ -39,12 +43,16 @@ class StepStats:
 
 
 class OfflineStepper:
-    """Steps `plant` from its time t to t + dt: ``step()`` after ``tau1`` holds the torque at t + dt
-    (used by the linear hold; the plant's own ``tau`` is the torque at t)."""
+    """Steps `plant` from its time t to t + dt: the drive torque the plant's own ``tau`` (held, the torque
+    at t) or, with the linear input hold, `table`'s at every stage's time."""
 
-    def __init__(self, plant: Plant, input_hold: str = "zoh", tol: float | None = None):
+    def __init__(self, plant: Plant, input_hold: str = "zoh", tol: float | None = None,
+                 table: TorqueTable | None = None):
         if input_hold not in INPUT_HOLDS:
             raise ValueError(f"input hold {input_hold!r}: expected one of {', '.join(INPUT_HOLDS)}")
+        if input_hold == "linear" and table is None:
+            raise ValueError("input hold linear interpolates a torque table; without one the torque is held "
+                             "over the step (zoh)")
         if tol is not None and not (tol > 0 and plant.plan.method == "rk4"):
             raise ValueError(f"tol = {tol!r} with {plant.plan.method}: error control needs tol > 0 and the "
                              "rk4 integrator (its embedded error estimate)")
@@ -55,7 +63,9 @@ class OfflineStepper:
         self._method = METHODS[plant.plan.method]
         self.linear = input_hold == "linear"
         self.tol = tol
-        self.tau1 = plant.tau.copy()
+        nj = plant.tau.size
+        self._table_t = table.t if self.linear else np.zeros(0)
+        self._table_tau = np.ascontiguousarray(table.tau if self.linear else np.zeros((0, nj)))
         self.substeps = plant.plan.substeps
         self.stats = StepStats()
         self._scratch = offline.make_scratch(plant.layout.nq, plant.tau.size)
@@ -63,29 +73,28 @@ class OfflineStepper:
 
     def step(self) -> None:
         p = self.plant
-        tau1 = self.tau1 if self.linear else p.tau
         if self.tol is None:
-            self._advance(p.plan.substeps, tau1)
+            self._advance(p.plan.substeps)
         else:
-            self._controlled(tau1)
+            self._controlled()
         p.t += p.dt
 
-    def _advance(self, n: int, tau1: np.ndarray) -> float:
+    def _advance(self, n: int) -> float:
         p = self.plant
-        ok = offline.advance(p.km.mi, p.km.mf, p.work.w, p.t, p.pos, p.vel, p.tau, tau1, p.dt, n, self._method,
-                             self.linear, self.tol or 0.0, self._scratch)
+        ok = offline.advance(p.km.mi, p.km.mf, p.work.w, p.t, p.pos, p.vel, p.tau, self._table_t, self._table_tau,
+                             p.dt, n, self._method, self.tol or 0.0, self._scratch)
         if not ok:
             raise SimulationError(f"t = {p.t + p.dt:.6f} s: non-finite state or singular inertia "
                                   f"({p.plan.method}, {n} substep(s) per {p.dt * 1e3:g} ms step)")
         return float(self._scratch[offline.OUT, 0])
 
-    def _controlled(self, tau1: np.ndarray) -> None:
+    def _controlled(self) -> None:
         p, st = self.plant, self.stats
         np.copyto(self._pos, p.pos)
         np.copyto(self._vel, p.vel)
         n = self.substeps
         while True:
-            err = self._advance(n, tau1)
+            err = self._advance(n)
             if err <= 1.0:
                 break
             st.rejected += 1
@@ -95,10 +104,11 @@ class OfflineStepper:
             if n > MAX_SUBSTEPS:
                 raise SimulationError(f"t = {p.t:.6f} s: the error estimate needs more than {MAX_SUBSTEPS} "
                                       f"substeps per step for tol = {self.tol:g}")
+        taken = int(self._scratch[offline.OUT, 1])      # n, or more where the table's times split the step
         st.steps += 1
-        st.substeps += n
-        st.fewest = n if st.steps == 1 else min(st.fewest, n)
-        st.most = max(st.most, n)
+        st.substeps += taken
+        st.fewest = taken if st.steps == 1 else min(st.fewest, taken)
+        st.most = max(st.most, taken)
         st.worst_error = max(st.worst_error, err)
         grow = math.ceil(n * (max(err, 1e-12) / TARGET) ** 0.25)
         self.substeps = max(p.plan.substeps, (n + 1) // 2, min(grow, MAX_SUBSTEPS))

@@ -9,6 +9,7 @@ method's stability bound; the plant widens each joint's Coulomb smoothing to kee
 """
 from __future__ import annotations
 
+import hashlib
 import warnings
 
 import numpy as np
@@ -18,13 +19,12 @@ from hil.model.assembly import Assembled, assemble, make_work
 from hil.kernels import fitted_midpoint, integrate
 from hil.kernels.cycle import step_and_sample
 from hil.kernels.aba import forward_kinematics, prepare
-from hil.kernels.oracle import mass_matrix_at
 from hil.kernels.outputs import STATION_FIELDS, energy, evaluate, power, station_state
-from hil.model.linearize import rest_state
+from hil.model.linearize import motor_inertias, rest_state
 from hil.model import midpoint_fit
 from hil.dynamics import plan_cache
-from hil.dynamics.integrator_plan import (METHODS, REAL_AXIS_STABILITY, IntegratorAccuracyWarning,  # noqa: F401
-                                          IntegratorPlan, plan_integrator)
+from hil.dynamics.integrator_plan import (IMPLICIT_FRICTION, METHODS, REAL_AXIS_STABILITY,  # noqa: F401
+                                          IntegratorAccuracyWarning, IntegratorPlan, plan_integrator)
 from hil.kernels.layout import JOINT_PRESCRIBED, JP_COUL_VS, JP_STRIBECK
 
 # the kernel that solves the equations of motion: the O(n) articulated-body algorithm (hil.kernels.aba)
@@ -109,6 +109,8 @@ class Plant:
         (viscous c, Coulomb F_c and Stribeck F_st, any friction scale included), may have for the
         substep integration to stay stable at rest (stabilize_friction); 0 where no floor applies."""
         km = self.km
+        if self.plan.method in IMPLICIT_FRICTION:
+            return np.zeros(self.layout.n_joints)
         inertia = apparent_inertias(self) if inertia is None else np.asarray(inertia, float)
         h = self.plan.dt_s / self.plan.substeps
         kappa = self.asm.model.integrator.safety * REAL_AXIS_STABILITY[self.plan.method]
@@ -255,9 +257,18 @@ class Plant:
 
     def kernel_arrays_changed(self) -> None:
         """Take over a change of the kernel model's modal arrays made in place (a payload or stiffness fault):
-        the fitted midpoint scheme's implicit blocks follow the modal stiffness and damping."""
+        the fitted midpoint scheme's implicit blocks follow the modal stiffness."""
         if self.plan.method == "fitted_midpoint":
             midpoint_fit.implicit_blocks(self.km, self.km.fitted, self.plan.dt_s / self.plan.substeps)
+
+    def plan_identity(self) -> dict:
+        """What a run log records of the plan, and hil replay checks: the method, substeps, outer step and
+        formulation, and a hash of the fitted midpoint's blocks (None for the other methods), which the
+        planning code and the model alone decide."""
+        fitted = (hashlib.sha256(np.ascontiguousarray(self.km.fitted).tobytes()).hexdigest()[:16]
+                  if self.plan.method == "fitted_midpoint" else None)
+        return {"method": self.plan.method, "substeps": self.plan.substeps, "dt_s": self.plan.dt_s,
+                "formulation": self.formulation, "fitted_blocks_sha256": fitted}
 
     def fitted_blocks(self, asm: Assembled, substeps: int) -> np.ndarray:
         """The fitted midpoint scheme's blocks (KernelModel.fitted) for `asm` (this plant's model or a
@@ -285,25 +296,6 @@ class Plant:
 
 
 def apparent_inertias(plant: Plant) -> np.ndarray:
-    """Link-side inertia a torque on each joint's motor coordinate accelerates at the plant's
-    current pose: 1 / (M^-1)_kk over the free coordinates (the links' modes free: the fast response
-    an explicitly held torque meets), the rotor inertia n^2 J_r of a Spong joint, M_kk of a
-    prescribed joint."""
-    km, lay = plant.km, plant.layout
-    nj, nq = lay.n_joints, lay.nq
-    M = np.zeros((nq, nq))
-    mass_matrix_at(km.mi, km.mf, make_work(km).w, plant.t, plant.pos, np.zeros(nq), M)
-    free = np.array([i for i in range(nq) if i >= nj or km.drive[i] != JOINT_PRESCRIBED], np.int64)
-    inv_diag = np.zeros(nq)
-    if free.size:
-        inv_diag[free] = np.diag(np.linalg.inv(M[np.ix_(free, free)]))
-    out = np.zeros(nj)
-    for k in range(nj):
-        if km.mot[k] >= 0:
-            out[k] = km.mot_inertia[k]
-        elif km.drive[k] == JOINT_PRESCRIBED:
-            out[k] = M[k, k]
-        else:
-            out[k] = 1.0 / inv_diag[k]
-    return out
-
+    """Link-side inertia a torque on each joint's motor coordinate accelerates at the plant's current
+    pose (hil.model.linearize.motor_inertias of the plant's live arrays)."""
+    return motor_inertias(plant.km, plant.layout, plant.pos, plant.t)

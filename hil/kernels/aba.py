@@ -13,7 +13,8 @@ in tests/test_dynamics_algebra.py):
 
 forward_dynamics runs the passes:
 
-  prepare, joint_torques            the state with prescribed motion imposed; joint laws (joints.py)
+  prepare, joint_torques            the state with prescribed motion imposed; joint laws (joints.py),
+                                    friction at the reference rates el_vel, implicit by cD
   kinematics_base_to_tip            poses, twists V, kap, Psi of every body (bodies.py)
   body_inertias                     M_m(k), b_m(k) of every body; P(k), p(k) start from them (with an
                                     implicit integrator's added modal mass)
@@ -41,6 +42,7 @@ here the rigid part comes first.
           rows: the modes eliminated)
   U       IA s                                              G_R(k) D_R(k)              U_i
   D       s^T IA s + n^2 J_r (the armature)                 D_R(k)                     D_i
+          + cD s_f (the implicit friction's slope)
   u       tau - s^T pA                                      eps_R(k)                   u_i
   Ia, pa  IA - U U^T / D, pA + U u / D: passed inboard      P_R+(k), z_R+(k)           I^a_i, p^a_i - I^a_i c_i
   X, Psi  the parent's extended acceleration to body k's:   phi*(t_k+1, k) A*(k+1)     iX_lambda(i)
@@ -54,9 +56,9 @@ a second time.
 """
 from .bodies import body_inertia, joint_kinematics
 from .jit import kernel
-from .joints import impose_prescribed_motion, link_torques, rotor_accelerations
-from .layout import (DIM_NB, DIM_NM, FIT_C, JOINT_PRESCRIBED, MF_ARMATURE, MF_AXIS, MF_DMOD, MF_FITTED, MF_GRAVITY,
-                     MF_KMOD, W_BB, W_D, W_FJ, W_F_INBOARD, W_IA_HINGE, W_IA_PSI, W_KAP, W_LFF, W_LFF_INV, W_MB, W_NUD,
+from .joints import impose_prescribed_motion, joint_friction_torques, link_torques, rotor_accelerations
+from .layout import (DIM_NB, DIM_NM, FIT_C, JOINT_PRESCRIBED, MF_AXIS, MF_DMOD, MF_FITTED, MF_GRAVITY,
+                     MF_KMOD, W_ARM, W_BB, W_D, W_FJ, W_F_INBOARD, W_IA_HINGE, W_IA_PSI, W_KAP, W_LFF, W_LFF_INV, W_MB, W_NUD,
                      W_P, W_PA_HINGE, W_PB, W_POS, W_PPC, W_PSI, W_QDD_PRES, W_RPC, W_TAUJ, W_TAU_JOINT, W_U, W_UJ,
                      W_VEL, W_Z, W_ZB, at, drive_of, first_mode, modes_of, parent_of)
 from .spatial import cholesky_inplace, rotate, rotate_symmetric
@@ -67,9 +69,9 @@ def forward_dynamics(mi, mf, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, acc):
     """Generalized accelerations acc (joints, modes, rotors) of the state (pos, vel) at time t.
 
     tau: drive torque per joint (link side; for a Spong joint, the rotor-side torque
-    referred to the link). Elastic modal forces use (el_pos, el_vel); pass pos, vel
-    for a fully explicit evaluation. cK, cD: implicit added-mass coefficients
-    (cK K + cD D added to each body's modal mass).
+    referred to the link). Elastic modal forces and joint friction use (el_pos, el_vel); pass pos, vel
+    for a fully explicit evaluation. cK, cD: implicit coefficients (cK K + cD D added to each body's
+    modal mass, cD times the friction's slope to each joint's armature: hil.kernels.joints).
     Returns False if an articulated inertia lost positive definiteness.
     """
     return forward_dynamics_blocks(mi, mf, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, False, acc)
@@ -81,13 +83,13 @@ def forward_dynamics_blocks(mi, mf, w, t, pos, vel, tau, el_pos, el_vel, cK, cD,
     n_m x n_m) added to each body's modal mass: an integrator's implicit modal operator that is not a
     multiple of K and D (hil.kernels.fitted_midpoint)."""
     prepare(mi, mf, w, t, pos, vel)
-    joint_torques(mi, mf, w, tau)
+    joint_torques(mi, mf, w, tau, el_vel, cD)
     kinematics_base_to_tip(mi, mf, w)
     body_inertias(mi, mf, w, el_pos, el_vel, cK, cD, fitted)
     if not articulated_inertias_tip_to_base(mi, mf, w):
         return False
     accelerations_base_to_tip(mi, mf, w, acc)
-    rotor_accelerations(mi, mf, w, mi[W_VEL], tau, w, mi[W_TAUJ], acc)
+    rotor_accelerations(mi, mf, el_vel, cD, tau, w, mi[W_TAUJ], acc)
     return True
 
 
@@ -98,9 +100,11 @@ def prepare(mi, mf, w, t, pos, vel):
 
 
 @kernel
-def joint_torques(mi, mf, w, tau):
-    """Link-side torque each joint receives (drive minus friction, or the Spong spring), at the prepared state."""
+def joint_torques(mi, mf, w, tau, rates, cD):
+    """Link-side torque each joint receives (drive minus friction, or the Spong spring) at the prepared
+    state, the friction at `rates` and implicit by cD, and the armature with its slope (W_ARM)."""
     link_torques(mi, mf, w, mi[W_POS], w, mi[W_VEL], tau, w, mi[W_TAUJ])
+    joint_friction_torques(mi, mf, rates, cD, w, mi[W_TAUJ], w, mi[W_ARM])
 
 
 @kernel
@@ -263,7 +267,8 @@ def eliminate_modes(mi, w, k):
 
 @kernel
 def eliminate_hinge(mi, mf, w, k):
-    """U = IA s; a torque-driven joint: D = s^T U + armature, u = tau - s^T pA, Ia = IA - U U^T / D,
+    """U = IA s; a torque-driven joint: D = s^T U + armature (W_ARM: with the implicit friction's slope),
+    u = tau - s^T pA, Ia = IA - U U^T / D,
     pa = pA + U u / D; a prescribed one: Ia = IA, pa = pA + U q_ddot. False if D <= 0."""
     NX = 6 + mi[DIM_NM]
     ax = mi[MF_AXIS] + 3 * k
@@ -282,7 +287,7 @@ def eliminate_hinge(mi, mf, w, k):
             for j in range(6):
                 w[at(Ia + 6 * i + j)] = w[at(IA + NX * i + j)]
         return True
-    d = w[at(U)] * ax0 + w[at(U + 1)] * ax1 + w[at(U + 2)] * ax2 + mf[at(mi[MF_ARMATURE] + k)]
+    d = w[at(U)] * ax0 + w[at(U + 1)] * ax1 + w[at(U + 2)] * ax2 + w[at(mi[W_ARM] + k)]
     if not d > 0.0:
         return False
     u = w[at(mi[W_TAUJ] + k)] - (w[at(pA)] * ax0 + w[at(pA + 1)] * ax1 + w[at(pA + 2)] * ax2)

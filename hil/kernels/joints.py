@@ -2,6 +2,15 @@
 prescribed motion, the link torque a joint receives (drive minus friction, or the Spong spring),
 and the rotor equation of a Spong elastic joint.
 
+Friction is linearly implicit where an integrator asks for it: taken at reference rates v* (the
+``rates`` argument) with its slope s = d tau_f / dv there (at least 0) times the integrator's damping
+coefficient cD added to the inertia the drive meets (a stiff joint's armature, a rotor's inertia), so
+that the solve meets tau_f(v*) + s cD qdd = tau_f(v* + cD qdd) to first order. The midpoint schemes
+pass v* = the substep's start rates and cD = h/2: the friction at the midpoint rates, as they take the
+modal damping; an explicit evaluation passes the state's rates and cD = 0. A stiff friction (a narrow
+Coulomb smoothing, a holding brake's ramp) then needs no substeps of its own and stays the model
+as configured whatever the step.
+
 The model is read from the flat arrays (mi, mf) of hil.kernels.layout. Each function writes into
 buffers given as (array, offset) pairs, so the articulated-body kernel passes its one work array
 and the DAE kernel its own buffers without either creating views.
@@ -11,8 +20,8 @@ import numpy as np
 from .jit import kernel
 from . import profiles
 from .layout import (DIM_NB, DIM_NETA, DIM_NQ, JOINT_PRESCRIBED, JOINT_ROTOR_HELD, JP_BACKLASH, JP_BRAKE,
-                     JP_BRAKE_VS, JP_COUL_VS, JP_STRIBECK, JP_STRIB_VS, MF_COULOMB, MF_DSPRING, MF_JPAR, MF_KSPRING,
-                     MF_MOT_INERTIA, MF_VISCOUS, MI_DRIVE, MI_MOT, N_JP, at)
+                     JP_BRAKE_VS, JP_COUL_VS, JP_STRIBECK, JP_STRIB_VS, MF_ARMATURE, MF_COULOMB, MF_DSPRING, MF_JPAR,
+                     MF_KSPRING, MF_MOT_INERTIA, MF_VISCOUS, MI_DRIVE, MI_MOT, N_JP, at)
 
 
 @kernel
@@ -33,8 +42,9 @@ def impose_prescribed_motion(mi, mf, t, pos, vel, out_pos, o_pos, out_vel, o_vel
 
 @kernel
 def link_torques(mi, mf, pos, o_pos, vel, o_vel, tau, tauj, o_tauj):
-    """Link-side torque each joint receives, tauj[o_tauj + k]: the drive torque tau[k] minus friction,
-    or for a Spong joint its spring torque (state at pos[o_pos:], vel[o_vel:])."""
+    """Link-side torque each joint receives before its friction (joint_friction_torques),
+    tauj[o_tauj + k]: the drive torque tau[k], or for a Spong joint its spring torque (state at
+    pos[o_pos:], vel[o_vel:])."""
     nb = mi[DIM_NB]
     rotors = nb + mi[DIM_NETA]
     mot = mi[MI_MOT]
@@ -47,13 +57,29 @@ def link_torques(mi, mf, pos, o_pos, vel, o_vel, tau, tauj, o_tauj):
             tauj[at(o_tauj + k)] = spring_torque(mf[at(mi[MF_KSPRING] + k)], mf[at(mi[MF_DSPRING] + k)],
                                                  mf[at(jp + JP_BACKLASH)], deflection, vel[at(o_vel + rotors + r)] - qd)
         else:
-            tauj[at(o_tauj + k)] = tau[k] - joint_friction(mi, mf, k, qd)
+            tauj[at(o_tauj + k)] = tau[k]
 
 
 @kernel
-def rotor_accelerations(mi, mf, vel, o_vel, tau, tauj, o_tauj, acc):
-    """Spong rotor equation B phi_ddot = tau - k (phi - q) - d (phi_dot - q_dot) - friction into
-    acc[rotor index]; a rotor held by its brake (JOINT_ROTOR_HELD) does not accelerate."""
+def joint_friction_torques(mi, mf, rates, cD, tauj, o_tauj, arm, o_arm):
+    """Each stiff joint's friction at its reference rate rates[k] taken off tauj[o_tauj + k], and the
+    inertia its drive meets beyond the link's, arm[o_arm + k] = n^2 J_r + cD s (the module docstring's
+    linearly implicit friction; a Spong joint's friction acts on its rotor: rotor_accelerations)."""
+    mot = mi[MI_MOT]
+    armature = mi[MF_ARMATURE]
+    for k in range(mi[DIM_NB]):
+        arm[at(o_arm + k)] = mf[at(armature + k)]
+        if mi[at(mot + k)] < 0:
+            f, s = joint_friction(mi, mf, k, rates[k])
+            tauj[at(o_tauj + k)] -= f
+            arm[at(o_arm + k)] += cD * s
+
+
+@kernel
+def rotor_accelerations(mi, mf, rates, cD, tau, tauj, o_tauj, acc):
+    """Spong rotor equation (B + cD s) phi_ddot = tau - k (phi - q) - d (phi_dot - q_dot) - friction into
+    acc[rotor index], the friction and its slope s at the reference rates (module docstring); a rotor
+    held by its brake (JOINT_ROTOR_HELD) does not accelerate."""
     nb = mi[DIM_NB]
     rotors = nb + mi[DIM_NETA]
     mot = mi[MI_MOT]
@@ -65,9 +91,8 @@ def rotor_accelerations(mi, mf, vel, o_vel, tau, tauj, o_tauj, acc):
         if mi[at(drive + k)] == JOINT_ROTOR_HELD:
             acc[rotors + r] = 0.0
         else:
-            phd = vel[at(o_vel + rotors + r)]
-            acc[rotors + r] = ((tau[k] - tauj[at(o_tauj + k)] - joint_friction(mi, mf, k, phd))
-                               / mf[at(mi[MF_MOT_INERTIA] + k)])
+            f, s = joint_friction(mi, mf, k, rates[rotors + r])
+            acc[rotors + r] = (tau[k] - tauj[at(o_tauj + k)] - f) / (mf[at(mi[MF_MOT_INERTIA] + k)] + cD * s)
 
 
 @kernel
@@ -92,29 +117,38 @@ def spring_torque(stiffness, damping, backlash, deflection, rate):
 
 @kernel
 def friction(viscous, coulomb, smoothing, stribeck, stribeck_vs, brake, brake_vs, rate):
-    """Friction torque opposing the rate: viscous, tanh-smoothed Coulomb with an optional Stribeck
+    """Friction torque opposing the rate and its slope d tau_f / dv (at least 0: the falling Stribeck
+    branch is left explicit), (tau_f, s): viscous, tanh-smoothed Coulomb with an optional Stribeck
     breakaway torque decaying as exp(-(rate / v_st)^2), and a slipping holding brake, whose kinetic
     torque F_b is smoothed by a ramp saturating at v_b (hil.devices.drives states why a ramp):
 
     tau_f = c v + (F_c + F_s exp(-(v / v_st)^2)) tanh(v / v_s) + F_b clip(v / v_b, -1, 1)
 
-    v_s (jpar JP_COUL_VS) is the effective smoothing: the configured one, widened by
-    hil.dynamics.plant.Plant.stabilize_friction where the slope c + (F_c + F_s) / v_s at rest would be beyond
-    the substep's stability bound.
+    v_s (jpar JP_COUL_VS) is the configured smoothing, widened only for an explicit integrator whose
+    substep cannot keep the slope c + (F_c + F_s) / v_s at rest stable
+    (hil.dynamics.plant.Plant.stabilize_friction).
     """
     breakaway = coulomb
+    d_breakaway = 0.0
     if stribeck > 0.0:
         x = rate / stribeck_vs
-        breakaway += stribeck * np.exp(-x * x)
-    f = viscous * rate + breakaway * np.tanh(rate / smoothing)
+        e = stribeck * np.exp(-x * x)
+        breakaway += e
+        d_breakaway = -2.0 * x / stribeck_vs * e
+    th = np.tanh(rate / smoothing)
+    f = viscous * rate + breakaway * th
+    s = viscous + d_breakaway * th + breakaway * (1.0 - th * th) / smoothing
     if brake > 0.0:
-        f += brake * min(max(rate / brake_vs, -1.0), 1.0)
-    return f
+        ramp = rate / brake_vs
+        f += brake * min(max(ramp, -1.0), 1.0)
+        if -1.0 < ramp < 1.0:
+            s += brake / brake_vs
+    return f, max(s, 0.0)
 
 
 @kernel
 def joint_friction(mi, mf, k, rate):
-    """friction() with joint k's parameters (viscous, coulomb and the jpar columns JP_*)."""
+    """friction() with joint k's parameters (viscous, coulomb and the jpar columns JP_*): (tau_f, slope)."""
     jp = mi[MF_JPAR] + k * N_JP
     return friction(mf[at(mi[MF_VISCOUS] + k)], mf[at(mi[MF_COULOMB] + k)], mf[at(jp + JP_COUL_VS)],
                     mf[at(jp + JP_STRIBECK)], mf[at(jp + JP_STRIB_VS)], mf[at(jp + JP_BRAKE)], mf[at(jp + JP_BRAKE_VS)],

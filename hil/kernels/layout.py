@@ -158,6 +158,7 @@ W_POS = _w("pos", lambda s: (s.nq,))
 W_VEL = _w("vel", lambda s: (s.nq,))
 W_QDD_PRES = _w("qdd_pres", lambda s: (s.nb1,))             # prescribed joint accelerations
 W_TAUJ = _w("tauj", lambda s: (s.nb1,))                     # link torque each joint receives
+W_ARM = _w("arm", lambda s: (s.nb1,))                       # armature + the implicit friction's cD slope
 # kinematics_base_to_tip (hil.kernels.bodies)
 W_RPC = _w("Rpc", lambda s: (s.nb1, 3, 3))                  # child axes in the parent frame
 W_PPC = _w("ppc", lambda s: (s.nb1, 3))                     # child origin in the parent frame
@@ -217,6 +218,7 @@ W_DAE_POS = _w("dae_pos", lambda s: (s.nq,))
 W_DAE_VEL = _w("dae_vel", lambda s: (s.nq,))
 W_DAE_QDD_PRES = _w("dae_qdd_pres", lambda s: (s.nb1,))
 W_DAE_TAUJ = _w("dae_tauj", lambda s: (s.nb1,))
+W_DAE_ARM = _w("dae_arm", lambda s: (s.nb1,))
 W_DAE_TAU_JOINT = _w("dae_tau_joint", lambda s: (s.nb1,))
 W_DAE_RPC = _w("dae_Rpc", lambda s: (s.nb1, 3, 3))
 W_DAE_PPC = _w("dae_ppc", lambda s: (s.nb1, 3))
@@ -263,7 +265,7 @@ METHOD_FITTED = 3      # the fitted implicit midpoint (hil.kernels.fitted_midpoi
 
 # fitted[i, k] (MF_FITTED): the fitted midpoint scheme's n_m x n_m blocks of body k for the plan's substep h
 FIT_B = 0     # B: the modes' midpoint position q_e + h^2 B a
-FIT_C = 1     # C = h^2 K B + h/2 D (symmetrised): the implicit operator added to the modal mass
+FIT_C = 1     # C = h^2 K B (symmetrised): the implicit stiffness added to the modal mass (h/2 D: cD)
 N_FIT = 2
 
 # the DAE kernel's rows (hil.kernels.screw_dae_arrays): dae_body columns, the widths of the other rows, and the

@@ -1,10 +1,11 @@
-"""Offline steps (``hil simulate``): drive torques interpolated within the step, and RK4 with an embedded
-error estimate for an error-controlled substep count. The real-time loop keeps the zero-order hold of
-hil.kernels.integrate (a DAC holds its output over the period).
+"""Offline steps (``hil simulate``): drive torques from a torque table at every stage's time, and RK4 with
+an embedded error estimate for an error-controlled substep count. The real-time loop keeps the
+zero-order hold of hil.kernels.integrate (a DAC holds its output over the period).
 
-Input hold: over the outer step from t to t + dt the torque at a stage time s is tau0 (zero-order hold)
-or tau0 + (s - t) / dt (tau1 - tau0) (linear: a torque table's own interpolation between the step's
-ends).
+Input: over the outer step from t to t + dt the torque at a stage time s is tau0 (zero-order hold: an
+empty table) or the torque table's own linear interpolation at s (held constant outside the table),
+whatever the table's resolution: a table finer than the step is seen in full, one no finer than the
+step is the linear interpolation between the step's ends.
 
 Error estimate: classical RK4 with its stages k1..k4 and k5 = f(y_n+1) (the first stage of the next
 substep, which reuses it: first same as last) gives the embedded third-order solution
@@ -29,48 +30,116 @@ TAU, V4, K5, OUT = range(4)       # rows of the scratch array (make_scratch)
 
 def make_scratch(nq: int, nj: int) -> np.ndarray:
     """Buffers for advance (allocated once per run): the torque at a stage, the stage-4 velocity
-    v + h k3, k5's accelerations, and OUT[0]: the largest scaled error estimate of the last step."""
-    return np.zeros((4, max(nq, nj, 1)))
+    v + h k3, k5's accelerations, and OUT[0]: the largest scaled error estimate of the last step, OUT[1]
+    the substeps it took."""
+    return np.zeros((4, max(nq, nj, 2)))
 
 
 @kernel
-def torque_at(tau0, tau1, frac, linear, out):
-    """The drive torque at the fraction `frac` of the outer step into out."""
+def torque_at(tau0, table_t, table_tau, t, out):
+    """The drive torque at time t into out: tau0 held (an empty table), or the table's linear
+    interpolation at t, held constant outside the table (rows table_tau[i] at times table_t[i])."""
+    n = table_t.shape[0]
+    if n == 0:
+        _copy_row(tau0, out)
+    elif t <= table_t[0]:
+        _copy_row(table_tau[0], out)
+    elif t >= table_t[n - 1]:
+        _copy_row(table_tau[n - 1], out)
+    else:
+        lo, hi = 0, n - 1
+        while hi - lo > 1:          # table_t[lo] <= t < table_t[hi]
+            mid = (lo + hi) // 2
+            if table_t[mid] <= t:
+                lo = mid
+            else:
+                hi = mid
+        f = (t - table_t[lo]) / (table_t[hi] - table_t[lo])
+        for k in range(out.shape[0]):
+            out[k] = table_tau[lo, k] + f * (table_tau[hi, k] - table_tau[lo, k])
+
+
+@kernel
+def _copy_row(src, out):
     for k in range(out.shape[0]):
-        out[k] = tau0[k] + frac * (tau1[k] - tau0[k]) if linear else tau0[k]
+        out[k] = src[k]
 
 
 @kernel
-def advance(mi, mf, w, t, pos, vel, tau0, tau1, dt, nsub, method, linear, tol, scratch):
+def advance(mi, mf, w, t, pos, vel, tau0, table_t, table_tau, dt, nsub, method, tol, scratch):
     """Advance (pos, vel) in place from t to t + dt with nsub substeps of `method` (RK4, IMEX or fitted
-    midpoint), the torque held (linear False) or interpolated (True). RK4 with tol > 0 leaves in
-    scratch[OUT, 0] the largest scaled error estimate of the substeps, max_i |e_i| / (tol (1 + |y_i|))
-    over positions and rates. False on a singular inertia or a non-finite state."""
-    h = dt / nsub
-    nj = tau0.shape[0]
-    tau_s = scratch[TAU, :nj]
+    midpoint), the torque tau0 held (table_t empty) or the table's at each stage's time (torque_at).
+    RK4 steps each stretch between the table's times inside the step on its own (its share of the nsub
+    substeps, at least one), so that no substep straddles a kink of the interpolated torque (its order
+    holds, and its error estimate with it); the midpoint schemes keep nsub equal substeps, the length
+    their fitted blocks are made for. RK4 with tol > 0 leaves in scratch[OUT, 0] the largest scaled error
+    estimate of the substeps, max_i |e_i| / (tol (1 + |y_i|)) over positions and rates. False on a
+    singular inertia or a non-finite state."""
     ok = True
     worst = 0.0
-    for s in range(nsub):
-        ts = t + s * h
-        if method == METHOD_RK4:
-            ok &= _rk4_substep(mi, mf, w, t, ts, h, dt, pos, vel, tau0, tau1, linear, tol > 0.0 and s > 0, scratch)
-            if tol > 0.0:
-                torque_at(tau0, tau1, (ts + h - t) / dt, linear, tau_s)
-                ok &= forward_dynamics(mi, mf, w, ts + h, pos, vel, tau_s, pos, vel, 0.0, 0.0, scratch[K5])
-                worst = max(worst, _scaled_error(mi, w, h, pos, vel, tol, scratch))
-        else:
-            torque_at(tau0, tau1, (ts + 0.5 * h - t) / dt, linear, tau_s)
+    taken = nsub
+    if method == METHOD_RK4:
+        start, end = t, t + dt
+        knot = _first_after(table_t, t + 1e-9 * dt)
+        taken = 0
+        while start < end:
+            stop = end
+            if knot < table_t.shape[0] and table_t[knot] < end - 1e-9 * dt:
+                stop = table_t[knot]
+                knot += 1
+            m = max(1, int(np.ceil(nsub * (stop - start) / dt - 1e-9)))
+            ok &= _rk4_stretch(mi, mf, w, start, (stop - start) / m, m, pos, vel, tau0, table_t, table_tau, tol,
+                               scratch)
+            worst = max(worst, scratch[OUT, 0])
+            taken += m
+            start = stop
+    else:
+        h = dt / nsub
+        tau_s = scratch[TAU, :tau0.shape[0]]
+        for s in range(nsub):
+            ts = t + s * h
+            torque_at(tau0, table_t, table_tau, ts + 0.5 * h, tau_s)
             if method == METHOD_FITTED:
                 ok &= fitted_midpoint.substep(mi, mf, w, ts, h, pos, vel, tau_s)
             else:
                 ok &= _imex_substep(mi, mf, w, ts, h, pos, vel, tau_s)
     scratch[OUT, 0] = worst
+    scratch[OUT, 1] = taken
     return fitted_midpoint.finish(mi, mf, t + dt, pos, vel) and ok
 
 
 @kernel
-def _rk4_substep(mi, mf, w, t, ts, h, dt, pos, vel, tau0, tau1, linear, reuse_k5, scratch):
+def _first_after(table_t, t):
+    """The index of the table's first time after t (its length if none)."""
+    lo, hi = 0, table_t.shape[0]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if table_t[mid] <= t:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@kernel
+def _rk4_stretch(mi, mf, w, t, h, m, pos, vel, tau0, table_t, table_tau, tol, scratch):
+    """m RK4 substeps of h from t; with tol > 0 the largest scaled error estimate into scratch[OUT, 0]."""
+    tau_s = scratch[TAU, :tau0.shape[0]]
+    ok = True
+    worst = 0.0
+    for s in range(m):
+        ts = t + s * h
+        ok &= _rk4_substep(mi, mf, w, ts, h, pos, vel, tau0, table_t, table_tau, tol > 0.0 and s > 0, scratch)
+        if tol > 0.0:
+            torque_at(tau0, table_t, table_tau, ts + h, tau_s)
+            ok &= forward_dynamics(mi, mf, w, ts + h, pos, vel, tau_s, pos, vel, 0.0, 0.0, scratch[K5])
+            worst = max(worst, _scaled_error(mi, w, h, pos, vel, tol, scratch))
+    scratch[OUT, 0] = worst
+    return ok
+
+
+@kernel
+def _rk4_substep(mi, mf, w, ts, h, pos, vel, tau0, table_t, table_tau, reuse_k5, scratch):
     """Classical RK4 over one substep (hil.kernels.integrate's stages), its first stage the previous
     substep's k5 when reuse_k5; leaves the stage-4 velocity v + h k3 in scratch[V4]."""
     nq = mi[DIM_NQ]
@@ -86,7 +155,7 @@ def _rk4_substep(mi, mf, w, t, ts, h, dt, pos, vel, tau0, tau1, linear, reuse_k5
             for i in range(nq):
                 acc[i] = scratch[K5, i]
         else:
-            torque_at(tau0, tau1, (ts + dts - t) / dt, linear, tau_s)
+            torque_at(tau0, table_t, table_tau, ts + dts, tau_s)
             ok &= forward_dynamics(mi, mf, w, ts + dts, ps, vs, tau_s, ps, vs, 0.0, 0.0, acc)
         for i in range(nq):
             if stage == 0:

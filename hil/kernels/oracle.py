@@ -15,9 +15,9 @@ from .aba import forward_kinematics, joint_torques, prepare
 from .jit import kernel
 from .joints import rotor_accelerations
 from .layout import (DIM_NB, DIM_NETA, DIM_NM, DIM_NQ, JOINT_PRESCRIBED, MF_ARMATURE, MF_AXIS, MF_DMOD, MF_GRAVITY,
-                     MF_KMOD, MF_MOT_INERTIA, MI_DRIVE, MI_MO, MI_MOT, MI_NM, MI_PARENT, W_AQ, W_BB, W_DIR, W_DQ,
-                     W_F6, W_G6, W_HQ, W_KAP, W_MB, W_MQ, W_NUD, W_P, W_PB, W_PHI, W_PPC, W_PSI, W_QDD_PRES, W_RPC,
-                     W_RQ, W_TAUJ, W_VEL, at)
+                     MF_KMOD, MF_MOT_INERTIA, MI_DRIVE, MI_MO, MI_MOT, MI_NM, MI_PARENT, W_AQ, W_ARM, W_BB, W_DIR,
+                     W_DQ, W_F6, W_G6, W_HQ, W_KAP, W_MB, W_MQ, W_NUD, W_P, W_PB, W_PHI, W_PPC, W_PSI, W_QDD_PRES,
+                     W_RPC, W_RQ, W_TAUJ, at)
 from .spatial import cholesky_inplace, cholesky_solve
 
 
@@ -234,12 +234,14 @@ def forward_dynamics_dense(mi, mf, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, 
     nb = mi[DIM_NB]
     nq = mi[DIM_NQ]
     prepare(mi, mf, w, t, pos, vel)
-    joint_torques(mi, mf, w, tau)
+    joint_torques(mi, mf, w, tau, el_vel, cD)
     forward_kinematics(mi, mf, w)
     Mq = mi[W_MQ]
     h = mi[W_HQ]
     bias_forces(mi, mf, w, el_pos, el_vel, w[h:h + nq])
     mass_matrix(mi, mf, w, cK, cD, w[Mq:Mq + nq * nq].reshape((nq, nq)))
+    for k in range(nb):     # the implicit friction's slope (joint_torques: W_ARM beyond the armature)
+        w[at(Mq + k * nq + k)] += w[at(mi[W_ARM] + k)] - mf[at(mi[MF_ARMATURE] + k)]
     # free coordinates: all but prescribed joints (and rotors, solved separately)
     free = []
     for i in range(nb + mi[DIM_NETA]):
@@ -263,7 +265,7 @@ def forward_dynamics_dense(mi, mf, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, 
             acc[k] = w[at(mi[W_QDD_PRES] + k)]
     for r in range(nf):
         acc[free[r]] = w[at(rhs + r)]
-    rotor_accelerations(mi, mf, w, mi[W_VEL], tau, w, mi[W_TAUJ], acc)
+    rotor_accelerations(mi, mf, el_vel, cD, tau, w, mi[W_TAUJ], acc)
     return True
 
 
@@ -273,7 +275,7 @@ def rest_forces(mi, mf, w, pos, zero, h):
     elastic forces at pos, gravity), with each rotor row the Spong spring acting on it; zero: nq
     zeros (rates and torques). One call for hil.model.linearize."""
     prepare(mi, mf, w, 0.0, pos, zero)
-    joint_torques(mi, mf, w, zero)
+    joint_torques(mi, mf, w, zero, zero, 0.0)
     forward_kinematics(mi, mf, w)
     bias_forces(mi, mf, w, pos, zero, h)
     rotors = mi[DIM_NB] + mi[DIM_NETA]

@@ -205,10 +205,10 @@ def power(mi, mf, w, tau, out):
             backlash = mf[at(mi[MF_JPAR] + N_JP * k + JP_BACKLASH)]
             damper = spring_torque(0.0, mf[at(mi[MF_DSPRING] + k)], backlash, w[at(ipos + ir)] - w[at(ipos + k)],
                                    phd - qd)
-            pd += joint_friction(mi, mf, k, phd) * phd + damper * (phd - qd)
+            pd += joint_friction(mi, mf, k, phd)[0] * phd + damper * (phd - qd)
         else:
             pin += tau[k] * qd
-            pd += joint_friction(mi, mf, k, qd) * qd
+            pd += joint_friction(mi, mf, k, qd)[0] * qd
         nm = mi[at(mi[MI_NM] + k)]
         e = nb + mi[at(mi[MI_MO] + k)]
         D = mi[MF_DMOD] + NM * NM * k

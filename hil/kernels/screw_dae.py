@@ -37,7 +37,7 @@ M_sys is singular; the joint's torque balance fills that row.
 import numpy as np
 
 from .jit import kernel
-from .joints import impose_prescribed_motion, link_torques, rotor_accelerations
+from .joints import impose_prescribed_motion, joint_friction_torques, link_torques, rotor_accelerations
 from .layout import DAE_MO, DAE_NM, DAE_NMP, DAE_NODE0, DAE_NODE1, DAE_PARENT, JOINT_PRESCRIBED
 from .screw_dae_arrays import views
 from .spatial import axis_rotation, xyz_rotation
@@ -477,8 +477,8 @@ def back_substitute(nb, body, axis, drive, qdd_pres, Phi, kap, W, y, z, wrench, 
 def forward_dynamics(mi, mf, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, acc):
     """Generalized accelerations acc (joints, modes, rotors) at the state (pos, vel) and time t,
     with the interaction wrenches in the work block dae_wrench; the same contract as
-    hil.kernels.aba.forward_dynamics (tau: drive torque per joint; elastic forces at (el_pos, el_vel);
-    cK, cD: the implicit integrator's added modal mass). False on a singular block."""
+    hil.kernels.aba.forward_dynamics (tau: drive torque per joint; elastic forces and joint friction at
+    (el_pos, el_vel); cK, cD: the implicit integrator's coefficients). False on a singular block."""
     dm, dw = views(mi, mf, w)
     return solve(dm, dw, t, pos, vel, tau, el_pos, el_vel, cK, cD, False, acc)
 
@@ -491,17 +491,18 @@ def solve(dm, dw, t, pos, vel, tau, el_pos, el_vel, cK, cD, fitted, acc):
     NM = dm.NM
     impose_prescribed_motion(dm.mi, dm.mf, t, pos, vel, dw.pos, 0, dw.vel, 0, dw.qdd_pres, 0)
     link_torques(dm.mi, dm.mf, dw.pos, 0, dw.vel, 0, tau, dw.tauj, 0)
+    joint_friction_torques(dm.mi, dm.mf, el_vel, cD, dw.tauj, 0, dw.arm, 0)
     for k in range(nb):
         link_kinematics(k, nb, NM, dm.body, dm.stat, dm.axis, dw.pos, dw.vel, dw.Rpc, dw.ppc, dw.Rw, dw.pw, dw.V,
                         dw.kap, dw.Phi, dw.M33, dw.V3, dw.Ghat)
         link_terms(k, nb, NM, dm.body, dm.node, dm.rot, dm.gravity, dm.Kmod, dm.Dmod, dw.pos, dw.vel, el_pos, el_vel,
                    cK, cD, fitted, dm.C, dw.Rw, dw.V, dw.Mk, dw.hk, dw.Ghat, dw.V3)
-        stack_block(k, dm.body, dm.axis, dm.drive, dm.armature, dw.tauj, dw.qdd_pres, dw.kap, dw.Mk, dw.hk, dw.A,
+        stack_block(k, dm.body, dm.axis, dm.drive, dw.arm, dw.tauj, dw.qdd_pres, dw.kap, dw.Mk, dw.hk, dw.A,
                     dw.r)
-    if not eliminate(nb, dm.body, dm.axis, dm.drive, dm.armature, dw.Phi, dw.A, dw.r, dw.piv, dw.W, dw.y, dw.cols,
+    if not eliminate(nb, dm.body, dm.axis, dm.drive, dw.arm, dw.Phi, dw.A, dw.r, dw.piv, dw.W, dw.y, dw.cols,
                      dw.QPhi):
         return False
     back_substitute(nb, dm.body, dm.axis, dm.drive, dw.qdd_pres, dw.Phi, dw.kap, dw.W, dw.y, dw.z, dw.wrench,
                     dw.tau_joint, acc)
-    rotor_accelerations(dm.mi, dm.mf, dw.vel, 0, tau, dw.tauj, 0, acc)
+    rotor_accelerations(dm.mi, dm.mf, el_vel, cD, tau, dw.tauj, 0, acc)
     return True

@@ -32,10 +32,10 @@ import numpy as np
 from numba import njit
 
 from .jit import kernel
-from .layout import (DAE_BODY_COLS, DIM_NB, DIM_NM, DIM_NNODE, DIM_NQ, DIM_NS, FIT_C, MF_ARMATURE, MF_DAE_AXIS,
+from .layout import (DAE_BODY_COLS, DIM_NB, DIM_NM, DIM_NNODE, DIM_NQ, DIM_NS, FIT_C, MF_DAE_AXIS,
                      MF_DAE_GRAVITY, MF_DAE_NODE, MF_DAE_ROT, MF_DAE_STAT, MF_DMOD, MF_FITTED, MF_KMOD, MI_DAE_BODY,
-                     MI_DAE_STAT_BODY, MI_DRIVE, N_FIT, W_ACC, W_DAE_A, W_DAE_COLS, W_DAE_GHAT, W_DAE_HK, W_DAE_KAP,
-                     W_DAE_M33, W_DAE_MK, W_DAE_PHI, W_DAE_PIV, W_DAE_POS, W_DAE_PPC, W_DAE_PW, W_DAE_QDD_PRES,
+                     MI_DAE_STAT_BODY, MI_DRIVE, N_FIT, W_ACC, W_DAE_A, W_DAE_ARM, W_DAE_COLS, W_DAE_GHAT, W_DAE_HK,
+                     W_DAE_KAP, W_DAE_M33, W_DAE_MK, W_DAE_PHI, W_DAE_PIV, W_DAE_POS, W_DAE_PPC, W_DAE_PW, W_DAE_QDD_PRES,
                      W_DAE_QPHI, W_DAE_R, W_DAE_RPC, W_DAE_RW, W_DAE_SO, W_DAE_TAU_JOINT, W_DAE_TAUJ, W_DAE_V,
                      W_DAE_V3, W_DAE_VEL, W_DAE_W, W_DAE_WRENCH, W_DAE_Y, W_DAE_Z, W_K1, W_K2, W_K3, W_K4, W_PE, W_PS,
                      W_VS, dae_block, dae_node_width, dae_rot_width, dae_stat_width)
@@ -44,11 +44,11 @@ DaeModel = namedtuple("DaeModel", [
     "nb", "NM", "nq", "body", "node", "rot", "stat", "stat_body", "axis", "gravity",
     # the kernel model's flat arrays (the joint laws of hil.kernels.joints read them) and views of its
     # run-time joint blocks (the drives and faults write them); C: the fitted midpoint's implicit blocks
-    "mi", "mf", "drive", "armature", "Kmod", "Dmod", "fitted", "C",
+    "mi", "mf", "drive", "Kmod", "Dmod", "fitted", "C",
 ])
 
 DaeWork = namedtuple("DaeWork", [
-    "pos", "vel", "qdd_pres", "tauj", "tau_joint", "Rpc", "ppc", "Rw", "pw", "V", "kap", "Phi",
+    "pos", "vel", "qdd_pres", "tauj", "arm", "tau_joint", "Rpc", "ppc", "Rw", "pw", "V", "kap", "Phi",
     "Mk", "hk", "A", "r", "piv", "W", "y", "z", "wrench", "Ghat", "M33", "V3", "cols", "QPhi",
     "k1", "k2", "k3", "k4", "ps", "vs", "pe", "acc", "so",
 ])
@@ -118,13 +118,12 @@ def views(mi, mf, w):
         _block(mf, mi[MF_DAE_GRAVITY], 3),
         mi, mf,
         _block(mi, mi[MI_DRIVE], nb),
-        _block(mf, mi[MF_ARMATURE], nb),
         _block(mf, mi[MF_KMOD], nb * NM * NM).reshape((nb, NM, NM)),
         _block(mf, mi[MF_DMOD], nb * NM * NM).reshape((nb, NM, NM)),
         fitted, fitted[FIT_C])
     dw = DaeWork(
         _block(w, mi[W_DAE_POS], nq), _block(w, mi[W_DAE_VEL], nq), _block(w, mi[W_DAE_QDD_PRES], nb1),
-        _block(w, mi[W_DAE_TAUJ], nb1), _block(w, mi[W_DAE_TAU_JOINT], nb1),
+        _block(w, mi[W_DAE_TAUJ], nb1), _block(w, mi[W_DAE_ARM], nb1), _block(w, mi[W_DAE_TAU_JOINT], nb1),
         _block(w, mi[W_DAE_RPC], 9 * nb1).reshape((nb1, 3, 3)), _block(w, mi[W_DAE_PPC], 3 * nb1).reshape((nb1, 3)),
         _block(w, mi[W_DAE_RW], 9 * nb1).reshape((nb1, 3, 3)), _block(w, mi[W_DAE_PW], 3 * nb1).reshape((nb1, 3)),
         _block(w, mi[W_DAE_V], 6 * nb1).reshape((nb1, 6)), _block(w, mi[W_DAE_KAP], 6 * nb1).reshape((nb1, 6)),

@@ -83,9 +83,9 @@ def fitted_advance(dm, dw, t, pos, vel, tau, dt, nsub):
         tm = t + s * h + 0.5 * h
         for i in range(nq):
             pe[i] = pos[i] + 0.5 * h * vel[i]
-        ok &= solve(dm, dw, tm, pe, vel, tau, pe, vel, 0.0, 0.0, True, acc)
+        ok &= solve(dm, dw, tm, pe, vel, tau, pe, vel, 0.0, 0.5 * h, True, acc)
         for i in range(nq):
-            ps[i] = pe[i] + 0.25 * h * h * acc[i]
+            ps[i] = pe[i] + h * h / 12.0 * acc[i]
             vs[i] = vel[i] + 0.5 * h * acc[i]
         for k in range(nb):
             base = nb + dm.body[k, DAE_MO]
@@ -95,7 +95,7 @@ def fitted_advance(dm, dw, t, pos, vel, tau, dt, nsub):
                 for c in range(n):
                     sb += B[k, r, c] * acc[base + c]
                 ps[base + r] = pe[base + r] + h * h * sb
-        ok &= solve(dm, dw, tm, ps, vs, tau, pe, vel, 0.0, 0.0, True, acc)
+        ok &= solve(dm, dw, tm, ps, vs, tau, pe, vel, 0.0, 0.5 * h, True, acc)
         for i in range(nq):
             pos[i] += h * vel[i] + 0.5 * h * h * acc[i]
             vel[i] += h * acc[i]

@@ -99,6 +99,32 @@ class Settling:
         return self.back_s if self.end_s - self.back_s > window_s else None
 
 
+class Steps:
+    """The largest and the root-mean-square change of each column from one row to the next: fed rows
+    (t, then the columns) block by block, in order."""
+
+    def __init__(self, columns: int):
+        self.largest = np.zeros(columns)
+        self._squares = np.zeros(columns)
+        self.count = 0
+        self._last: np.ndarray | None = None
+
+    def feed(self, rows: np.ndarray) -> None:
+        if not len(rows):
+            return
+        values = rows[:, 1:] if self._last is None else np.vstack([self._last, rows[:, 1:]])
+        change = np.abs(np.diff(values, axis=0))
+        if len(change):
+            np.maximum(self.largest, change.max(axis=0), out=self.largest)
+            self._squares += (change ** 2).sum(axis=0)
+            self.count += len(change)
+        self._last = values[-1:].copy()
+
+    @property
+    def rms(self) -> np.ndarray:
+        return np.sqrt(self._squares / self.count) if self.count else np.zeros_like(self.largest)
+
+
 class Peak:
     """The largest magnitude of one column: fed rows (t, then the column)."""
 

@@ -23,7 +23,9 @@ Schema (see the presets in ``configs/`` for complete examples)::
     [integrator]   method (auto|fitted_midpoint|rk4|imex_midpoint|euler), dt_s > 0, substeps >= 0
                    (0 = auto), safety in (0, 1], bandwidth_hz >= 0 (auto keeps the modes below it
                    accurate; 0 = all), budget_fraction in (0, 1] (share of the period a step may take),
-                   energy_tolerance >= 0 (auto: the undamped arm's energy within it over 10 s; 0 = off)
+                   motion_tolerance_rad >= 0 (auto: the joint angles of a probe motion within it of a
+                   converged solution over 2 s; 0 = off), energy_tolerance >= 0 (auto: the undamped arm's
+                   energy within it over 10 s; 0 = off)
     [[body]]       name, parent ("base" or an EARLIER body), initial_eta (one number per mode)
       [body.joint]     name, axis (normalised, non-zero), station_m, offset_m, rpy_rad, q0_rad,
                        qd0_rad_s, rotor_inertia_kg_m2, gear_ratio (> 0), viscous_N_m_s_rad,
@@ -98,7 +100,8 @@ INTEGRATOR_METHODS = ("auto", "fitted_midpoint", "rk4", "imex_midpoint", "euler"
 
 TOP_KEYS = ("model", "integrator", "body", "station", "sensor", "provenance")
 MODEL_KEYS = ("name", "description", "gravity_m_s2", "foreshortening", "sensor_seed")
-INTEGRATOR_KEYS = ("method", "dt_s", "substeps", "safety", "bandwidth_hz", "budget_fraction", "energy_tolerance")
+INTEGRATOR_KEYS = ("method", "dt_s", "substeps", "safety", "bandwidth_hz", "budget_fraction", "motion_tolerance_rad",
+                   "energy_tolerance")
 STATION_KEYS = ("name", "body", "station_m", "offset_m")
 
 
@@ -148,6 +151,8 @@ def _read_preset(data: dict, source: str, doc: Document | None = None) -> Model:
             bandwidth_hz=it.number("bandwidth_hz", integ.bandwidth_hz, unit="Hz", nonneg=True),
             budget_fraction=it.number("budget_fraction", integ.budget_fraction, unit="(fraction of the period)",
                                       positive=True, upper=1.0),
+            motion_tolerance_rad=it.number("motion_tolerance_rad", integ.motion_tolerance_rad, unit="rad",
+                                           nonneg=True),
             energy_tolerance=it.number("energy_tolerance", integ.energy_tolerance,
                                        unit="(fraction of the largest kinetic energy)", nonneg=True),
         )

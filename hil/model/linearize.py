@@ -9,9 +9,10 @@ import numpy as np
 from hil.model.assembly import Assembled, make_work
 from hil.kernels.outputs import evaluate
 from hil.kernels import oracle
-from hil.kernels.layout import JOINT_PRESCRIBED, JP_BACKLASH
+from hil.kernels.layout import JOINT_PRESCRIBED, JP_BACKLASH, JP_COUL_VS, JP_STRIBECK
 
 RK4_STABILITY = 2.0 * math.sqrt(2.0)   # |omega h| limit of classical RK4 on the imaginary axis
+RK4_REAL_STABILITY = 2.785             # |lambda h| limit of classical RK4 on the real axis (a damper)
 MIDPOINT_STABILITY = 2.0               # explicit midpoint predictor, damped joint springs
 
 
@@ -121,17 +122,52 @@ def spring_frequencies_hz(asm: Assembled) -> np.ndarray:
                      for k in range(asm.layout.n_joints) if km.mot[k] >= 0])
 
 
+def motor_inertias(km, layout, pos: np.ndarray, t: float = 0.0) -> np.ndarray:
+    """Per joint, the inertia a torque on its motor coordinate meets at pos (kernel model km, its layout):
+    1 / (M^-1)_kk over the free coordinates (the links' modes free: the fast response an explicitly held
+    torque meets), the rotor inertia n^2 J_r of a Spong joint, M_kk of a prescribed joint."""
+    nj, nq = layout.n_joints, layout.nq
+    M = np.zeros((nq, nq))
+    oracle.mass_matrix_at(km.mi, km.mf, make_work(km).w, t, pos, np.zeros(nq), M)
+    free = np.array([i for i in range(nq) if i >= nj or km.drive[i] != JOINT_PRESCRIBED], np.int64)
+    inv_diag = np.zeros(nq)
+    if free.size:
+        inv_diag[free] = np.diag(np.linalg.inv(M[np.ix_(free, free)]))
+    out = np.zeros(nj)
+    for k in range(nj):
+        if km.mot[k] >= 0:
+            out[k] = km.mot_inertia[k]
+        elif km.drive[k] == JOINT_PRESCRIBED:
+            out[k] = M[k, k]
+        else:
+            out[k] = 1.0 / inv_diag[k]
+    return out
+
+
+def friction_rates(asm: Assembled) -> np.ndarray:
+    """Per joint, the rate [1/s] at which its friction damps the motor coordinate at rest: the slope
+    c + (F_c + F_st) / v_s over the inertia a torque there meets (motor_inertias); 0 for a prescribed
+    joint. An explicit integrator must resolve it (hil.kernels.joints: the midpoint schemes take the
+    friction implicitly)."""
+    km = asm.km
+    slope = km.viscous + (km.coulomb + km.jpar[:, JP_STRIBECK]) / km.jpar[:, JP_COUL_VS]
+    rates = slope / motor_inertias(km, asm.layout, asm.pos0)
+    return np.where(km.drive[: asm.layout.n_joints] == JOINT_PRESCRIBED, 0.0, rates)
+
+
 @dataclass(frozen=True)
 class StepFrequencies:
     """What the integrator's substeps must resolve: the highest whole-arm frequency ``max_hz`` and the
-    highest frequency the IMEX scheme treats explicitly ``explicit_hz`` (the joint springs), in Hz."""
+    highest frequency the IMEX scheme treats explicitly ``explicit_hz`` (the joint springs), in Hz, and
+    the stiffest joint friction's rate at rest ``friction_rate_s`` [1/s] (explicit methods only)."""
 
     max_hz: float
     explicit_hz: float
+    friction_rate_s: float = 0.0
 
     def substeps(self, method: str, dt: float, safety: float) -> int:
         """Substeps per outer step of dt for ``method`` (substeps_for)."""
-        return substeps_for(method, self.max_hz, self.explicit_hz, dt, safety)
+        return substeps_for(method, self.max_hz, self.explicit_hz, dt, safety, self.friction_rate_s)
 
 
 def step_frequencies_hz(asm: Assembled) -> StepFrequencies:
@@ -145,19 +181,19 @@ def step_frequencies_hz(asm: Assembled) -> StepFrequencies:
     f_explicit = float(max(spring_frequencies_hz(asm).max(initial=0.0), 0.0))
     if np.any(asm.km.jpar[:, JP_BACKLASH] > 0):
         f_max = max(f_max, f_explicit)
-    return StepFrequencies(f_max, f_explicit)
+    return StepFrequencies(f_max, f_explicit, float(friction_rates(asm).max(initial=0.0)))
 
 
-def substeps_for(method: str, f_max_hz: float, f_explicit_hz: float, dt: float, safety: float) -> int:
-    """Substeps per outer step: RK4 keeps omega_max h within safety x its stability bound; the midpoint
-    schemes (IMEX, fitted) only need the explicitly treated (joint-spring) dynamics resolved; Euler as RK4."""
+def substeps_for(method: str, f_max_hz: float, f_explicit_hz: float, dt: float, safety: float,
+                 friction_rate_s: float = 0.0) -> int:
+    """Substeps per outer step: RK4 keeps omega_max h and the joint friction's rate times h within safety x
+    its stability bounds; the midpoint schemes (IMEX, fitted) only need the explicitly treated
+    (joint-spring) dynamics resolved (their friction is implicit); Euler as RK4."""
     if method in ("imex_midpoint", "fitted_midpoint"):
-        om = 2 * math.pi * f_explicit_hz
-        bound = MIDPOINT_STABILITY
-    else:
-        om = 2 * math.pi * f_max_hz
-        bound = RK4_STABILITY
-    return max(1, math.ceil(om * dt / (safety * bound)))
+        return max(1, math.ceil(2 * math.pi * f_explicit_hz * dt / (safety * MIDPOINT_STABILITY)))
+    oscillation = 2 * math.pi * f_max_hz * dt / (safety * RK4_STABILITY)
+    damping = friction_rate_s * dt / (safety * RK4_REAL_STABILITY)
+    return max(1, math.ceil(max(oscillation, damping)))
 
 
 def servo_modes_hz(asm: Assembled, pos: np.ndarray, kp: np.ndarray, kd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -69,12 +69,12 @@ def fit(asm: Assembled, pos: np.ndarray, h: float, theta_fit: float = THETA_FIT)
 
 
 def implicit_blocks(km, blocks: np.ndarray, h: float) -> None:
-    """blocks[FIT_C] = h^2 K B + h/2 D per body from the kernel's current K and D (a stiffness fault
-    scales them in place); K B is symmetric up to rounding, symmetrised here."""
+    """blocks[FIT_C] = h^2 K B per body from the kernel's current K (a stiffness fault scales it in
+    place); K B is symmetric up to rounding, symmetrised here. (The damping's h/2 D the step adds itself.)"""
     for k in range(km.Kmod.shape[0]):
         n = int(km.nm[k])
         KB = km.Kmod[k, :n, :n] @ blocks[FIT_B, k, :n, :n]
-        blocks[FIT_C, k, :n, :n] = 0.5 * h * h * (KB + KB.T) + 0.5 * h * km.Dmod[k, :n, :n]
+        blocks[FIT_C, k, :n, :n] = 0.5 * h * h * (KB + KB.T)
 
 
 def apparent_bases(asm: Assembled, pos: np.ndarray) -> tuple[list, list[np.ndarray], np.ndarray]:

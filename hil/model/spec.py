@@ -193,6 +193,7 @@ class IntegratorSettings:
     safety: float = 0.5        # fraction of the method's stability bound used
     bandwidth_hz: float = 0.0  # auto keeps the modes below this accurate; 0: every retained mode
     budget_fraction: float = 0.5   # share of the period a plant step may take (auto's time budget)
+    motion_tolerance_rad: float = 1e-6   # auto: the probe's joint angles within this over 2 s; 0: off
     energy_tolerance: float = 0.0  # auto: max energy deviation of the undamped arm over 10 s / max kinetic energy; 0: off
 
 

@@ -64,6 +64,7 @@ def build_emulator(arm: str | Path, bus: str | Path, link: str = "pty", options:
     from firmware_bridge.signals import CommandInput, SensorOutput
     from hil.model.config import load_model
     from hil.devices.drives import DriveBank
+    from hil.dynamics.integrator_plan import judge
     from hil.dynamics.plant import Plant
     from hil.faults.scenario import load_scenario
     from hil.model.plausibility import warn_static_deflection
@@ -76,6 +77,7 @@ def build_emulator(arm: str | Path, bus: str | Path, link: str = "pty", options:
     if firmware_link is not None:
         check_link_fits(bus_map, firmware_link)
     plant = Plant(load_model(arm), formulation=formulation)
+    judge(plant.asm, plant.plan)        # a pinned plan's accuracy and motion error for the summary
     plant.equilibrium_eta()
     warn_static_deflection(plant)
     names = plant.layout.joint_names
@@ -87,7 +89,8 @@ def build_emulator(arm: str | Path, bus: str | Path, link: str = "pty", options:
         raw, other_end = open_link(link), link
     options = options or RuntimeOptions()
     header = {"config": str(arm), "config_text": Path(arm).read_text(encoding="utf-8"), "bus": str(bus),
-              "link": link, "mode": options.mode, "formulation": formulation, "scenario": None if scenario is None else str(scenario),
+              "link": link, "mode": options.mode, "formulation": formulation, "integrator": plant.plan_identity(),
+              "scenario": None if scenario is None else str(scenario),
               "scenario_text": None if scenario is None else Path(scenario).read_text(encoding="utf-8"),
               "versions": versions()}
     try:

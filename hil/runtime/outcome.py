@@ -10,7 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
+from hil.dynamics.plant import Plant
+from hil.logs.streaming import Steps, scan
 from hil.logs.targets import Targets
+from hil.model.linearize import motor_inertias
 from hil.logs.verdicts import evaluate, tip_metrics
 
 
@@ -26,14 +31,37 @@ def failures(summary: dict) -> list[str]:
     return out
 
 
-def judge(summary: dict, log_path: str | Path, joints: list[str], targets: Targets | None) -> None:
-    """Add the tip metrics (`"tip_metrics"`) and, with targets, `"targets"`, `"targets_file"` and
-    `"verdicts"` to the summary: passes over the log in constant memory (hil.logs.streaming)."""
+def judge(summary: dict, log_path: str | Path, plant: Plant, period_s: float, targets: Targets | None) -> None:
+    """Add the tip metrics (`"tip_metrics"`), the input hold's error (`"input_hold"`) and, with targets,
+    `"targets"`, `"targets_file"` and `"verdicts"` to the summary of a run of `plant` with the period
+    `period_s`: passes over the log in constant memory (hil.logs.streaming)."""
+    joints = plant.layout.joint_names
     summary["tip_metrics"] = tip_metrics(log_path)
+    summary["input_hold"] = input_hold(log_path, joints, motor_inertias(plant.km, plant.layout, plant.asm.pos0),
+                                       period_s)
     if targets is not None:
         summary["targets"] = targets.as_dict()
         summary["targets_file"] = targets.source
         summary["verdicts"] = evaluate(targets, log_path, joints)
+
+
+def input_hold(log_path: str | Path, joints: list[str], inertias: np.ndarray, period_s: float) -> dict:
+    """The zero-order hold's own error for the torques the plant received (tau_<joint>, held over each
+    period as a DAC holds a command): physics the firmware lives with, not an integrator error. Within a
+    period the held torque departs from the linear interpolation of the applied torques by at most the
+    step to the next one, |dtau| = |tau_n+1 - tau_n|; over one period T that moves joint k's rate by at
+    most |dtau| T / (2 J_k) and its angle by at most |dtau| T^2 / (6 J_k) (J_k the inertia its drive meets
+    at the initial pose, hil.model.linearize.motor_inertias). Per joint: the largest and the rms step
+    [N m] and the per-period rate [rad/s] and angle [rad] bounds of the largest step."""
+    columns = [f"tau_{j}" for j in joints]
+    steps = Steps(len(columns))
+    scan(log_path, [(columns, steps.feed)])
+    J = np.asarray(inertias, float)
+    return {"period_s": period_s,
+            "joints": {j: {"largest_step_N_m": float(steps.largest[k]), "rms_step_N_m": float(steps.rms[k]),
+                           "rate_bound_rad_s": float(steps.largest[k] * period_s / (2 * J[k])),
+                           "angle_bound_rad": float(steps.largest[k] * period_s ** 2 / (6 * J[k]))}
+                       for k, j in enumerate(joints)}}
 
 
 def all_passed(summary: dict) -> bool:

@@ -248,7 +248,8 @@ class EmulatorRun:
         if summary["run_failures"]:
             raise RunFailed(summary["run_failures"], summary, output)
         targets = load_targets(self._path("targets", self.targets)) if self.targets else self._built.scenario_targets
-        judge(summary, self.log_path, summary["joints"], targets)
+        emulator = self._built.emulator
+        judge(summary, self.log_path, emulator.plant, emulator.opt.period_s, targets)
         reference = _last_json("\n".join(self._firmware.stdout)) if self.firmware == REFERENCE else None
         return RunResult(summary, reference, RunLog.read(self.log_path), output)
 
