@@ -18,7 +18,7 @@ step as the real-time loop holds a command.
   --move-time 1.0``, the row at t held from t to t + 1 ms), the other presets a PD manoeuvre recorded
   offline; presets whose joints are all prescribed keep their tip within 1e-6 m;
 * auto judges the motion besides the modes: ELLA's fitted midpoint x2 keeps every mode but not the joint
-  angles, so auto takes x4; the probe's estimate holds on the make run manoeuvre.
+  angles, so auto takes x3; the probe's measure holds on the make run manoeuvre.
 """
 from __future__ import annotations
 
@@ -277,11 +277,11 @@ def test_every_shipped_presets_default_plan_keeps_a_recorded_manoeuvre_within_1e
 
 
 # ----------------------------------------------------------------------------- auto and the motion
-def test_auto_takes_the_fitted_midpoint_x4_for_ella_because_x2_keeps_the_modes_but_not_the_motion():
+def test_auto_takes_the_fitted_midpoint_x3_for_ella_because_x2_keeps_the_modes_but_not_the_motion():
     asm = assemble(load_model("configs/ella.toml"))
     plan = plan_integrator(asm)
     print("\n" + plan.describe())
-    assert (plan.method, plan.substeps) == ("fitted_midpoint", 4) and plan.accurate and not plan.note
+    assert (plan.method, plan.substeps) == ("fitted_midpoint", 3) and plan.accurate and not plan.note
     assert plan.motion["max_error_rad"] <= MOTION_GOAL_RAD and plan.motion["reference_error_rad"] < 1e-9
     assert LinearisedPlant(asm).accuracy("fitted_midpoint", 2, DT, None).accurate       # the modes pass at x2
     from hil.dynamics.motion_error import MotionProbe

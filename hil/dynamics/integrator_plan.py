@@ -38,7 +38,7 @@ but is 3.6e-6 rad off over 2 s of the probe); with an energy tolerance of 1e-6, 
 while omega h <= 2 sqrt 2 for undamped modes, |lambda| h <= 2.785 for dampings; 16 evaluations per step;
 4.8e-7 over 10 s, a one-signed loss from the numerical damping of its top modes); the second-order plans
 would need 32 (IMEX) to 128 (fitted) evaluations (README "Energy"). Where none does, it takes the plan
-that came closest and says so (IntegratorPlan.note, an IntegratorAccuracyWarning at start-up). The plan
+that keeps the modes and says so (IntegratorPlan.note, an IntegratorAccuracyWarning at start-up). The plan
 does not depend on the formulation: the screw-theoretic DAE integrates with the same schemes and blocks.
 Every plan states its worst modal error and its measured joint angle error (IntegratorPlan.describe; a
 pinned method is judged by ``judge``).
@@ -263,11 +263,11 @@ def _choose(asm: Assembled, freqs, bandwidth: float | None, substeps: int | None
         if motion.met(m, n) and energy.met(m, n):
             return _plan(asm, freqs, m, n, bandwidth, report, "", budget, motion.measure(m, n),
                          energy.measured.get((m, n)))
-    if frequencies_kept:      # the modes kept, a measured tolerance not within the budget: the closest
-        m, n, report = min(frequencies_kept, key=lambda c: max(motion.score(c[0], c[1]), energy.score(c[0], c[1])))
-        missed = "; ".join(t.describe() for t in (motion, energy) if t.missed())
+    if frequencies_kept:      # the modes kept, a measured tolerance not within the budget: the cheapest such plan
+        m, n, report = frequencies_kept[0]
+        missed = " and ".join(t.describe() for t in (motion, energy) if t.missed())
         note = (f"auto: no plan within the time budget ({budget} evaluations per step) keeps every mode accurate "
-                f"and {missed}; chosen {m} x{n}, the closest")
+                f"and {missed}; chosen {m} x{n}, the cheapest that keeps the modes")
         warnings.warn(note, IntegratorAccuracyWarning, stacklevel=5)
         return _plan(asm, freqs, m, n, bandwidth, report, note, budget, motion.measure(m, n),
                      energy.measured.get((m, n)))
@@ -325,12 +325,6 @@ class MeasuredTarget:
             return True
         self.needed[method] = n * (err / self.tolerance) ** (1.0 / ORDER[method])
         return False
-
-    def score(self, method: str, n: int) -> float:
-        """The measured value of a plan over the tolerance (inf: not measured); 0 when this is no criterion."""
-        if self.tolerance <= 0:
-            return 0.0
-        return self._value(self.measured[(method, n)]) / self.tolerance if (method, n) in self.measured else math.inf
 
     def missed(self) -> bool:
         return self.tolerance > 0 and not any(self._value(e) <= self.tolerance for e in self.measured.values())
