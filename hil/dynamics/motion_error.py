@@ -14,10 +14,13 @@ and reverses, gravity's torque changes with the pose: the rigid, nonlinear motio
 besides the modes, over the whole span, as errors that grow faster than linearly (an undamped arm's
 drift) would be missed by a shorter probe scaled up.
 
-The converged solution: RK4 with n_ref substeps of the same held input, n_ref = 8 times RK4's stable
-count (its friction resolved: hil.model.linearize.substeps_for), checked against n_ref / 2 by
-Richardson's estimate |y(n_ref / 2) - y(n_ref)| / 15 of its own error, n_ref doubled while that is above
-REFERENCE_ERROR_RAD (at most MAX_REFERENCE_SUBSTEPS).
+The converged solution: the same held input with RK4 at n_ref = 8 times its stable count (its friction
+resolved: hil.model.linearize.substeps_for), or where that is dearer (stiff modes RK4 must resolve), the
+fitted midpoint at n_ref = REFERENCE_MIDPOINT_SUBSTEPS; checked against n_ref / 2 by Richardson's
+estimate |y(n_ref / 2) - y(n_ref)| / (2^p - 1) of its own error (p its order), n_ref doubled while that is above
+REFERENCE_ERROR_RAD (a hundredth of the default tolerance) and the reference's evaluations stay within
+REFERENCE_EVALUATIONS (a motion whose solution does not settle by then, a tumbling or stick-slipping
+arm, keeps the estimate it reached: it is in every MotionError).
 
 Measured over the probe's outer steps: the largest error of any joint angle or Spong rotor angle
 [rad] (``max_error_rad``) and that over the number of steps (``per_step_rad``; tests/test_convergence.py
@@ -38,8 +41,9 @@ from hil.model.linearize import motor_inertias, rest_state, step_frequencies_hz
 PROBE_S = 2.0                  # the probe motion's length: the span integrator.motion_tolerance_rad is stated over
 CYCLE_S = 0.5                  # the period of its torques
 DEFAULT_RATE = 1.0             # rad/s: a joint's rate limit without a drive model that gives one
-REFERENCE_ERROR_RAD = 1e-10    # the converged solution's own error estimate stays below this
-MAX_REFERENCE_SUBSTEPS = 512
+REFERENCE_ERROR_RAD = 1e-8     # the converged solution's own error estimate stays below this
+REFERENCE_EVALUATIONS = 1e6    # forward-dynamics evaluations the converged solution may take in all
+REFERENCE_MIDPOINT_SUBSTEPS = 64
 
 
 @dataclass
@@ -48,7 +52,7 @@ class MotionError:
     max_error_rad: float       # largest joint (or rotor) angle error over the probe
     per_step_rad: float        # max_error_rad over the probe's outer steps
     probe_s: float
-    reference: str             # the converged solution: "rk4 x<n_ref>"
+    reference: str             # the converged solution: "<method> x<n_ref>"
     reference_error_rad: float  # its own error estimate
 
     def describe(self) -> str:
@@ -72,15 +76,20 @@ class MotionProbe:
         nj = lay.n_joints
         moving = [k for k in range(nj) if km.drive[k] != JOINT_PRESCRIBED]
         self.angles = np.array(moving + [lay.motor_index(k) for k in range(nj) if km.mot[k] >= 0], np.int64)
-        n = 8 * step_frequencies_hz(asm).substeps("rk4", cfg.dt_s, cfg.safety)
-        coarse = self.run("rk4", n // 2)
+        rk4 = 8 * step_frequencies_hz(asm).substeps("rk4", cfg.dt_s, cfg.safety)
+        method, n, order = (("rk4", rk4, 4) if 4 * rk4 <= 2 * REFERENCE_MIDPOINT_SUBSTEPS
+                            else ("fitted_midpoint", REFERENCE_MIDPOINT_SUBSTEPS, 2))
+        per_substep = self.steps * (4 if method == "rk4" else 2)
+        coarse = self.run(method, n // 2)
+        spent = 1.5 * n * per_substep
         while True:
-            fine = self.run("rk4", n)
-            self.reference_error = _largest(coarse, fine) / 15.0
-            if self.reference_error <= REFERENCE_ERROR_RAD or 2 * n > MAX_REFERENCE_SUBSTEPS:
+            fine = self.run(method, n)
+            self.reference_error = _largest(coarse, fine) / (2 ** order - 1)
+            if self.reference_error <= REFERENCE_ERROR_RAD or spent + 2 * n * per_substep > REFERENCE_EVALUATIONS:
                 break
             coarse, n = fine, 2 * n
-        self.reference, self.reference_substeps = fine, n
+            spent += n * per_substep
+        self.reference, self.reference_name = fine, f"{method} x{n}"
 
     def run(self, method: str, substeps: int) -> np.ndarray:
         """The probe's joint (and rotor) angles after every outer step with the plan; rows of NaN from where
@@ -100,7 +109,7 @@ class MotionProbe:
         """The joint angle error of `method` x `substeps` against the converged solution."""
         worst = _largest(self.run(method, substeps), self.reference)
         return MotionError(f"{method} x{substeps}", worst, worst / self.steps,
-                           self.steps * self.asm.model.integrator.dt_s, f"rk4 x{self.reference_substeps}",
+                           self.steps * self.asm.model.integrator.dt_s, self.reference_name,
                            float(self.reference_error))
 
 

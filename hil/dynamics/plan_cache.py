@@ -24,8 +24,8 @@ from numba.core import config as numba_config
 from hil.model.assembly import Assembled
 
 # the code whose results are kept (plant.py: the apparent inertias); the kernels key the folder itself
-PLANNING_SOURCES = ("integrator_plan.py", "energy_error.py", "plan_cache.py", "plant.py", "../model/linearize.py",
-                    "../model/midpoint_fit.py")
+PLANNING_SOURCES = ("integrator_plan.py", "energy_error.py", "motion_error.py", "trial_run.py", "plan_cache.py",
+                    "plant.py", "../model/linearize.py", "../model/midpoint_fit.py")
 
 
 def _planning_code_hash() -> bytes:
