@@ -119,6 +119,18 @@ def test_quick_json_judges_the_energy_of_each_plan_against_the_goal(quick_report
     assert with_tolerance["pass_max"] and not own["pass_max"]         # 1 s: 1.2e-9 against 1.5e-5
 
 
+def test_quick_json_sets_the_default_plan_beside_rk4(quick_report):
+    """Section 7: ELLA's default plan (the fitted midpoint x3) and RK4 at its stable substeps (x3, its friction
+    resolved), each with its worst modal error, its joint motion error over the probe and its cost."""
+    rows = {r["plan"]: r for r in quick_report["plans"]["rows"] if r["preset"] == "ella"}
+    default, rk4 = rows["default"], rows["rk4"]
+    assert (default["method"], default["substeps"], default["evaluations"]) == ("fitted_midpoint", 3, 6)
+    assert (rk4["method"], rk4["substeps"], rk4["evaluations"]) == ("rk4", 3, 12)
+    assert default["motion_error_rad"] <= 1e-6 and rk4["motion_error_rad"] < default["motion_error_rad"]
+    assert 0 < default["modal_error"] < 1e-3 and 0 < rk4["modal_error"] < 1e-3
+    assert default["step"]["us"] > 0 and default["step"]["ok"] and rk4["step"]["ok"]
+
+
 def test_hil_bench_kernel_tables(capsys, quick_report):
     code = hil_main(["bench", "kernel", "--quick", "--sections", "ella"])
     out, _ = capsys.readouterr()
