@@ -18,7 +18,8 @@ step as the real-time loop holds a command.
   --move-time 1.0``, the row at t held from t to t + 1 ms), the other presets a PD manoeuvre recorded
   offline; presets whose joints are all prescribed keep their tip within 1e-6 m;
 * auto judges the motion besides the modes: ELLA's fitted midpoint x2 keeps every mode but not the joint
-  angles, so auto takes x3; the probe's measure holds on the make run manoeuvre.
+  angles within a third of the tolerance over the probe (make run's manoeuvre errs 2.5 times the probe
+  there), so auto takes x3; the probe's measure holds on the make run manoeuvre within a factor 4.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ import warnings
 import numpy as np
 import pytest
 
-from hil.dynamics.integrator_plan import LinearisedPlant, plan_integrator
+from hil.dynamics.integrator_plan import MOTION_MARGIN, LinearisedPlant, plan_integrator
 from hil.dynamics.plant import Plant
 from hil.dynamics.simulate import TorqueTable
 from hil.kernels.layout import JOINT_PRESCRIBED
@@ -198,7 +199,8 @@ def planar_history(method: str, substeps: int) -> np.ndarray:
     return joint_history(plant, torques)
 
 
-# measured (fitted midpoint): 5.3e-5, 1.7e-5, 3.0e-6, 7.7e-7 rad at 1, 2, 4, 8 substeps (orders 1.6, 2.5, 1.9)
+# measured (fitted midpoint): 2.4e-5, 7.9e-6, 5.7e-7, 9.0e-8 rad at 1, 2, 4, 8 substeps (orders 1.6, 3.8, 2.6: the
+# rigid motion's and the friction's errors partly cancel at 4); IMEX 6.1e-5, 1.6e-5, 4.1e-6, 1.0e-6 (1.9, 2.0, 2.0)
 @pytest.mark.parametrize("method", ["fitted_midpoint", "imex_midpoint"])
 def test_the_midpoint_schemes_converge_from_one_substep_on_a_planar_flexible_arm_with_friction(method):
     reference = planar_history("rk4", 64)
@@ -207,7 +209,7 @@ def test_the_midpoint_schemes_converge_from_one_substep_on_a_planar_flexible_arm
     found = orders(errors)
     print(f"\nplanar arm {method} x{ns}: max errors {np.array(errors)}, orders {found}")
     assert errors[0] < 1e-4
-    assert np.all(found > 1.5) and np.all(found < 3.0)
+    assert np.all(found > 1.5) and np.all(found < 4.5)
 
 
 def test_the_friction_is_the_configured_one_whatever_the_substeps_of_an_implicit_plan():
@@ -282,12 +284,12 @@ def test_auto_takes_the_fitted_midpoint_x3_for_ella_because_x2_keeps_the_modes_b
     plan = plan_integrator(asm)
     print("\n" + plan.describe())
     assert (plan.method, plan.substeps) == ("fitted_midpoint", 3) and plan.accurate and not plan.note
-    assert plan.motion["max_error_rad"] <= MOTION_GOAL_RAD and plan.motion["reference_error_rad"] < 1e-9
+    assert plan.motion["max_error_rad"] <= MOTION_GOAL_RAD / MOTION_MARGIN and plan.motion["reference_error_rad"] < 1e-9
     assert LinearisedPlant(asm).accuracy("fitted_midpoint", 2, DT, None).accurate       # the modes pass at x2
     from hil.dynamics.motion_error import MotionProbe
     at_x2 = MotionProbe(asm).error("fitted_midpoint", 2)
     print(at_x2.describe())
-    assert at_x2.max_error_rad > MOTION_GOAL_RAD                                         # the motion does not
+    assert at_x2.max_error_rad > MOTION_GOAL_RAD / MOTION_MARGIN                         # the motion does not
     unjudged = load_model("configs/ella.toml")
     unjudged.integrator.motion_tolerance_rad = 0.0
     assert plan_integrator(assemble(unjudged)).substeps == 2
@@ -295,7 +297,7 @@ def test_auto_takes_the_fitted_midpoint_x3_for_ella_because_x2_keeps_the_modes_b
 
 def test_the_probes_measure_holds_on_ellas_make_run_manoeuvre():
     """The plan's motion error over the 2 s probe against the error the plan makes over make run's 2 s
-    manoeuvre (within a factor of 4 either way), for plans of 1 to 4 substeps."""
+    manoeuvre (within a factor of 4 either way), for plans of 1, 2 and 4 substeps."""
     from hil.dynamics.motion_error import MotionProbe
 
     torques = TorqueTable.from_csv(MANOEUVRE, ["base_yaw", "shoulder_pitch", "elbow"]).tau

@@ -562,13 +562,18 @@ def test_ella_coulomb_smoothing_is_widened_to_the_stable_floor_only_for_an_expli
     its joints ((c + F_c / v_s) h / J = 2.7 .. 3.8 > 0.5 x 2.785): with RK4 pinned to one substep the bare
     plant (hil simulate) and the drive bank widen it to the floor, ten times the friction needs about ten
     times the width, and scaling back restores the nominal width. A joint whose configured smoothing is
-    stable keeps it, and so does every joint under the preset's plan, which takes the friction implicitly,
-    also at ten times the friction."""
+    stable keeps it, and so does every joint under the preset's plan, which takes the friction implicitly;
+    ten times the friction widens it there only to the implicit friction's floor (1.2 .. 1.7 mrad/s at its
+    three 333 us substeps, against 20 .. 28 mrad/s at RK4's one)."""
     implicit = Plant(load_model("configs/ella.toml"))
     bank = DriveBank(implicit)
+    assert np.all(implicit.coulomb_smoothing == 1e-3)
     for k in range(3):
         bank.set_friction_scale(k, 10.0)
-    assert np.all(implicit.coulomb_smoothing == 1e-3) and np.all(bank.coulomb_smoothing == 1e-3)
+    h = implicit.dt / implicit.plan.substeps
+    floor = implicit.km.coulomb * h / (0.5 * 15.0 * bank.inertia)  # (10 F_c h) / (kappa J), kappa = safety x 15
+    np.testing.assert_allclose(bank.coulomb_smoothing, np.maximum(1e-3, floor), rtol=1e-12)
+    assert np.all(bank.coulomb_smoothing < 2e-3)
     plant = Plant(load_model("configs/ella.toml"), method="rk4", substeps=1)
     np.testing.assert_allclose(plant.coulomb_smoothing, stable_smoothing(plant, apparent_inertias(plant), 1.0),
                                rtol=1e-12)
@@ -637,9 +642,10 @@ def test_ella_held_at_rest_by_its_holding_torque_stays_at_rest(scale):
 
 @pytest.mark.parametrize("scale", [1.0, 10.0], ids=["nominal", "friction_x10"])
 def test_ella_held_at_rest_by_the_implicit_friction_with_its_configured_smoothing(scale):
-    """The preset's plan (the fitted midpoint) keeps the configured 1 mrad/s smoothing and ELLA held at
-    the set-points by its holding torques stays at rest, the friction scaled by 1 and 10: after the first
-    50 ms no joint rate changes sign more than twice and every |qd| stays below 1e-4 rad/s."""
+    """The preset's plan (the fitted midpoint) keeps the configured 1 mrad/s smoothing (at ten times the
+    friction its floor, below 2 mrad/s) and ELLA held at the set-points by its holding torques stays at
+    rest: after the first 50 ms no joint rate changes sign more than twice and every |qd| stays below 1e-4
+    rad/s."""
     plant = Plant(load_model("configs/ella.toml"))
     plant.pos[:3] = [0.6922, -0.4928, 0.4270]
     hold = plant.equilibrium_eta()
@@ -654,7 +660,7 @@ def test_ella_held_at_rest_by_the_implicit_friction_with_its_configured_smoothin
         qd[s] = plant.vel[:3]
     print(f"\nimplicit friction x{scale:g}: v_s {bank.coulomb_smoothing} rad/s, sign changes "
           f"{sign_changes(qd[50:])}, max |qd| {np.abs(qd[50:]).max(axis=0)} rad/s")
-    assert np.all(bank.coulomb_smoothing == 1e-3)
+    assert np.all(bank.coulomb_smoothing == 1e-3) if scale == 1.0 else np.all(bank.coulomb_smoothing < 2e-3)
     assert np.all(sign_changes(qd[50:]) <= 2) and np.abs(qd[50:]).max() < 1e-4
 
 

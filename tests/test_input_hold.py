@@ -1,8 +1,8 @@
-"""The real-time loop's zero-order hold and the error bound its summary states (hil.runtime.outcome
-.input_hold): the held torque departs from the linear interpolation of the applied torques by at most the
-step to the next one, |dtau|; over one period T a joint of inertia J then gains at most |dtau| T / (2 J)
-in rate and |dtau| T^2 / (6 J) in angle. On a free rigid joint the bound is met exactly (the difference
-between the held and the interpolated torque is the whole of it), so it is neither loose nor wrong."""
+"""The real-time loop's zero-order hold and the error its summary states (hil.runtime.outcome.input_hold):
+the held torque departs from the linear interpolation of the applied torques by at most the step to the
+next one, |dtau|; over one period T a joint of inertia J then gains about |dtau| T / (2 J) in rate and
+|dtau| T^2 / (6 J) in angle. On a free rigid joint these are met exactly (the difference between the held
+and the interpolated torque is the whole of it), so they are neither loose nor wrong there."""
 from __future__ import annotations
 
 import numpy as np
@@ -72,3 +72,20 @@ def test_the_run_summary_states_it():
     lines = _integrator({"integrator": {"plan": "fitted_midpoint x3", "note": ""}, "input_hold": hold})
     assert lines[0] == "integrator: fitted_midpoint x3"
     assert "0.35 N m (b)" in lines[1] and "4.4e-07 rad per period" in lines[1] and "not the integrator's" in lines[1]
+
+
+def test_a_prescribed_joint_has_no_hold_error(tmp_path):
+    """The spin-up beam's only joint is prescribed: its logged torque is the joint's reaction, which moves
+    nothing, so the summary judges no joint."""
+    from hil.dynamics.plant import Plant
+    from hil.model.config import load_model
+    from hil.runtime.outcome import judge
+
+    plant = Plant(load_model("configs/spinup_beam.toml"))
+    path = tmp_path / "run.msgpack"
+    with MsgpackRunWriter(path, {"columns": ["t", "tau_hub", "tip_x", "tip_y", "tip_z"]}) as w:
+        for i in range(5):
+            w.write(np.array([i * T, 3.0 * i, 0.0, 0.0, 0.0]))
+    summary = {}
+    judge(summary, path, plant, T, None)
+    assert summary["input_hold"]["joints"] == {}

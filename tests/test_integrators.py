@@ -19,6 +19,7 @@ import pytest
 
 from hil.model import spec as md
 from hil.model.assembly import assemble
+from hil.kernels.layout import JP_COUL_VS
 from hil.model.config import load_model
 from hil.model.linearize import friction_rates
 from hil.dynamics.plant import ForwardEulerWarning, Plant, SimulationError, plan_integrator
@@ -124,6 +125,43 @@ def test_midpoint_schemes_bounded_where_rk4_blows_up(method):
     assert np.all(np.isfinite(pos_imex))
     assert eta_imex < 1.2 * eta_rk4
     assert abs(E1 - E0) < 1e-4 * abs(E0)
+
+
+def heavy_friction_joint() -> md.Model:
+    """One rigid body on a vertical axis (J = 0.37 kg m^2 about it), no gravity, 10 N m of Coulomb friction
+    smoothed at 1 mrad/s, released at 50 mrad/s."""
+    joint = md.Joint("j", axis=np.array([0.0, 0.0, 1.0]), qd0_rad_s=0.05, coulomb_N_m=10.0,
+                     coulomb_smoothing_rad_s=1e-3)
+    body = md.Body("b", md.BASE, joint, rigid=md.RigidInertia(1.0, np.zeros(3), np.diag([1.0, 1.0, 0.37])))
+    return md.Model("heavy_friction", [body], gravity_m_s2=np.zeros(3))
+
+
+@pytest.mark.parametrize("method", ["fitted_midpoint", "imex_midpoint"])
+def test_a_joint_sliding_to_a_stop_under_heavy_friction_settles_instead_of_chattering(method):
+    """(F_c h) / (J v_s) = 27 at one 1 ms substep: beyond what the linearly implicit friction keeps (about
+    18, hil.kernels.joints), so the plan widens the smoothing to its floor (FRICTION_BOUND x safety: 7.5) and
+    the joint comes to rest: after 0.1 s its rate (above 1e-9 rad/s) changes sign at most twice and stays
+    below 1e-4 rad/s.
+    With the configured 1 mrad/s written back into the kernel it chatters with period two for good."""
+    runs = {}
+    for widened in (True, False):
+        plant = Plant(heavy_friction_joint(), method=method, substeps=1)
+        if not widened:
+            plant.km.jpar[:, JP_COUL_VS] = 1e-3
+        smoothing = plant.coulomb_smoothing[0]
+        qd = np.zeros(500)
+        for s in range(500):
+            plant.step()
+            qd[s] = plant.vel[0]
+        runs[widened] = (smoothing, qd[100:])
+    (v_s, settled), (_, chatter) = runs[True], runs[False]
+    moving = np.abs(settled) > 1e-9
+    flips = np.count_nonzero((np.signbit(settled[1:]) != np.signbit(settled[:-1])) & moving[1:] & moving[:-1])
+    print(f"\n{method}: v_s {v_s * 1e3:.2f} mrad/s: max |qd| {np.abs(settled).max():.1e}, {flips} sign changes; "
+          f"configured 1 mrad/s: max |qd| {np.abs(chatter).max():.1e}")
+    assert v_s == pytest.approx(10.0 * 1e-3 / (0.5 * 15.0 * 0.37), rel=1e-9)
+    assert flips <= 2 and np.abs(settled).max() < 1e-4
+    assert np.abs(chatter).max() > 1e-3 and np.all(np.signbit(chatter[1:]) != np.signbit(chatter[:-1]))
 
 
 def test_forward_euler_warns():

@@ -8,6 +8,7 @@ from numba.core import config as numba_config
 
 from hil.dynamics import integrator_plan, plan_cache
 from hil.dynamics.integrator_plan import IntegratorAccuracyWarning, plan_integrator
+from hil.model import spec as md
 from hil.model.assembly import assemble
 
 from chains import random_flexible_chain
@@ -43,7 +44,7 @@ def test_a_plan_is_made_once_and_taken_back_unchanged(cache, counted):
     assert again == first and again.modes and again.method == "fitted_midpoint"
 
 
-@pytest.mark.parametrize("change", ["setting", "model", "request"])
+@pytest.mark.parametrize("change", ["setting", "model", "drive", "request"])
 def test_any_change_the_plan_depends_on_makes_a_new_one(cache, counted, change):
     plan_integrator(assemble(chain()), evaluation_s=1e-6)
     model = chain()
@@ -51,6 +52,8 @@ def test_any_change_the_plan_depends_on_makes_a_new_one(cache, counted, change):
         model.integrator.bandwidth_hz = 100.0
     elif change == "model":
         model.bodies[-1].beam.E_Pa *= 1.01
+    elif change == "drive":       # the probe's rate and torque limits come from the drives' specs, not the arrays
+        model.bodies[0].joint.motor = md.DriveSpec(supply_V=24.0, back_emf_V_s_rad=0.05, torque_limit_N_m=5.0)
     asm = assemble(model)
     plan_integrator(asm, "rk4" if change == "request" else None, evaluation_s=1e-6)
     assert len(counted) == 2
@@ -93,11 +96,13 @@ def test_a_plan_never_reads_the_clock(cache, monkeypatch):
     import time
 
     steady = plan_integrator(assemble(chain()))
+    assert steady.motion is not None            # the measured judgements ran too
     for entry in cache.glob("*"):
         entry.unlink()
     jumps = itertools.count(0.0, 3600.0)
-    monkeypatch.setattr(time, "perf_counter", lambda: next(jumps))
-    monkeypatch.setattr(time, "perf_counter_ns", lambda: int(next(jumps) * 1e9))
+    for clock in ("perf_counter", "monotonic", "time", "process_time", "thread_time"):
+        monkeypatch.setattr(time, clock, lambda: next(jumps))
+        monkeypatch.setattr(time, f"{clock}_ns", lambda: int(next(jumps) * 1e9))
     assert plan_integrator(assemble(chain())) == steady
 
 

@@ -63,19 +63,25 @@ def test_lockstep_log_replays_bit_for_bit(lockstep_log, capsys):
     assert out["bit_identical"] and out["rows"] == len(rows) == 1500
     assert out["largest_deviation"]["value"] == 0.0
     assert {"q_elbow", "qd_elbow", "eta_link2_bending_y_1", "tip_z"} <= set(out["deviation"])
-    assert out["integrator"] == header["integrator"]             # the run's plan, checked and taken
+    assert out["integrator"]["logged"] == header["integrator"] and out["integrator"]["differences"] == []
 
 
-def test_the_logged_plan_is_checked_by_the_replay(lockstep_log, capsys):
+def test_the_logged_plan_is_checked_by_the_replay(lockstep_log, tmp_path, capsys):
     """The header names the run's integrator plan (method, substeps, step, formulation, the fitted blocks'
-    hash); a replay whose plan would differ (a tampered hash, another substep count) is refused in one
-    line, as it could not reproduce the run."""
+    hash); the replay steps with it and says where the plan this version makes with it differs: a
+    tampered hash (the blocks of another machine), a tampered substep count (its blocks differ then)."""
     header, rows = read_run(lockstep_log)
     plan = header["integrator"]
     assert plan["method"] == "fitted_midpoint" and plan["substeps"] >= 1 and len(plan["fitted_blocks_sha256"]) == 16
+    assert replay(header, rows).plan["differences"] == []
     for key, value in (("fitted_blocks_sha256", "0" * 16), ("substeps", plan["substeps"] + 1)):
-        with pytest.raises(ValueError, match="fitted_blocks_sha256 .* logged, .* now"):
-            replay({**header, "integrator": {**plan, key: value}}, rows)
+        result = replay({**header, "integrator": {**plan, key: value}}, rows)
+        assert result.plan["differences"] == ["fitted_blocks_sha256"]
+        assert result.bit_identical == (key == "fitted_blocks_sha256")      # the tampered count replays another plan
+    tampered = tmp_path / "tampered.msgpack"
+    _rewrite(tampered, {**header, "integrator": {**plan, "fitted_blocks_sha256": "0" * 16}}, rows)
+    assert main(["replay", str(tampered)]) == 0
+    assert "NOT as logged: fitted_blocks_sha256 differ" in capsys.readouterr().out
     older = {k: v for k, v in header.items() if k != "integrator"}      # a log from before: the preset's plan
     assert replay(older, rows).plan is None
 

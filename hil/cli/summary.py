@@ -57,8 +57,8 @@ def _integrator(s: dict) -> list[str]:
         if worst is not None:
             j, b = worst
             lines.append(f"input hold (zero-order, {hold['period_s'] * 1e3:g} ms): the held torque departs from the "
-                         f"applied torques' linear interpolation by up to {b['largest_step_N_m']:.3g} N m ({j}): at "
-                         f"most {b['rate_bound_rad_s']:.1e} rad/s and {b['angle_bound_rad']:.1e} rad per period "
+                         f"applied torques' linear interpolation by up to {b['largest_step_N_m']:.3g} N m ({j}): about "
+                         f"{b['rate_bound_rad_s']:.1e} rad/s and {b['angle_bound_rad']:.1e} rad per period "
                          "(the hold's own error, not the integrator's)")
     return lines
 

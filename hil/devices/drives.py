@@ -44,20 +44,22 @@ tau_max / (n eta Kt) (current, voltage); the current limit clamps the current re
 driving the load: back-driven, the gear passes up to tau_max / eta^2. `torque_limited` says
 whether any joint was clamped this cycle.
 
-Joint friction acts inside the plant's substeps (hil.kernels.aba.friction); the bank scales it by
+Joint friction acts inside the plant's substeps (hil.kernels.joints.friction); the bank scales it by
 writing the kernel's arrays in place (``KernelModel.viscous``, ``coulomb``, the columns of ``jpar``).
-Like the brake's ramp below, the smoothed Coulomb (and Stribeck) friction is a damper of slope
-c + (F_c + F_st) / v_s at rest, integrated explicitly in every substep h: its smoothing velocity is
-at least (F_c + F_st) h / (kappa J - c h) (kappa: the integrator's safety fraction times its
-real-axis bound, J the apparent inertia below), which Plant.stabilize_friction applies on the
-plant's construction, again when the bank is built (at the bank's pose) and after every
-set_friction_scale (ten times the friction needs a ten times wider smoothing). The configured
-``coulomb_smoothing_rad_s`` is a lower bound, kept where it is already stable: below v_s the
-smoothed model creeps under loads below its Coulomb level instead of sticking (Plant
-.stabilize_friction). ELLA (1 substep of 1 ms, RK4 at safety 0.5): v_s = 1.97, 2.14 and 2.72 mrad/s
-for yaw, pitch and elbow instead of the configured 1 mrad/s; 20.0, 21.9 and 27.8 mrad/s at ten
-times the friction. The floor scales with h: should the plant's substeps change at run time (a
-payload fault, hil.faults.engine), restabilize() recomputes it, and the brake ramps below, for the new h.
+The smoothed Coulomb (and Stribeck) friction is a damper of slope c + (F_c + F_st) / v_s at rest: RK4
+integrates it explicitly in every substep h, the midpoint schemes linearly implicitly (which chatters
+only beyond (F_c + F_st) h / (J v_s) of about 18). Its smoothing velocity is therefore at least
+(F_c + F_st) h / (kappa J - c h) under RK4, (F_c + F_st) h / (kappa J) under the midpoint schemes
+(kappa: the integrator's safety fraction times hil.dynamics.integrator_plan.FRICTION_BOUND, J the
+apparent inertia below), which Plant.stabilize_friction applies on the plant's construction, again when
+the bank is built (at the bank's pose) and after every set_friction_scale (ten times the friction needs
+a ten times wider floor). The configured ``coulomb_smoothing_rad_s`` is a lower bound, kept where it
+is already stable: below v_s the smoothed model creeps under loads below its Coulomb level instead of
+sticking (Plant.stabilize_friction). ELLA under its plan (the fitted midpoint, 3 substeps of 333 us)
+keeps its configured 1 mrad/s, and 1.2, 1.3 and 1.7 mrad/s for yaw, pitch and elbow at ten times the
+friction; RK4 pinned to one 1 ms substep needs 1.97, 2.14 and 2.72 mrad/s, and 20.0, 21.9 and 27.8 at
+ten times. The floor scales with h: should the plant's substeps change at run time (a payload fault,
+hil.faults.engine), restabilize() recomputes it, and the brake ramps below, for the new h.
 
 Holding brake: a stick-slip brake on the motor coordinate (the joint angle, or the rotor angle of a
 Spong joint), link side: it holds up to F_s (``brake_torque_N_m``) and slips with the kinetic torque
@@ -96,9 +98,9 @@ step, and in the cycle that locks R is not known yet (``brake_reaction`` reads 0
 has zero rate, so the power bookkeeping (hil.kernels.outputs.power) sees no work from its drive or
 brake; the stop at locking takes out kinetic energy outside the integrated power (at most
 1/2 J v_b^2, J the apparent inertia), and never adds any. Stopping a stiff joint costs two
-articulated-body solves in that cycle (about 30 us for ELLA). ELLA (1 substep of 1 ms): the pitch
-brake (F_s = F_k = 160 N m, J = 0.34 kg m^2, v_b = 0.34 rad/s, a stop taking out at most 0.02 J)
-holds the horizontal arm (R = 98 N m) with no creep at all.
+articulated-body solves in that cycle (about 30 us for ELLA). ELLA (its plan: 3 substeps of 333 us):
+the pitch brake (F_s = F_k = 160 N m, J = 0.34 kg m^2, v_b = 0.16 rad/s, a stop taking out at most
+0.004 J) holds the horizontal arm (R = 98 N m) with no creep at all.
 """
 from __future__ import annotations
 

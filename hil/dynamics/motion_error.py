@@ -14,7 +14,7 @@ and reverses, gravity's torque changes with the pose: the rigid, nonlinear motio
 besides the modes, over the whole span, as errors that grow faster than linearly (an undamped arm's
 drift) would be missed by a shorter probe scaled up.
 
-The converged solution: the same held input with RK4 at n_ref = 8 times its stable count (its friction
+The converged solution: the same held input with RK4 at n_ref = 4 times its stable count (its friction
 resolved: hil.model.linearize.substeps_for), or where that is dearer (stiff modes RK4 must resolve), the
 fitted midpoint at n_ref = REFERENCE_MIDPOINT_SUBSTEPS; checked against n_ref / 2 by Richardson's
 estimate |y(n_ref / 2) - y(n_ref)| / (2^p - 1) of its own error (p its order), n_ref doubled while that is above
@@ -49,13 +49,16 @@ REFERENCE_MIDPOINT_SUBSTEPS = 64
 @dataclass
 class MotionError:
     plan: str                  # "<method> x<substeps>"
-    max_error_rad: float       # largest joint (or rotor) angle error over the probe
+    max_error_rad: float       # largest joint (or rotor) angle error over the probe, at least the reference's own
     per_step_rad: float        # max_error_rad over the probe's outer steps
     probe_s: float
     reference: str             # the converged solution: "<method> x<n_ref>"
     reference_error_rad: float  # its own error estimate
+    joints: int                # the angles compared (0: every joint prescribed, nothing to judge)
 
     def describe(self) -> str:
+        if not self.joints:
+            return "every joint prescribed: no joint motion to judge"
         return (f"joint angles within {self.max_error_rad:.1e} rad of a converged solution over the "
                 f"{self.probe_s:g} s probe ({self.per_step_rad:.1e} rad per step)")
 
@@ -76,7 +79,14 @@ class MotionProbe:
         nj = lay.n_joints
         moving = [k for k in range(nj) if km.drive[k] != JOINT_PRESCRIBED]
         self.angles = np.array(moving + [lay.motor_index(k) for k in range(nj) if km.mot[k] >= 0], np.int64)
-        rk4 = 8 * step_frequencies_hz(asm).substeps("rk4", cfg.dt_s, cfg.safety)
+        self.reference, self.reference_name, self.reference_error = np.zeros((self.steps, 0)), "none", 0.0
+        if self.angles.size:
+            self._converge(asm)
+
+    def _converge(self, asm: Assembled) -> None:
+        """The converged solution and its own error estimate (module docstring)."""
+        cfg = asm.model.integrator
+        rk4 = 4 * step_frequencies_hz(asm).substeps("rk4", cfg.dt_s, cfg.safety)
         method, n, order = (("rk4", rk4, 4) if 4 * rk4 <= 2 * REFERENCE_MIDPOINT_SUBSTEPS
                             else ("fitted_midpoint", REFERENCE_MIDPOINT_SUBSTEPS, 2))
         per_substep = self.steps * (4 if method == "rk4" else 2)
@@ -106,11 +116,13 @@ class MotionProbe:
         return out
 
     def error(self, method: str, substeps: int) -> MotionError:
-        """The joint angle error of `method` x `substeps` against the converged solution."""
-        worst = _largest(self.run(method, substeps), self.reference)
+        """The joint angle error of `method` x `substeps` against the converged solution (no finer than the
+        reference's own error: what the measure can resolve)."""
+        worst = max(_largest(self.run(method, substeps), self.reference), self.reference_error) \
+            if self.angles.size else 0.0
         return MotionError(f"{method} x{substeps}", worst, worst / self.steps,
                            self.steps * self.asm.model.integrator.dt_s, self.reference_name,
-                           float(self.reference_error))
+                           float(self.reference_error), int(self.angles.size))
 
 
 def _largest(a: np.ndarray, b: np.ndarray) -> float:

@@ -1,13 +1,13 @@
 """The integrator plans already made, on disk beside the compiled kernels.
 
 A plan costs every start (ELLA: the arm's frequencies by central differences, the linearised map of
-every candidate, the cost of an evaluation, the fitted blocks and the oracle kernels they load, 40 to
-60 ms of CPU; with an energy tolerance, measured runs of 10 s, about 2 s). It depends only on the
-kernel arrays (mi, mf), the initial state, the integrator settings, the requested method and
-substeps and the code that plans, so it is kept under that key in <numba cache>/plans (the numba
-cache folder is itself keyed on the kernel sources: hil.jit_cache). A later start with the same key
-takes the plan as it was made, the measured cost of an evaluation included, so the choice does not
-change with the machine's load from run to run. A plan that warned warns again when taken from here.
+every candidate, the fitted blocks and the oracle kernels they load, the probe motion and its converged
+solution: about 1 s of CPU; with an energy tolerance, measured runs of 10 s, about 2 s more). It depends
+only on the kernel arrays (mi, mf), the initial state, the integrator settings, the drives' specs (the
+probe's rate and torque limits), the requested method and substeps and the code that plans, so it is
+kept under that key in <numba cache>/plans (the numba cache folder is itself keyed on the kernel sources:
+hil.jit_cache). A later start with the same key takes the plan as it was made. A plan that warned warns
+again when taken from here.
 """
 from __future__ import annotations
 
@@ -43,7 +43,8 @@ def key(asm: Assembled, *request) -> str:
     for a in (km.mi, km.mf, asm.pos0, asm.vel0):
         h.update(a.tobytes())
     settings = dataclasses.asdict(asm.model.integrator)
-    h.update(json.dumps([settings, *request], sort_keys=True).encode())
+    drives = [dataclasses.asdict(b.joint.motor) if b.joint.motor else None for b in asm.model.bodies]
+    h.update(json.dumps([settings, drives, *request], sort_keys=True).encode())
     return h.hexdigest()[:32]
 
 

@@ -3,9 +3,10 @@
 Plant.step() is one Python-to-numba call that advances one outer step (all
 substeps), allocation-free; everything is compiled and warmed up on creation.
 
-Joint friction is integrated explicitly in every substep, so its slope at rest must stay within the
-method's stability bound; the plant widens each joint's Coulomb smoothing to keep it there
-(Plant.stabilize_friction; hil.devices.drives.DriveBank calls it again when it scales the friction).
+Joint friction is integrated in every substep, explicitly by RK4 and linearly implicitly by the midpoint
+schemes, so its slope at rest must stay within what the method keeps; the plant widens a joint's Coulomb
+smoothing only beyond that (Plant.stabilize_friction; hil.devices.drives.DriveBank calls it again when it
+scales the friction).
 """
 from __future__ import annotations
 
@@ -23,8 +24,9 @@ from hil.kernels.outputs import STATION_FIELDS, energy, evaluate, power, station
 from hil.model.linearize import motor_inertias, rest_state
 from hil.model import midpoint_fit
 from hil.dynamics import plan_cache
-from hil.dynamics.integrator_plan import (IMPLICIT_FRICTION, METHODS, REAL_AXIS_STABILITY,  # noqa: F401
-                                          IntegratorAccuracyWarning, IntegratorPlan, plan_integrator)
+from hil.dynamics.integrator_plan import (FRICTION_BOUND, IMPLICIT_FRICTION, METHODS,  # noqa: F401
+                                          REAL_AXIS_STABILITY, IntegratorAccuracyWarning, IntegratorPlan,
+                                          plan_integrator)
 from hil.kernels.layout import JOINT_PRESCRIBED, JP_COUL_VS, JP_STRIBECK
 
 # the kernel that solves the equations of motion: the O(n) articulated-body algorithm (hil.kernels.aba)
@@ -107,19 +109,18 @@ class Plant:
     def friction_smoothing_floor(self, inertia: np.ndarray | None = None) -> np.ndarray:
         """The smallest Coulomb smoothing v_s each joint's friction, as the kernel holds it now
         (viscous c, Coulomb F_c and Stribeck F_st, any friction scale included), may have for the
-        substep integration to stay stable at rest (stabilize_friction); 0 where no floor applies."""
+        substep integration to keep it (stabilize_friction); 0 where no floor applies."""
         km = self.km
-        if self.plan.method in IMPLICIT_FRICTION:
-            return np.zeros(self.layout.n_joints)
         inertia = apparent_inertias(self) if inertia is None else np.asarray(inertia, float)
         h = self.plan.dt_s / self.plan.substeps
-        kappa = self.asm.model.integrator.safety * REAL_AXIS_STABILITY[self.plan.method]
+        kappa = self.asm.model.integrator.safety * FRICTION_BOUND[self.plan.method]
+        explicit = self.plan.method not in IMPLICIT_FRICTION      # an implicit viscous term costs no margin
         floor = np.zeros(self.layout.n_joints)
         for k in range(floor.size):
             breakaway = km.coulomb[k] + km.jpar[k, JP_STRIBECK]
             if not (self._friction_acts[k] and breakaway > 0.0):
                 continue
-            budget = kappa * inertia[k] - km.viscous[k] * h        # what the viscous slope leaves
+            budget = kappa * inertia[k] - (km.viscous[k] * h if explicit else 0.0)     # what the viscous slope leaves
             if budget <= 0.0:
                 warnings.warn(f"joint {self.layout.joint_names[k]!r}: viscous friction {km.viscous[k]:.3g} N m s/rad "
                               f"alone exceeds the stability bound of the substep ({self.plan.describe()}; apparent "
@@ -134,25 +135,25 @@ class Plant:
         max(configured v_s, floor) and return it (also ``Plant.coulomb_smoothing``).
 
         The smoothed friction c v + (F_c + F_st exp(-(v / v_st)^2)) tanh(v / v_s) has the slope
-        c + (F_c + F_st) / v_s at rest, a damper integrated explicitly in every substep h: stable while
-        (c + (F_c + F_st) / v_s) h / J stays within the method's real-axis bound (RK4 2.785, the IMEX
-        midpoint predictor and Euler 2) times the integrator's safety fraction, kappa; J the apparent
-        inertia of the joint's motor coordinate (hil.devices.drives.apparent_inertias, the same rule as the
-        holding brake's default ramp). Hence the floor
+        c + (F_c + F_st) / v_s at rest. An explicit method (RK4, Euler) integrates it as a damper in every
+        substep h, stable while (c + (F_c + F_st) / v_s) h / J stays within its real-axis bound times the
+        integrator's safety fraction, kappa; the midpoint schemes take it linearly implicitly
+        (hil.kernels.joints), which chatters only beyond (F_c + F_st) h / (J v_s) of about 18, so there
+        kappa is the safety fraction of 15 and the viscous part costs nothing (FRICTION_BOUND). J is the
+        apparent inertia of the joint's motor coordinate (hil.devices.drives.apparent_inertias, the same
+        rule as the holding brake's default ramp). Hence the floor
 
-            v_s >= (F_c + F_st) h / (kappa J - c h).
+            v_s >= (F_c + F_st) h / (kappa J - c h)   (explicit),   (F_c + F_st) h / (kappa J)   (midpoint).
 
-        A steeper tanh does not make a joint stick: the rate leaves rest and settles in a spurious
-        slide or a limit cycle where the tanh has flattened enough (ELLA held at rest at the configured
-        1 mrad/s: 0.03 .. 0.3 mrad/s, at ten times the friction 5 .. 7 mrad/s). Physically
-        the smoothed model has no true stiction: below v_s it is a damper (F_c + F_st) / v_s, so a
-        load |L| < F_c + F_st does not hold the joint still but lets it creep at v_s atanh(|L| /
-        (F_c + F_st)) (about v_s |L| / (F_c + F_st)), and it slides, with ever more of the full
-        Coulomb torque, once faster than v_s. The configured ``coulomb_smoothing_rad_s`` is therefore
-        a lower bound, kept where it is already stable; a wider v_s also flattens a Stribeck peak
-        narrower than it (v_st). More substeps allow a narrower v_s (and runs at different substeps
-        then differ in their friction model where the floor binds). Scaled friction (DriveBank
-        .set_friction_scale) needs a wider one: the bank calls this again after scaling. `inertia`:
+        Under the midpoint schemes ELLA keeps its configured 1 mrad/s at every plan (at one 1 ms substep
+        the ratio is 7.7 against 7.5: a 3 % wider smoothing on its elbow), a 10x friction fault widens it
+        to 1.4 .. 2.7 mrad/s at its plan (RK4 at one substep would take 20 .. 28 mrad/s). Physically the
+        smoothed model has no true stiction: below v_s it is a damper (F_c + F_st) / v_s, so a load |L| <
+        F_c + F_st does not hold the joint still but lets it creep at v_s atanh(|L| / (F_c + F_st)), and it
+        slides, with ever more of the full Coulomb torque, once faster than v_s. The configured
+        ``coulomb_smoothing_rad_s`` is therefore a lower bound, kept where it is already stable; a wider
+        v_s also flattens a Stribeck peak narrower than it (v_st). Scaled friction (DriveBank
+        .set_friction_scale) may need a wider one: the bank calls this again after scaling. `inertia`:
         per joint apparent inertias (default: at the current pose). Prescribed joints keep theirs
         (friction does not move them)."""
         np.maximum(self._configured_smoothing, self.friction_smoothing_floor(inertia),

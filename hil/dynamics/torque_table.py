@@ -2,12 +2,13 @@
 the file, evaluated by linear interpolation and held constant outside the table."""
 from __future__ import annotations
 
-import bisect
 import csv
 import math
 from pathlib import Path
 
 import numpy as np
+
+from hil.kernels.offline import torque_at
 
 __all__ = ["InputError", "TorqueTable"]
 
@@ -20,10 +21,8 @@ class TorqueTable:
     """Drive torques tabulated over time: linear interpolation, held constant outside the table."""
 
     def __init__(self, t: np.ndarray, tau: np.ndarray):
-        self.t = np.asarray(t, dtype=float)
-        self.tau = np.asarray(tau, dtype=float).reshape(len(self.t), -1)
-        self._t_list = self.t.tolist()
-        self._slope = np.diff(self.tau, axis=0) / np.diff(self.t)[:, None]
+        self.t = np.ascontiguousarray(t, dtype=float)
+        self.tau = np.ascontiguousarray(np.asarray(tau, dtype=float).reshape(len(self.t), -1))
 
     @classmethod
     def from_csv(cls, path: str | Path, joint_names: list[str], prescribed: tuple[str, ...] = ()) -> "TorqueTable":
@@ -56,15 +55,9 @@ class TorqueTable:
         return cls(t, tau)
 
     def __call__(self, t: float, out: np.ndarray) -> None:
-        """Write the torques at time t into out (no allocation)."""
-        i = bisect.bisect_right(self._t_list, t) - 1
-        if i < 0:
-            out[:] = self.tau[0]
-        elif i >= len(self._t_list) - 1:
-            out[:] = self.tau[-1]
-        else:
-            np.multiply(self._slope[i], t - self._t_list[i], out=out)
-            out += self.tau[i]
+        """Write the torques at time t into out (no allocation; the interpolation the offline stepper's
+        kernel does at every stage, hil.kernels.offline.torque_at)."""
+        torque_at(self.tau[0], self.t, self.tau, t, out)
 
 
 def _torque_columns(path, header: list[str], joint_names: list[str], prescribed) -> dict[int, int]:

@@ -89,7 +89,7 @@ def forward_dynamics_blocks(mi, mf, w, t, pos, vel, tau, el_pos, el_vel, cK, cD,
     if not articulated_inertias_tip_to_base(mi, mf, w):
         return False
     accelerations_base_to_tip(mi, mf, w, acc)
-    rotor_accelerations(mi, mf, el_vel, cD, tau, w, mi[W_TAUJ], acc)
+    rotor_accelerations(mi, mf, el_vel, w, mi[W_VEL], cD, tau, w, mi[W_TAUJ], acc)
     return True
 
 
@@ -104,7 +104,7 @@ def joint_torques(mi, mf, w, tau, rates, cD):
     """Link-side torque each joint receives (drive minus friction, or the Spong spring) at the prepared
     state, the friction at `rates` and implicit by cD, and the armature with its slope (W_ARM)."""
     link_torques(mi, mf, w, mi[W_POS], w, mi[W_VEL], tau, w, mi[W_TAUJ])
-    joint_friction_torques(mi, mf, rates, cD, w, mi[W_TAUJ], w, mi[W_ARM])
+    joint_friction_torques(mi, mf, rates, w, mi[W_VEL], cD, w, mi[W_TAUJ], w, mi[W_ARM])
 
 
 @kernel

@@ -3,9 +3,10 @@
 * RK4 (classical Runge-Kutta), explicit: stable while omega_max h <= 2 sqrt(2).
 * IMEX midpoint: the linear modal stiffness and damping are treated with the
   implicit midpoint rule (added modal mass h^2/4 K + h/2 D inside the
-  articulated-body sweep), everything else with an explicit two-pass midpoint
-  predictor. Exact energy behaviour of the implicit midpoint rule on the linear
-  elastic part, so stable for any modal frequency; second order.
+  articulated-body sweep), the joint friction linearly implicitly (hil.kernels.joints),
+  everything else with an explicit two-pass midpoint predictor. Exact energy behaviour of
+  the implicit midpoint rule on the linear elastic part, so stable for any modal
+  frequency; second order.
 * Forward Euler: only to reproduce seed 000 (unstable for undamped oscillators).
 * Fitted midpoint (hil.kernels.fitted_midpoint): the IMEX scheme with each mode's added mass fitted so
   that it keeps its frequency.

@@ -3,13 +3,18 @@ prescribed motion, the link torque a joint receives (drive minus friction, or th
 and the rotor equation of a Spong elastic joint.
 
 Friction is linearly implicit where an integrator asks for it: taken at reference rates v* (the
-``rates`` argument) with its slope s = d tau_f / dv there (at least 0) times the integrator's damping
-coefficient cD added to the inertia the drive meets (a stiff joint's armature, a rotor's inertia), so
-that the solve meets tau_f(v*) + s cD qdd = tau_f(v* + cD qdd) to first order. The midpoint schemes
-pass v* = the substep's start rates and cD = h/2: the friction at the midpoint rates, as they take the
-modal damping; an explicit evaluation passes the state's rates and cD = 0. A stiff friction (a narrow
-Coulomb smoothing, a holding brake's ramp) then needs no substeps of its own and stays the model
-as configured whatever the step.
+``rates`` argument) with a slope s (at least 0) times the integrator's damping coefficient cD added to
+the inertia the drive meets (a stiff joint's armature, a rotor's inertia), so that the solve meets
+tau_f(v*) + s cD qdd ~ tau_f(v* + cD qdd). The midpoint schemes pass v* = the substep's start rates and
+cD = h/2: the friction at the midpoint rates, as they take the modal damping; an explicit evaluation
+passes the state's rates and cD = 0. The slope is the secant from v* to the rates of the state being
+solved (the scheme's predicted midpoint rates in its second pass), the tangent at v* where they are the
+same (its first pass): a joint sliding fast (the tanh flat, its tangent 0) that comes to rest within the
+substep meets the steep part it crosses, where a tangent at v* would overshoot into a chatter of period
+two. Linearised, the friction still chatters once its breakaway slope (F_c + F_st) h / (J v_s) passes
+about 18 (a scalar joint stopping from any rate under any load; 5 with the tangent):
+hil.dynamics.plant.Plant.stabilize_friction keeps the smoothing v_s above that. ELLA's configured
+friction stays below it at every plan, also at one 1 ms substep (7.7).
 
 The model is read from the flat arrays (mi, mf) of hil.kernels.layout. Each function writes into
 buffers given as (array, offset) pairs, so the articulated-body kernel passes its one work array
@@ -61,25 +66,39 @@ def link_torques(mi, mf, pos, o_pos, vel, o_vel, tau, tauj, o_tauj):
 
 
 @kernel
-def joint_friction_torques(mi, mf, rates, cD, tauj, o_tauj, arm, o_arm):
+def joint_friction_torques(mi, mf, rates, vel, o_vel, cD, tauj, o_tauj, arm, o_arm):
     """Each stiff joint's friction at its reference rate rates[k] taken off tauj[o_tauj + k], and the
     inertia its drive meets beyond the link's, arm[o_arm + k] = n^2 J_r + cD s (the module docstring's
-    linearly implicit friction; a Spong joint's friction acts on its rotor: rotor_accelerations)."""
+    linearly implicit friction, s toward the state's rate vel[o_vel + k]; a Spong joint's friction acts
+    on its rotor: rotor_accelerations)."""
     mot = mi[MI_MOT]
     armature = mi[MF_ARMATURE]
     for k in range(mi[DIM_NB]):
         arm[at(o_arm + k)] = mf[at(armature + k)]
         if mi[at(mot + k)] < 0:
-            f, s = joint_friction(mi, mf, k, rates[k])
+            f, cs = implicit_friction(mi, mf, k, rates[k], vel[at(o_vel + k)], cD)
             tauj[at(o_tauj + k)] -= f
-            arm[at(o_arm + k)] += cD * s
+            arm[at(o_arm + k)] += cs
 
 
 @kernel
-def rotor_accelerations(mi, mf, rates, cD, tau, tauj, o_tauj, acc):
+def implicit_friction(mi, mf, k, reference, state, cD):
+    """Joint k's friction at its reference rate and cD times its slope (module docstring): the secant to the
+    state's rate, the tangent where they are within 1e-8 of the smoothing apart; (tau_f, 0) with cD = 0."""
+    if cD == 0.0:
+        return joint_friction(mi, mf, k, reference)[0], 0.0
+    f, s = joint_friction(mi, mf, k, reference)
+    dv = state - reference
+    if abs(dv) > 1e-8 * mf[at(mi[MF_JPAR] + k * N_JP + JP_COUL_VS)]:
+        s = max((joint_friction(mi, mf, k, state)[0] - f) / dv, 0.0)
+    return f, cD * s
+
+
+@kernel
+def rotor_accelerations(mi, mf, rates, vel, o_vel, cD, tau, tauj, o_tauj, acc):
     """Spong rotor equation (B + cD s) phi_ddot = tau - k (phi - q) - d (phi_dot - q_dot) - friction into
-    acc[rotor index], the friction and its slope s at the reference rates (module docstring); a rotor
-    held by its brake (JOINT_ROTOR_HELD) does not accelerate."""
+    acc[rotor index], the friction at the reference rates and its slope s toward the state's rotor rates
+    vel[o_vel:] (module docstring); a rotor held by its brake (JOINT_ROTOR_HELD) does not accelerate."""
     nb = mi[DIM_NB]
     rotors = nb + mi[DIM_NETA]
     mot = mi[MI_MOT]
@@ -91,8 +110,8 @@ def rotor_accelerations(mi, mf, rates, cD, tau, tauj, o_tauj, acc):
         if mi[at(drive + k)] == JOINT_ROTOR_HELD:
             acc[rotors + r] = 0.0
         else:
-            f, s = joint_friction(mi, mf, k, rates[rotors + r])
-            acc[rotors + r] = (tau[k] - tauj[at(o_tauj + k)] - f) / (mf[at(mi[MF_MOT_INERTIA] + k)] + cD * s)
+            f, cs = implicit_friction(mi, mf, k, rates[rotors + r], vel[at(o_vel + rotors + r)], cD)
+            acc[rotors + r] = (tau[k] - tauj[at(o_tauj + k)] - f) / (mf[at(mi[MF_MOT_INERTIA] + k)] + cs)
 
 
 @kernel
@@ -124,9 +143,8 @@ def friction(viscous, coulomb, smoothing, stribeck, stribeck_vs, brake, brake_vs
 
     tau_f = c v + (F_c + F_s exp(-(v / v_st)^2)) tanh(v / v_s) + F_b clip(v / v_b, -1, 1)
 
-    v_s (jpar JP_COUL_VS) is the configured smoothing, widened only for an explicit integrator whose
-    substep cannot keep the slope c + (F_c + F_s) / v_s at rest stable
-    (hil.dynamics.plant.Plant.stabilize_friction).
+    v_s (jpar JP_COUL_VS) is the configured smoothing, widened only where the substep cannot keep the
+    slope (F_c + F_s) / v_s at rest stable (hil.dynamics.plant.Plant.stabilize_friction).
     """
     breakaway = coulomb
     d_breakaway = 0.0

@@ -42,21 +42,14 @@ def torque_at(tau0, table_t, table_tau, t, out):
     n = table_t.shape[0]
     if n == 0:
         _copy_row(tau0, out)
-    elif t <= table_t[0]:
-        _copy_row(table_tau[0], out)
-    elif t >= table_t[n - 1]:
-        _copy_row(table_tau[n - 1], out)
-    else:
-        lo, hi = 0, n - 1
-        while hi - lo > 1:          # table_t[lo] <= t < table_t[hi]
-            mid = (lo + hi) // 2
-            if table_t[mid] <= t:
-                lo = mid
-            else:
-                hi = mid
-        f = (t - table_t[lo]) / (table_t[hi] - table_t[lo])
-        for k in range(out.shape[0]):
-            out[k] = table_tau[lo, k] + f * (table_tau[hi, k] - table_tau[lo, k])
+        return
+    i = _first_after(table_t, t)
+    if i == 0 or i == n:
+        _copy_row(table_tau[min(i, n - 1)], out)
+        return
+    f = (t - table_t[i - 1]) / (table_t[i] - table_t[i - 1])
+    for k in range(out.shape[0]):
+        out[k] = table_tau[i - 1, k] + f * (table_tau[i, k] - table_tau[i - 1, k])
 
 
 @kernel

@@ -17,7 +17,7 @@ from .joints import rotor_accelerations
 from .layout import (DIM_NB, DIM_NETA, DIM_NM, DIM_NQ, JOINT_PRESCRIBED, MF_ARMATURE, MF_AXIS, MF_DMOD, MF_GRAVITY,
                      MF_KMOD, MF_MOT_INERTIA, MI_DRIVE, MI_MO, MI_MOT, MI_NM, MI_PARENT, W_AQ, W_ARM, W_BB, W_DIR,
                      W_DQ, W_F6, W_G6, W_HQ, W_KAP, W_MB, W_MQ, W_NUD, W_P, W_PB, W_PHI, W_PPC, W_PSI, W_QDD_PRES,
-                     W_RPC, W_RQ, W_TAUJ, at)
+                     W_RPC, W_RQ, W_TAUJ, W_VEL, at)
 from .spatial import cholesky_inplace, cholesky_solve
 
 
@@ -265,7 +265,7 @@ def forward_dynamics_dense(mi, mf, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, 
             acc[k] = w[at(mi[W_QDD_PRES] + k)]
     for r in range(nf):
         acc[free[r]] = w[at(rhs + r)]
-    rotor_accelerations(mi, mf, el_vel, cD, tau, w, mi[W_TAUJ], acc)
+    rotor_accelerations(mi, mf, el_vel, w, mi[W_VEL], cD, tau, w, mi[W_TAUJ], acc)
     return True
 
 

@@ -491,7 +491,7 @@ def solve(dm, dw, t, pos, vel, tau, el_pos, el_vel, cK, cD, fitted, acc):
     NM = dm.NM
     impose_prescribed_motion(dm.mi, dm.mf, t, pos, vel, dw.pos, 0, dw.vel, 0, dw.qdd_pres, 0)
     link_torques(dm.mi, dm.mf, dw.pos, 0, dw.vel, 0, tau, dw.tauj, 0)
-    joint_friction_torques(dm.mi, dm.mf, el_vel, cD, dw.tauj, 0, dw.arm, 0)
+    joint_friction_torques(dm.mi, dm.mf, el_vel, dw.vel, 0, cD, dw.tauj, 0, dw.arm, 0)
     for k in range(nb):
         link_kinematics(k, nb, NM, dm.body, dm.stat, dm.axis, dw.pos, dw.vel, dw.Rpc, dw.ppc, dw.Rw, dw.pw, dw.V,
                         dw.kap, dw.Phi, dw.M33, dw.V3, dw.Ghat)
@@ -504,5 +504,5 @@ def solve(dm, dw, t, pos, vel, tau, el_pos, el_vel, cK, cD, fitted, acc):
         return False
     back_substitute(nb, dm.body, dm.axis, dm.drive, dw.qdd_pres, dw.Phi, dw.kap, dw.W, dw.y, dw.z, dw.wrench,
                     dw.tau_joint, acc)
-    rotor_accelerations(dm.mi, dm.mf, el_vel, cD, tau, dw.tauj, 0, acc)
+    rotor_accelerations(dm.mi, dm.mf, el_vel, dw.vel, 0, cD, tau, dw.tauj, 0, acc)
     return True

@@ -105,7 +105,7 @@ class Joint:
     viscous_N_m_s_rad: float = 0.0
     coulomb_N_m: float = 0.0
     coulomb_smoothing_rad_s: float = 1e-3  # tanh(qd / v_s) smoothing of Coulomb friction; a lower bound
-                                           # (hil.dynamics.plant.Plant.stabilize_friction widens it)
+                                           # (Plant.stabilize_friction widens it where a substep cannot keep it)
     stribeck_N_m: float = 0.0              # breakaway torque above the Coulomb level; 0: none
     stribeck_velocity_rad_s: float = 0.0   # its decay exp(-(qd / v_st)^2)
     backlash_rad: float = 0.0              # total dead band of the Spong joint spring

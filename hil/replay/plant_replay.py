@@ -45,7 +45,7 @@ class ReplayResult:
     first_deviation_t: float | None = None     # earliest time any compared column differs
     wall_s: float = 0.0
     missing_rows: int = 0              # cycles absent from the log (dropped rows: their torques are lost)
-    plan: dict | None = None           # the logged integrator plan, checked (None: the log names none)
+    plan: dict | None = None           # the logged integrator plan checked (logged_plant; None: the log names none)
 
     @property
     def bit_identical(self) -> bool:
@@ -74,20 +74,20 @@ def _passthrough_drives(plant: Plant) -> DriveBank:
     return DriveBank(plant, specs)
 
 
-def logged_plant(header: dict[str, Any]) -> Plant:
+def logged_plant(header: dict[str, Any]) -> tuple[Plant, dict | None]:
     """The plant of a run log with the integrator plan the run used (header "integrator":
-    Plant.plan_identity; a log without it: the preset's plan); ValueError where the plan this code makes
-    for it differs (another planning code or kernel: the replay could not reproduce the run)."""
+    Plant.plan_identity; a log without it: the preset's plan), and the check of that plan: the logged
+    identity, the one this version makes with it (``replayed``) and the fields where they differ (a fitted
+    block made by another planning code, BLAS or machine: the replay then need not be bit-identical)."""
     logged = header.get("integrator")
+    formulation = header.get("formulation") or "aba"
     if not isinstance(logged, dict) or "fitted_blocks_sha256" not in logged:
-        return Plant(model_of_log(header), formulation=header.get("formulation") or "aba")
-    plant = Plant(model_of_log(header), logged.get("method"), logged.get("substeps"), logged.get("formulation", "aba"))
+        return Plant(model_of_log(header), formulation=formulation), None
+    plant = Plant(model_of_log(header), logged.get("method"), logged.get("substeps"),
+                  logged.get("formulation", formulation))
     made = plant.plan_identity()
-    if made != logged:
-        differ = ", ".join(f"{k} {logged.get(k)!r} logged, {made[k]!r} now" for k in made if made[k] != logged.get(k))
-        raise ValueError(f"the run log's integrator plan is not the one this version makes for its model ({differ}): "
-                         "the replay would not reproduce the run")
-    return plant
+    differences = sorted(k for k in set(made) | set(logged) if made.get(k) != logged.get(k))
+    return plant, {"logged": logged, "replayed": made, "differences": differences}
 
 
 def replay(header: dict[str, Any], rows: np.ndarray) -> ReplayResult:
@@ -97,7 +97,7 @@ def replay(header: dict[str, Any], rows: np.ndarray) -> ReplayResult:
     if "cycle" not in index:
         raise ValueError("replay needs a run log of hil run (one row per cycle, with a cycle column); "
                          "this log has none (hil simulate output?)")
-    plant = logged_plant(header)
+    plant, plan = logged_plant(header)
     plant.equilibrium_eta()
     lay = plant.layout
     missing = [f"tau_{j}" for j in lay.joint_names if f"tau_{j}" not in index]
@@ -125,7 +125,7 @@ def replay(header: dict[str, Any], rows: np.ndarray) -> ReplayResult:
         r[-3:] = tip[:3]
     wall = time.perf_counter() - t0
     result = _compared(out_cols, out, cols, rows, wall)
-    result.plan = plant.plan_identity() if isinstance(header.get("integrator"), dict) else None
+    result.plan = plan
     cycles = rows[:, index["cycle"]]
     result.missing_rows = int(cycles[-1] - len(rows)) if len(rows) else 0    # cycles count from 1
     return result

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from hil.dynamics.plant import Plant
+from hil.kernels.layout import JOINT_PRESCRIBED
 from hil.logs.streaming import Steps, scan
 from hil.logs.targets import Targets
 from hil.model.linearize import motor_inertias
@@ -35,24 +36,26 @@ def judge(summary: dict, log_path: str | Path, plant: Plant, period_s: float, ta
     """Add the tip metrics (`"tip_metrics"`), the input hold's error (`"input_hold"`) and, with targets,
     `"targets"`, `"targets_file"` and `"verdicts"` to the summary of a run of `plant` with the period
     `period_s`: passes over the log in constant memory (hil.logs.streaming)."""
-    joints = plant.layout.joint_names
     summary["tip_metrics"] = tip_metrics(log_path)
-    summary["input_hold"] = input_hold(log_path, joints, motor_inertias(plant.km, plant.layout, plant.asm.pos0),
-                                       period_s)
+    driven = np.flatnonzero(plant.km.drive[: plant.layout.n_joints] != JOINT_PRESCRIBED)
+    summary["input_hold"] = input_hold(log_path, [plant.layout.joint_names[k] for k in driven],
+                                       motor_inertias(plant.km, plant.layout, plant.asm.pos0)[driven], period_s)
     if targets is not None:
         summary["targets"] = targets.as_dict()
         summary["targets_file"] = targets.source
-        summary["verdicts"] = evaluate(targets, log_path, joints)
+        summary["verdicts"] = evaluate(targets, log_path, plant.layout.joint_names)
 
 
 def input_hold(log_path: str | Path, joints: list[str], inertias: np.ndarray, period_s: float) -> dict:
     """The zero-order hold's own error for the torques the plant received (tau_<joint>, held over each
     period as a DAC holds a command): physics the firmware lives with, not an integrator error. Within a
     period the held torque departs from the linear interpolation of the applied torques by at most the
-    step to the next one, |dtau| = |tau_n+1 - tau_n|; over one period T that moves joint k's rate by at
-    most |dtau| T / (2 J_k) and its angle by at most |dtau| T^2 / (6 J_k) (J_k the inertia its drive meets
-    at the initial pose, hil.model.linearize.motor_inertias). Per joint: the largest and the rms step
-    [N m] and the per-period rate [rad/s] and angle [rad] bounds of the largest step."""
+    step to the next one, |dtau| = |tau_n+1 - tau_n|; over one period T that moves joint k's rate by about
+    |dtau| T / (2 J_k) and its angle by about |dtau| T^2 / (6 J_k), J_k the inertia its drive meets at the
+    initial pose (hil.model.linearize.motor_inertias): exact for a joint alone, an estimate on an arm
+    whose other joints' steps also move it. `joints`: the torque-driven ones (a prescribed joint's torque
+    moves nothing). Per joint: the largest and the rms step [N m] and the per-period rate [rad/s] and
+    angle [rad] of the largest step."""
     columns = [f"tau_{j}" for j in joints]
     steps = Steps(len(columns))
     scan(log_path, [(columns, steps.feed)])
