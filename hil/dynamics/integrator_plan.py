@@ -264,7 +264,8 @@ def _choose(asm: Assembled, freqs, bandwidth: float | None, substeps: int | None
     analysis = LinearisedPlant(asm)
     affordable = [c for c in candidates if c[0] <= budget]
     the_probe = functools.cache(lambda: MotionProbe(asm))     # made once, when a plan first needs it
-    motion = MeasuredTarget(f"the joint angles over the {PROBE_S:g} s probe", "rad",
+    motion = MeasuredTarget(f"the joint angles over the {PROBE_S:g} s probe (a third of the motion tolerance)",
+                            "rad",
                             cfg.motion_tolerance_rad / MOTION_MARGIN,
                             lambda m, n: the_probe().error(m, n), lambda e: e.max_error_rad)
     energy = MeasuredTarget("the undamped arm's energy", "of its largest kinetic energy", cfg.energy_tolerance,
@@ -349,7 +350,7 @@ class MeasuredTarget:
 
     def describe(self) -> str:
         tried = ", ".join(f"{m} x{n} {self._value(e):.1e}" for (m, n), e in self.measured.items())
-        return f"{self.what} within {self.tolerance:g} {self.unit} (measured: {tried})"
+        return f"{self.what} within {self.tolerance:.2g} {self.unit} (measured: {tried})"
 
 
 def accurate_substeps(asm: Assembled, plan: IntegratorPlan, lowest: int) -> int | None:
