@@ -267,3 +267,14 @@ def test_campaign_bench_reports_rates_overhead_and_memory(capsys):
     # a case's hil run and firmware processes are children: their CPU time is counted, not only the campaign's
     assert r["bare_cpu_s"] > 0.5 and r["campaign_cpu_per_case_s"] > 0.5
     assert math.isclose(r["cpu_overhead_per_case"], r["campaign_cpu_per_case_s"] / r["bare_cpu_s"] - 1)
+
+
+def test_the_friction_chatter_scan_puts_the_onset_above_the_bound_the_plant_keeps():
+    """tools.friction_chatter on the real kernel: at the bound FRICTION_BOUND keeps (15) no run of the scan
+    chatters; at 27 some do (the subject the floor exists for)."""
+    from hil.dynamics.integrator_plan import FRICTION_BOUND
+    from tools import friction_chatter
+
+    rep = friction_chatter.scan("fitted_midpoint", [FRICTION_BOUND["fitted_midpoint"], 27.0])
+    quiet, loud = rep["rows"]
+    assert quiet["chattering_runs"] == 0 and loud["chattering_runs"] > 0 and rep["onset_ratio"] == 27.0

@@ -12,7 +12,8 @@ solved (the scheme's predicted midpoint rates in its second pass), the tangent a
 same (its first pass): a joint sliding fast (the tanh flat, its tangent 0) that comes to rest within the
 substep meets the steep part it crosses, where a tangent at v* would overshoot into a chatter of period
 two. Linearised, the friction still chatters once its breakaway slope (F_c + F_st) h / (J v_s) passes
-about 18 (a scalar joint stopping from any rate under any load; 5 with the tangent):
+about 18 (a joint stopping from rates of 0.1 mrad/s to 1 rad/s under loads up to 0.9 of its Coulomb torque:
+tools.friction_chatter):
 hil.dynamics.plant.Plant.stabilize_friction keeps the smoothing v_s above that. ELLA's configured
 friction stays below it at every plan, also at one 1 ms substep (7.7).
 
