@@ -278,3 +278,33 @@ def test_the_friction_chatter_scan_puts_the_onset_above_the_bound_the_plant_keep
     rep = friction_chatter.scan("fitted_midpoint", [FRICTION_BOUND["fitted_midpoint"], 27.0])
     quiet, loud = rep["rows"]
     assert quiet["chattering_runs"] == 0 and loud["chattering_runs"] > 0 and rep["onset_ratio"] == 27.0
+
+
+def test_lockstep_checkouts_compares_bit_for_bit_and_refuses_what_it_cannot_run(tmp_path, capsys):
+    """tools.lockstep_checkouts: two logs alike but for the timings are identical, a one-ulp change of a joint
+    angle is found; a checkout that cannot run is an exit status 2 naming it (the tool's whole runs are
+    measured in the closing notes: minutes per pair of checkouts)."""
+    import numpy as np
+    from runlogs import write_synthetic_log
+
+    from hil.logs.runlog import MsgpackRunWriter
+    from tools import lockstep_checkouts
+
+    header, rows = write_synthetic_log(tmp_path / "a.msgpack")
+    cols = header["columns"]
+
+    def variant(name, change):
+        out = rows.copy()
+        change(out)
+        with MsgpackRunWriter(tmp_path / name, {"columns": cols}) as w:
+            for row in out:
+                w.write(row)
+        return tmp_path / name
+
+    timings = variant("b.msgpack", lambda r: r.__setitem__((slice(None), cols.index("lateness_us")), 7.0))
+    moved = variant("c.msgpack", lambda r: r.__setitem__((5, cols.index("q_elbow")),
+                                                          np.nextafter(r[5, cols.index("q_elbow")], 1.0)))
+    assert lockstep_checkouts.compare(tmp_path / "a.msgpack", timings)["identical"]
+    assert lockstep_checkouts.compare(tmp_path / "a.msgpack", moved)["differing"] == ["q_elbow"]
+    assert lockstep_checkouts.main([str(tmp_path / "nowhere"), ".", "--runs", "pid", "--duration", "0.1"]) == 2
+    assert "nowhere" in capsys.readouterr().err

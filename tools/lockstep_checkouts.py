@@ -34,6 +34,8 @@ MAX_DURATION_S = 30.0
 def run_log(checkout: Path, run: str, duration: float, out: Path) -> None:
     """One lockstep run of `checkout`'s own code into the log `out` (RuntimeError with its output if it fails
     to make a log)."""
+    if not (checkout / "hil").is_dir():
+        raise RuntimeError(f"{checkout}: not a checkout of the emulator (no hil/ folder)")
     env = dict(os.environ, PYTHONPATH=str(checkout), NUMBA_CACHE_DIR=str(checkout / ".numba_cache"))
     cmd = [sys.executable, "-m", "hil", "run", "ella", "--bus", "serial_frame", "--link", "pty", "--spawn-firmware",
            "--mode", "lockstep", "--duration", str(duration), "--move-time", "1.0", "--log", str(out), *RUNS[run]]
