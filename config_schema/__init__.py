@@ -129,7 +129,13 @@ def bare_key(key: str) -> str:
     return key if re.fullmatch(r"[A-Za-z0-9_\-]+", key) else json.dumps(key)
 
 
-class ConfigError(ValueError):
+class UserError(ValueError):
+    """A refusal the user can act on: a configuration, an option, an input file or request that cannot be
+    taken, its message naming what and why. ``hil`` prints it in one line; any other exception is a bug
+    and shows its traceback."""
+
+
+class ConfigError(UserError):
     """An invalid file or value. ``str(err)`` is ``"<file>: <key> = <value>: <expected>"``.
 
     Attributes ``file``, ``key``, ``value`` (the offending value as read) and ``expected``

@@ -28,6 +28,7 @@ from firmware_bridge.bus_schema import BusSpec
 from firmware_bridge.codec import CRC_WIDTH, MessageSpec
 from firmware_bridge.dbc import dbc_text
 from firmware_bridge.framing import MAX_PAYLOAD, max_encoded_size
+from config_schema import UserError
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -42,7 +43,7 @@ def _codec_layout(bus: BusSpec) -> BusSpec:
 def generated_sources(bus: BusSpec, name: str, source: str = "<map>") -> dict[str, str]:
     """File name -> text of the four C files of ``bus`` (``name``: the C prefix, an identifier)."""
     if not _IDENT.match(name):
-        raise ValueError(f"C name {name!r}: expected an identifier (letters, digits, _)")
+        raise UserError(f"C name {name!r}: expected an identifier (letters, digits, _)")
     try:
         import cantools
         from cantools.database.can.c_source import generate

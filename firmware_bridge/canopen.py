@@ -61,6 +61,7 @@ from .messages import (HEARTBEAT_BASE_ID, NMT_ID, NMT_PRE_OPERATIONAL, NMT_RESET
 from .pdo import RPDO, TPDO, Pdo
 from .sdo_server import SDO_REQUEST_BASE, SDO_RESPONSE_BASE
 from .signals import CommandInput
+from config_schema import UserError
 
 TPDO_FUNCTIONS = (0x180, 0x280, 0x380, 0x480)
 RPDO_FUNCTIONS = (0x200, 0x300, 0x400, 0x500)
@@ -98,7 +99,7 @@ def joint_nodes(bus: BusMap, direction: str, signal: str, names: list[str], func
         sig = signal.format(name)
         hits = [c for c, _ in bus.find(sig) if c.direction == direction]
         if not hits or function_of(hits[0].arbitration_id) not in functions or hits[0].is_extended_id:
-            raise ValueError(f"{bus.source}: {sig} is not carried by a {direction} PDO of the predefined "
+            raise UserError(f"{bus.source}: {sig} is not carried by a {direction} PDO of the predefined "
                              f"connection set")
         out.append(node_of(hits[0].arbitration_id))
     return out
@@ -132,7 +133,7 @@ def node_specs(bus: BusMap, joint_names: list[str], heartbeat_ms: float) -> list
     for k, (name, n) in enumerate(zip(joint_names, joint_node)):
         s = spec(n)
         if s.joint is not None:
-            raise ValueError(f"{bus.source}: node {n} carries the torque of two joints; a CiA 402 drive has one")
+            raise UserError(f"{bus.source}: node {n} carries the torque of two joints; a CiA 402 drive has one")
         codec, i = next((c, i) for c, i in bus.find(f"tau_{name}") if c.direction == "to_plant")
         s.joint, s.label, s.torque_scale = k, name, codec.spec.signals[i].scale
     return [specs[n] for n in sorted(specs)]
@@ -172,7 +173,7 @@ class DriveNodes:
     def __init__(self, bus: BusMap, joint_names: list[str], heartbeat_s: float | None = None,
                  clock: Callable[[], float] = time.monotonic):
         if not is_canopen(bus):
-            raise ValueError(f"{bus.source}: not a CANopen map (needs NMT 0x000 and SYNC 0x080 to_plant)")
+            raise UserError(f"{bus.source}: not a CANopen map (needs NMT 0x000 and SYNC 0x080 to_plant)")
         self.clock = clock
         hb_codecs = [c for c in bus.messages("to_firmware") if not c.is_extended_id
                      and function_of(c.arbitration_id) == HEARTBEAT_FUNCTION and node_of(c.arbitration_id)]
@@ -183,7 +184,7 @@ class DriveNodes:
         if heartbeat_s is None:
             heartbeat_s = hb_codecs[0].rate_divider * bus.cycle_s if hb_codecs and hb_codecs[0].rate_divider else 0.0
         if not heartbeat_s >= 0:
-            raise ValueError(f"heartbeat_s = {heartbeat_s}: expected a producer time >= 0 s (0: off)")
+            raise UserError(f"heartbeat_s = {heartbeat_s}: expected a producer time >= 0 s (0: off)")
         self.heartbeat_s = float(heartbeat_s)
         self.phase_s = {node_of(c.arbitration_id): (c.rate_offset / c.rate_divider if c.rate_divider else 0.0)
                         * self.heartbeat_s for c in hb_codecs}

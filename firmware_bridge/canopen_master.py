@@ -17,6 +17,7 @@ from .drive_node import EMCY_BASE
 from .link import Frame
 from .messages import NMT_ID, NMT_START, NMT_STOP, STATE_BOOTUP, SYNC_ID, BusMap, nmt_frame, sync_frame
 from .sdo_server import SDO_REQUEST_BASE, SDO_RESPONSE_BASE, download_confirmed, expedited_download
+from config_schema import UserError
 
 
 # the CiA 402 drive's enabling: cyclic synchronous torque, then shutdown, switch on, enable operation
@@ -29,7 +30,7 @@ class CanopenMaster:
 
     def __init__(self, bus: BusMap, joint_names: list[str]):
         if not is_canopen(bus):
-            raise ValueError(f"{bus.source}: not a CANopen map (needs NMT 0x000 and SYNC 0x080 to_plant)")
+            raise UserError(f"{bus.source}: not a CANopen map (needs NMT 0x000 and SYNC 0x080 to_plant)")
         # the drives whose position TPDOs the controller needs must be up before the network starts
         self.required = tuple(sorted(set(joint_nodes(bus, "to_firmware", "enc_{}", joint_names, TPDO_FUNCTIONS))))
         self.drives = tuple(sorted(set(joint_nodes(bus, "to_plant", "tau_{}", joint_names, RPDO_FUNCTIONS))))

@@ -19,6 +19,8 @@ import struct
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
+from config_schema import UserError
+
 # ----------------------------------------------------------------------------- data and object types
 INTEGER8, INTEGER16, INTEGER32 = 0x0002, 0x0003, 0x0004
 UNSIGNED8, UNSIGNED16, UNSIGNED32 = 0x0005, 0x0006, 0x0007
@@ -102,7 +104,7 @@ class Entry:
                  read: Callable[[], int] | None = None, write: Callable[[int], None] | None = None,
                  relative: bool = False, description: str = ""):
         if access not in ACCESS_TYPES:
-            raise ValueError(f"0x{index:04X}sub{sub}: access {access!r}: expected one of {', '.join(ACCESS_TYPES)}")
+            raise UserError(f"0x{index:04X}sub{sub}: access {access!r}: expected one of {', '.join(ACCESS_TYPES)}")
         self.index, self.sub, self.name, self.type, self.access = index, sub, name, DATA_TYPES[data_type], access
         self.pdo, self.low, self.high, self.relative, self.description = pdo, low, high, relative, description
         self.default = default

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from firmware_bridge.framing import crc16_ccitt_false
 from firmware_bridge.link import Frame
+from config_schema import UserError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -58,7 +59,7 @@ class StatusFlag(IntFlag):
 
 
 # ----------------------------------------------------------------------------- errors
-class MessageError(ValueError):
+class MessageError(UserError):
     """A frame or value refused by a codec; ``kind`` says why (see REJECTION_KINDS)."""
 
     def __init__(self, kind: str, message: str):

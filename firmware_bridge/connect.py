@@ -19,6 +19,7 @@ on both ends) or ``slcan-pty`` (this side an emulated slcan adapter, the firmwar
 from __future__ import annotations
 
 from .link import Link
+from config_schema import UserError
 
 
 def open_link(spec: str) -> Link:
@@ -33,12 +34,12 @@ def open_link(spec: str) -> Link:
         interface, _, channel = rest.partition(":")
         channel, *options = channel.split(",")
         if not interface or not channel:
-            raise ValueError(f"link {spec!r}: expected {kind}:INTERFACE:CHANNEL[,KEY=VALUE...]")
+            raise UserError(f"link {spec!r}: expected {kind}:INTERFACE:CHANNEL[,KEY=VALUE...]")
         return _can_link(spec, interface, channel, kind == "canfd", _options(spec, options))
     if kind == "slcan-adapter":
         from .can_link import SlcanAdapterLink
         return SlcanAdapterLink(int(rest) if rest.isdigit() else rest)
-    raise ValueError(f"link {spec!r}: expected serial:PATH, serial-fd:N, can:IF:CH, canfd:IF:CH or slcan-adapter:PATH")
+    raise UserError(f"link {spec!r}: expected serial:PATH, serial-fd:N, can:IF:CH, canfd:IF:CH or slcan-adapter:PATH")
 
 
 SERIAL_LINKS = ("pty", "serial", "serial-fd")
@@ -55,7 +56,7 @@ def check_link_fits(bus, spec: str) -> None:
     need = {"serial": "a serial link (pty, serial:PATH)",
             "can": "a CAN link (can:IF:CH, canfd:IF:CH, slcan-pty, slcan-adapter:PATH)",
             "canfd": "a CAN FD link (canfd:IF:CH, slcan-pty, slcan-adapter:PATH)"}[bus.kind]
-    raise ValueError(f"link {spec!r} cannot carry the frames of {bus.source} (kind = {bus.kind!r}): "
+    raise UserError(f"link {spec!r} cannot carry the frames of {bus.source} (kind = {bus.kind!r}): "
                      f"it needs {need}")
 
 
@@ -68,7 +69,7 @@ def _can_link(spec: str, interface: str, channel: str, fd: bool, options: dict[s
     try:
         return CanLink(interface, channel, fd=fd, **options)
     except (can.CanError, ImportError, TypeError) as exc:
-        raise ValueError(f"link {spec!r}: {exc}") from None
+        raise UserError(f"link {spec!r}: {exc}") from None
 
 
 def _options(spec: str, items: list[str]) -> dict[str, object]:
@@ -77,7 +78,7 @@ def _options(spec: str, items: list[str]) -> dict[str, object]:
     for item in items:
         key, eq, text = item.partition("=")
         if not eq or not key.isidentifier():
-            raise ValueError(f"link {spec!r}: option {item!r}: expected KEY=VALUE")
+            raise UserError(f"link {spec!r}: option {item!r}: expected KEY=VALUE")
         value: object = text
         if text.lower() in ("true", "false"):
             value = text.lower() == "true"
@@ -111,4 +112,4 @@ def open_pty_pair_link(kind: str, bus=None) -> tuple[Link, str]:
         bitrate = getattr(bus, "bitrate_bps", None) or 1_000_000
         return link, (f"{'canfd' if fd else 'can'}:slcan:{link.slave_path},"
                       f"bitrate={bitrate},sleep_after_open=0,timeout=0")
-    raise ValueError(f"pty pair {kind!r}: expected pty or slcan-pty")
+    raise UserError(f"pty pair {kind!r}: expected pty or slcan-pty")

@@ -36,7 +36,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from config_schema import MISSING, ConfigError, Document, Table, load_toml
+from config_schema import ConfigError, Document, MISSING, Table, UserError, load_toml
 from firmware_bridge.bus_schema import BusSpec, read_bus_map
 from firmware_bridge.codec import CRC_WIDTH, MessageSpec, SignalSpec
 
@@ -255,7 +255,7 @@ def _verify(bus: BusSpec, out: Path) -> None:
     if back == bus:
         return
     first = next((a.name for a, b in zip(bus.messages, back.messages) if a != b), "the bus")
-    raise ValueError(f"{out}: the DBC written does not read back as the map ({first} differs); not written")
+    raise UserError(f"{out}: the DBC written does not read back as the map ({first} differs); not written")
 
 
 # ----------------------------------------------------------------------------- reading

@@ -36,6 +36,7 @@ from .codec import Codec
 from .link import Frame
 from .pdo import RPDO, TPDO, Pdo
 from .sdo_server import SdoServer
+from config_schema import UserError
 
 EMCY_BASE = 0x080
 DEVICE_TYPE_DRIVE = 0x00020192          # CiA 402 (0x192), servo drive (additional information 0x0002)
@@ -191,7 +192,7 @@ class DriveNode:
         codec, sig = found
         kind = DATA_TYPES[data_type]
         if MAP_TYPES.get(sig.type) != data_type or sig.start_bit % 8 or sig.byte_order != "little":
-            raise ValueError(f"{self.source}: {signal} in {codec.name} must be a byte-aligned little-endian "
+            raise UserError(f"{self.source}: {signal} in {codec.name} must be a byte-aligned little-endian "
                              f"{kind.name} to be object 0x{index:04X}")
         cob, offset, fmt = codec.arbitration_id, sig.start_bit // 8, struct.Struct(kind.fmt)
 
@@ -206,13 +207,13 @@ class DriveNode:
             if name in codec.signal_names:
                 return codec, codec.spec.signals[codec.signal_names.index(name)]
         if required:
-            raise ValueError(f"{self.source}: node {self.id}: no PDO carries {name}")
+            raise UserError(f"{self.source}: node {self.id}: no PDO carries {name}")
         return None
 
     def _raw_limits(self, found) -> tuple[int, int]:
         codec, sig = found
         if MAP_TYPES.get(sig.type) != INTEGER16 or sig.start_bit % 8 or sig.byte_order != "little":
-            raise ValueError(f"{self.source}: {sig.name} in {codec.name} must be a byte-aligned little-endian "
+            raise UserError(f"{self.source}: {sig.name} in {codec.name} must be a byte-aligned little-endian "
                              f"int16 (target torque 0x6071, per mille)")
         return round(sig.minimum / sig.scale), round(sig.maximum / sig.scale)
 
@@ -235,16 +236,16 @@ class DriveNode:
         for sig in codec.spec.signals:
             index, sub = self._object_of(sig.name, codec)
             if sig.start_bit != bit or sig.byte_order != "little":
-                raise ValueError(f"{self.source}: {codec.name}: {sig.name} starts at bit {sig.start_bit}; a PDO "
+                raise UserError(f"{self.source}: {codec.name}: {sig.name} starts at bit {sig.start_bit}; a PDO "
                                  f"packs its objects little-endian from bit 0 without gaps (expected bit {bit})")
             entry = self.od.entry(index, sub)
             if MAP_TYPES.get(sig.type) != entry.type.code:
-                raise ValueError(f"{self.source}: {codec.name}: {sig.name} is {sig.type}; object 0x{index:04X} "
+                raise UserError(f"{self.source}: {codec.name}: {sig.name} is {sig.type}; object 0x{index:04X} "
                                  f"({entry.name}) is {entry.type.name}")
             out.append((index, sub, entry.type.bits))
             bit += entry.type.bits
         if bit != 8 * codec.length:
-            raise ValueError(f"{self.source}: {codec.name}: {codec.length} bytes, its signals fill {bit // 8}")
+            raise UserError(f"{self.source}: {codec.name}: {codec.length} bytes, its signals fill {bit // 8}")
         return tuple(out)
 
     def _object_of(self, signal: str, codec: Codec) -> tuple[int, int]:
@@ -253,7 +254,7 @@ class DriveNode:
         for prefix, index in JOINT_OBJECTS.items():
             if self.drive is not None and signal == prefix + self.label:
                 return index, 0
-        raise ValueError(f"{self.source}: {codec.name}: signal {signal} has no object in node {self.id} "
+        raise UserError(f"{self.source}: {codec.name}: signal {signal} has no object in node {self.id} "
                          f"(CiA 402 drives carry tau_/enc_/vel_<joint>, other nodes imu_ax..imu_gz)")
 
     # ------------------------------------------------------------------ drive behaviour

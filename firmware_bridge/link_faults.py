@@ -53,6 +53,7 @@ import numpy as np
 from firmware_bridge.framing import cobs_encode, crc16_ccitt_false
 from firmware_bridge.link import Frame, Link, LinkCounters
 from firmware_bridge.messages import DIRECTIONS, BusMap, Codec, DecodeError
+from config_schema import UserError
 
 BUS_KINDS = ("drop", "duplicate", "reorder", "frame_delay", "corrupt", "bad_crc", "wrong_counter", "wrong_dlc",
              "silent", "period", "babble")
@@ -62,7 +63,7 @@ def parse_bus_target(target: str) -> tuple[str, str | int | None]:
     """(direction, message name or id or None) of a bus fault target such as ``to_plant:0x100``."""
     direction, colon, message = target.partition(":")
     if direction not in DIRECTIONS or (colon and not message):
-        raise ValueError('expected "to_plant" or "to_firmware", optionally followed by ":<message name or id>"')
+        raise UserError('expected "to_plant" or "to_firmware", optionally followed by ":<message name or id>"')
     if not colon:
         return direction, None
     try:
@@ -405,14 +406,14 @@ class FaultyLink:
         direction, message = parse_bus_target(target)
         codec, match = self._resolve(direction, message)
         if kind == "wrong_counter" and self.bus is None:
-            raise ValueError("a wrong_counter fault needs the bus map to re-encode the frames")
+            raise UserError("a wrong_counter fault needs the bus map to re-encode the frames")
         if kind == "wrong_counter" and codec is not None and codec.counter_index is None:
-            raise ValueError(f"message {codec.name} has no rolling counter")
+            raise UserError(f"message {codec.name} has no rolling counter")
         if kind == "bad_crc" and not self.serial and codec is not None and codec.crc_byte is None:
-            raise ValueError(f"message {codec.name} has no CRC byte (crc_byte) to damage")
+            raise UserError(f"message {codec.name} has no CRC byte (crc_byte) to damage")
         if (kind in ("corrupt", "bad_crc") and self.serial and direction == "to_firmware"
                 and not hasattr(self.inner, "send_packet")):
-            raise ValueError(f"a {kind} fault on a serial link needs a link that writes raw packets (SerialLink)")
+            raise UserError(f"a {kind} fault on a serial link needs a link that writes raw packets (SerialLink)")
         effect = _EFFECTS[kind](name, direction, match, codec, self, rng, params, dt_s)
         self._bound.append((kind, effect))
         return effect
@@ -423,11 +424,11 @@ class FaultyLink:
         if isinstance(message, int):
             codec = self.bus.by_id(message) if self.bus is not None else None
         elif self.bus is None:
-            raise ValueError(f"message {message!r} by name needs the bus map; give its id instead")
+            raise UserError(f"message {message!r} by name needs the bus map; give its id instead")
         else:
             codec = self.bus.codec(message)
         if codec is not None and codec.direction != direction:
-            raise ValueError(f"message {codec.name} (id 0x{codec.arbitration_id:X}) goes {codec.direction}, "
+            raise UserError(f"message {codec.name} (id 0x{codec.arbitration_id:X}) goes {codec.direction}, "
                              f"not {direction}")
         return codec, codec.arbitration_id if codec is not None else message
 

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from config_schema import ConfigError, is_integer, load_toml, parse_toml
+from config_schema import ConfigError, UserError, is_integer, load_toml, parse_toml
 from firmware_bridge.bus_schema import BusSpec, read_bus_map
 from firmware_bridge.codec import (DIRECTIONS, REJECTION_KINDS, Codec, DecodeError, EncodeError, MessageSpec, StatusFlag,
                                    counter_delta, counter_next, crc8_sae_j1850)
@@ -104,7 +104,7 @@ class BusMap:
     def messages(self, direction: str) -> tuple[Codec, ...]:
         """Codecs of one direction ("to_plant" or "to_firmware"), in file order."""
         if direction not in DIRECTIONS:
-            raise ValueError(f"direction {direction!r}: expected one of {', '.join(DIRECTIONS)}")
+            raise UserError(f"direction {direction!r}: expected one of {', '.join(DIRECTIONS)}")
         return tuple(c for c in self.codecs if c.direction == direction)
 
     def find(self, signal: str) -> tuple[tuple[Codec, int], ...]:
@@ -185,7 +185,7 @@ NMT_STATES = (STATE_BOOTUP, STATE_STOPPED, STATE_OPERATIONAL, STATE_PRE_OPERATIO
 
 def _check_node(node: int, lo: int) -> None:
     if not is_integer(node) or not lo <= node <= 127:
-        raise ValueError(f"node id {node!r}: expected an integer in {lo}..127")
+        raise UserError(f"node id {node!r}: expected an integer in {lo}..127")
 
 
 def sync_frame(counter: int | None = None) -> Frame:
@@ -194,14 +194,14 @@ def sync_frame(counter: int | None = None) -> Frame:
     if counter is None:
         return Frame(SYNC_ID, b"")
     if not is_integer(counter) or not 1 <= counter <= 240:
-        raise ValueError(f"SYNC counter {counter!r}: expected an integer in 1..240")
+        raise UserError(f"SYNC counter {counter!r}: expected an integer in 1..240")
     return Frame(SYNC_ID, bytes((counter,)))
 
 
 def nmt_frame(command: int, node: int = 0) -> Frame:
     """CiA 301 NMT node control (COB-ID 0x000): [command, node id]; node 0 addresses all."""
     if command not in NMT_COMMANDS:
-        raise ValueError(f"NMT command {command!r}: expected one of "
+        raise UserError(f"NMT command {command!r}: expected one of "
                          f"{', '.join(f'0x{c:02X}' for c in NMT_COMMANDS)}")
     _check_node(node, 0)
     return Frame(NMT_ID, bytes((command, node)))
@@ -211,7 +211,7 @@ def heartbeat_frame(node: int, state: int) -> Frame:
     """CiA 301 heartbeat (COB-ID 0x700 + node id): one byte with the NMT state."""
     _check_node(node, 1)
     if state not in NMT_STATES:
-        raise ValueError(f"NMT state {state!r}: expected one of "
+        raise UserError(f"NMT state {state!r}: expected one of "
                          f"{', '.join(f'0x{s:02X}' for s in NMT_STATES)}")
     return Frame(HEARTBEAT_BASE_ID + node, bytes((state,)))
 

@@ -238,9 +238,9 @@ def _endpoint():
 
 
 def test_spawn_firmware_that_is_not_ready_is_killed_and_reaped(monkeypatch):
-    from hil.runtime.launch import LINK_PLACEHOLDER, spawn_firmware
+    from hil.runtime.launch import LINK_PLACEHOLDER, FirmwareStartError, spawn_firmware
     started = _recording_popen(monkeypatch)
-    with pytest.raises(RuntimeError, match="did not print 'ready'"):
+    with pytest.raises(FirmwareStartError, match="did not print 'ready'"):
         spawn_firmware([sys.executable, "-c", FIRMWARE_SLEEPS, "starting"], _endpoint(), ready_timeout_s=30)
     proc, = started
     assert proc.returncode is not None and proc.stdout.closed
@@ -252,7 +252,9 @@ def test_spawn_firmware_that_is_not_ready_is_killed_and_reaped(monkeypatch):
     assert started[-1].returncode is not None
 
 
-def test_run_closes_the_link_and_reaps_the_firmware_when_the_start_fails(monkeypatch):
+def test_run_closes_the_link_and_reaps_the_firmware_when_the_start_fails(monkeypatch, capsys):
+    """A firmware that does not start is the user's to fix: one error, status 2, the link closed and the
+    firmware process reaped."""
     import hil.runtime.launch as launch
     started = _recording_popen(monkeypatch)
     closed = []
@@ -265,19 +267,19 @@ def test_run_closes_the_link_and_reaps_the_firmware_when_the_start_fails(monkeyp
     monkeypatch.setattr(launch, "reference_firmware", lambda *a, **k: [sys.executable, "-c", FIRMWARE_SLEEPS, "ready"])
 
     def no_host(link, timeout_s=5.0):
-        raise RuntimeError("the firmware did not open the slcan channel")
+        raise launch.FirmwareStartError("the firmware did not open the slcan channel")
     monkeypatch.setattr(launch, "await_host", no_host)
-    with pytest.raises(RuntimeError, match="slcan channel"):
-        main(["run", "configs/ella.toml", "--bus", "configs/bus/serial_frame.toml", "--spawn-firmware"])
+    assert main(["run", "configs/ella.toml", "--bus", "configs/bus/serial_frame.toml", "--spawn-firmware"]) == 2
+    assert "slcan channel" in capsys.readouterr().err
     proc, = started
     assert closed == [True]
     assert proc.returncode is not None and proc.stdout.closed
 
     def not_ready(*a, **k):
-        raise RuntimeError("firmware did not print 'ready'")
+        raise launch.FirmwareStartError("firmware did not print 'ready'")
     monkeypatch.setattr(launch, "spawn_firmware", not_ready)
-    with pytest.raises(RuntimeError, match="did not print"):
-        main(["run", "configs/ella.toml", "--bus", "configs/bus/serial_frame.toml", "--spawn-firmware"])
+    assert main(["run", "configs/ella.toml", "--bus", "configs/bus/serial_frame.toml", "--spawn-firmware"]) == 2
+    assert "did not print" in capsys.readouterr().err
     assert closed == [True, True]
 
 
@@ -297,3 +299,38 @@ def test_log_export_writes_rows_and_events(tmp_path, capsys):
     lines = (tmp_path / "run.events.csv").read_text().splitlines()
     assert lines == ["t,cycle,event,fault,detail", "0.001,1,inject,f,\"offset on 'imu_ax'\"",
                      "0.002,2,watchdog_tripped,,\"\""]
+
+
+def test_a_user_error_is_one_line_and_a_bug_shows_its_traceback(capsys, monkeypatch, tmp_path):
+    """Only refusals a user can act on (config_schema.UserError and its kinds, missing files) are one-line
+    errors with status 2; a plain ValueError from inside a command is a bug: its traceback, a line asking to
+    report it, status 70."""
+    import hil.cli.modes as modes_cli
+    from hil.cli.registry import EXIT_INTERNAL, EXIT_USAGE
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text((Path(__file__).resolve().parent.parent / "configs" / "ella.toml").read_text()
+                   .replace("E_Pa = 2.1e11", "E_Pa = -2.1e11", 1))
+    code, out, err = _run(capsys, "modes", str(bad))
+    assert code == EXIT_USAGE and len(err.strip().splitlines()) == 1 and "E_Pa" in err and "Traceback" not in err
+    code, out, err = _run(capsys, "modes", str(tmp_path / "missing.toml"))
+    assert code == EXIT_USAGE and len(err.strip().splitlines()) == 1
+
+    def broken(*args, **kwargs):
+        raise ValueError("an internal invariant")
+    monkeypatch.setattr(modes_cli, "modes_report", broken)
+    code, out, err = _run(capsys, "modes", "configs/ella.toml")
+    assert code == EXIT_INTERNAL
+    assert "Traceback" in err and "ValueError: an internal invariant" in err and "please report it" in err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["simulate", "configs/ella.toml", "--duration", "0.01", "--input-hold", "linear"], "torque table"),
+    (["replay", "tests/data/ella_make_run_torques.csv"], "cycle column"),
+    (["compare", "a.msgpack", "b.msgpack", "--tol", "q_*=abc"], "--tol"),
+])
+def test_refusals_from_inside_the_commands_stay_one_line_user_errors(capsys, argv, message):
+    """Refusals raised deep in the code (the offline stepper, the replay, the tolerance parser) are
+    config_schema.UserError: one line, status 2, no traceback."""
+    code, out, err = _run(capsys, *argv)
+    assert code == 2 and message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -20,6 +20,7 @@ from pathlib import Path
 from hil.campaign.cases import Case
 from hil.campaign.runner import run_case
 from hil.campaign.spec import Campaign
+from config_schema import UserError
 
 ENGINES = ("local", "dask")
 
@@ -51,7 +52,7 @@ def run_dask(cases: list[Case], common: dict, address: str, key_prefix: str) -> 
     try:
         from distributed import Client, as_completed as dask_completed
     except ImportError as exc:
-        raise ValueError(f"--engine dask needs {exc.name}: pip install 'ella-hil[cluster]'") from None
+        raise UserError(f"--engine dask needs {exc.name}: pip install 'ella-hil[cluster]'") from None
     with Client(address, timeout="30s") as client:
         futures = {client.submit(run_case, c.as_dict(), common, key=f"{key_prefix}-{c.case_id}", pure=False): c
                    for c in cases}

@@ -18,6 +18,7 @@ import numpy as np
 from hil.campaign.results import read_results
 from hil.campaign.runner import safe_name
 from hil.campaign.spec import load_campaign
+from config_schema import UserError
 
 WORST = 10
 STYLE = """body{font:14px sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}
@@ -30,7 +31,7 @@ def write_report(file: str | Path, out: str | Path, worst: int = WORST) -> Path:
     campaign = load_campaign(file)
     out = Path(out)
     if not (out / "results.parquet").is_file():
-        raise ValueError(f"{out}: no results table (results.parquet): run the campaign first, "
+        raise UserError(f"{out}: no results table (results.parquet): run the campaign first, "
                          f"hil campaign {file} --out {out}")
     rows = read_results(out)
     parts = [f"<h1>Campaign {html.escape(campaign.name)}</h1><p>{html.escape(campaign.description)}</p>",

@@ -22,11 +22,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from config_schema import UserError
+
 FLUSH_ROWS = 20
 FLUSH_S = 10.0
 
 
-class ResultsError(ValueError):
+class ResultsError(UserError):
     """The results folder belongs to another campaign, or is not a results folder."""
 
 

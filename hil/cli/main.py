@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
+import traceback
 import warnings
 
 from hil import collector_paused
@@ -11,7 +12,7 @@ from hil import collector_paused
 with collector_paused():
     # each module registers its commands (in this order in `hil --help`)
     from hil.cli import modes, simulate, run, firmware, log, bench, report, replay, bus, campaign  # noqa: F401
-    from hil.cli.registry import COMMANDS, EXIT_INTERRUPTED, EXIT_USAGE, USER_ERRORS
+    from hil.cli.registry import COMMANDS, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, USER_ERRORS
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -64,6 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"hil {name}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Exception:
+        traceback.print_exc()
+        print(f"hil {name}: internal error (a bug in hil; please report it with the traceback above)",
+              file=sys.stderr)
+        return EXIT_INTERNAL
     finally:
         if process:
             gc.freeze()

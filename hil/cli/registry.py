@@ -8,8 +8,9 @@
         ...
 
 A ``passthrough`` command receives the remaining argv unparsed (``hil bench``). User errors
-(``CliError`` and the other ``USER_ERRORS``) print one line on stderr and exit with status 2,
-without a traceback.
+(``USER_ERRORS``: a configuration, an option, an input file or request refused, a missing or unreadable
+file, a diverged offline plant) print one line on stderr and exit with status 2, without a traceback;
+any other exception is a bug: its traceback, a line asking to report it, exit status 70 (EX_SOFTWARE).
 """
 from __future__ import annotations
 
@@ -19,17 +20,19 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
+from config_schema import UserError
 from hil.dynamics.plant import SimulationError
 
 EXIT_USAGE = 2
+EXIT_INTERNAL = 70          # sysexits.h EX_SOFTWARE: an internal error, a bug
 EXIT_INTERRUPTED = 130
 
 
-class CliError(Exception):
+class CliError(UserError):
     """A user-facing error raised by a command (printed without traceback, exit status 2)."""
 
 
-USER_ERRORS = (CliError, ValueError, OSError, SimulationError)   # ConfigError, InputError, RunLogError are ValueErrors
+USER_ERRORS = (UserError, OSError, SimulationError)   # UserError: ConfigError, InputError, RunLogError, CliError...
 
 
 @dataclass(frozen=True)

@@ -111,7 +111,7 @@ from typing import Sequence
 import numpy as np
 from numba import njit
 
-from config_schema import Problem, raise_problem
+from config_schema import Problem, UserError, raise_problem
 from hil.model.assembly import make_work
 from hil.kernels.aba import forward_dynamics
 from hil.model.spec import (INTERFACE_CURRENT, INTERFACE_TORQUE, INTERFACE_VOLTAGE, INTERFACES, DriveSpec,
@@ -326,7 +326,7 @@ class DriveBank:
         with its kinetic torque) or release it (a held coordinate is free at once)."""
         k = self._index(joint)
         if engaged and not self.brake_torque[k] > 0:
-            raise ValueError(f"joint {self.names[k]!r} has no brake (brake_torque_N_m = 0)")
+            raise UserError(f"joint {self.names[k]!r} has no brake (brake_torque_N_m = 0)")
         self.brake_engaged[k] = engaged
         self._braking = bool(self.brake_engaged.any())
         self._par[k, P_HOLD] = self.brake_torque[k] if engaged else 0.0
@@ -375,7 +375,7 @@ class DriveBank:
         (or narrow back) its Coulomb smoothing to the stable floor for the scaled friction
         (``coulomb_smoothing``; module docstring)."""
         if not factor >= 0:
-            raise ValueError(f"friction scale {factor}: expected a factor >= 0")
+            raise UserError(f"friction scale {factor}: expected a factor >= 0")
         k = self._index(joint)
         km = self.plant.km
         km.viscous[k], km.coulomb[k], km.jpar[k, JP_STRIBECK] = factor * self._nominal_friction[k]

@@ -86,6 +86,7 @@ from hil.model.sensor_specs import (
     channel_names,
     default_sensors,
 )
+from config_schema import UserError
 
 ANGULAR_VELOCITY = 15        # field offsets in that layout
 SPECIFIC_FORCE = 18
@@ -159,7 +160,7 @@ class SensorSuite:
         self.station_names = list(dict.fromkeys(tip + [s.station for s in self.specs if isinstance(s, ImuSpec)]))
         for s in self.station_names:
             if s not in lay.station_names:
-                raise ValueError(f"{self.plant.asm.model.source}: no station {s!r} for an IMU; "
+                raise UserError(f"{self.plant.asm.model.source}: no station {s!r} for an IMU; "
                                  f"stations: {', '.join(lay.station_names)}")
         self.station_index = np.array([lay.station_names.index(s) for s in self.station_names], np.int64)
         self.station_out = self.plant.output_stations(self.station_index)
@@ -173,7 +174,7 @@ class SensorSuite:
             getattr(self, f"_add_{spec.kind}")(t, spec, spec_names)
         if len(set(t.names)) != len(t.names):
             dup = sorted({n for n in t.names if t.names.count(n) > 1})
-            raise ValueError(f"{self.plant.asm.model.source}: sensor channels named twice: {', '.join(dup)}")
+            raise UserError(f"{self.plant.asm.model.source}: sensor channels named twice: {', '.join(dup)}")
         self.channel_names: list[str] = t.names
         self._index = {n: i for i, n in enumerate(t.names)}
         n = len(t.names)
@@ -247,7 +248,7 @@ class SensorSuite:
     def _joint(self, name: str) -> int:
         lay = self.plant.layout
         if name not in lay.joint_names:
-            raise ValueError(f"{self.plant.asm.model.source}: no joint {name!r} for a sensor; "
+            raise UserError(f"{self.plant.asm.model.source}: no joint {name!r} for a sensor; "
                              f"joints: {', '.join(lay.joint_names)}")
         return lay.joint_names.index(name)
 
@@ -298,12 +299,12 @@ class SensorSuite:
         model = self.plant.asm.model
         stations = {st.name: st for st in model.stations}
         if s.station not in stations:
-            raise ValueError(f"{model.source}: strain gauge {s.name!r}: no station {s.station!r}")
+            raise UserError(f"{model.source}: strain gauge {s.name!r}: no station {s.station!r}")
         station = stations[s.station]
         b = lay.body_names.index(station.body)
         modes = self.plant.asm.modes[b]
         if modes is None:
-            raise ValueError(f"{model.source}: strain gauge {s.name!r}: station {s.station!r} is on a rigid body")
+            raise UserError(f"{model.source}: strain gauge {s.name!r}: station {s.station!r} is on a rigid body")
         kappa, axial = modes.curvature(station.station_m)
         # kappa rows: [psi', -w'', v'']; eps = u' - d v'' (bending_y) or u' - d w'' (bending_z)
         bend = -s.distance_m * kappa[2] if s.plane == "bending_y" else s.distance_m * kappa[1]

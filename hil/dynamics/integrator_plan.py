@@ -68,6 +68,7 @@ from hil.model.midpoint_fit import fit as fit_midpoint
 from hil.kernels import integrate
 from hil.kernels.outputs import evaluate
 from hil.kernels.layout import JP_BRAKE, JP_STRIBECK
+from config_schema import UserError
 
 METHODS = METHOD_CODES          # name -> the step kernel's method code
 EVALUATIONS = {"rk4": 4, "imex_midpoint": 2, "euler": 1, "fitted_midpoint": 2}   # forward dynamics per substep
@@ -244,7 +245,7 @@ def _make_plan(asm: Assembled, method: str | None, substeps: int | None, evaluat
     if method == "auto":
         return _choose(asm, freqs, bandwidth, n, evaluation_cost_s(asm) if evaluation_s is None else evaluation_s)
     if method not in METHODS:
-        raise ValueError(f"{asm.model.source}: integrator.method = {method!r}: expected auto, "
+        raise UserError(f"{asm.model.source}: integrator.method = {method!r}: expected auto, "
                          + ", ".join(METHODS))
     n = n or freqs.substeps(method, cfg.dt_s, cfg.safety)
     return IntegratorPlan(method, int(n), cfg.dt_s, freqs.max_hz, freqs.explicit_hz, bandwidth)

@@ -21,6 +21,7 @@ from hil.dynamics.integrator_plan import METHODS
 from hil.dynamics.plant import Plant, SimulationError
 from hil.dynamics.torque_table import TorqueTable
 from hil.kernels import offline
+from config_schema import UserError
 
 INPUT_HOLDS = ("zoh", "linear")
 MAX_SUBSTEPS = 4096
@@ -49,15 +50,15 @@ class OfflineStepper:
     def __init__(self, plant: Plant, input_hold: str = "zoh", tol: float | None = None,
                  table: TorqueTable | None = None):
         if input_hold not in INPUT_HOLDS:
-            raise ValueError(f"input hold {input_hold!r}: expected one of {', '.join(INPUT_HOLDS)}")
+            raise UserError(f"input hold {input_hold!r}: expected one of {', '.join(INPUT_HOLDS)}")
         if input_hold == "linear" and table is None:
-            raise ValueError("input hold linear interpolates a torque table; without one the torque is held "
+            raise UserError("input hold linear interpolates a torque table; without one the torque is held "
                              "over the step (zoh)")
         if tol is not None and not (tol > 0 and plant.plan.method == "rk4"):
-            raise ValueError(f"tol = {tol!r} with {plant.plan.method}: error control needs tol > 0 and the "
+            raise UserError(f"tol = {tol!r} with {plant.plan.method}: error control needs tol > 0 and the "
                              "rk4 integrator (its embedded error estimate)")
         if plant.plan.method not in ("rk4", "imex_midpoint", "fitted_midpoint") or plant.dae:
-            raise ValueError(f"offline stepping supports rk4, imex_midpoint and fitted_midpoint with the "
+            raise UserError(f"offline stepping supports rk4, imex_midpoint and fitted_midpoint with the "
                              f"articulated-body formulation, not {plant.plan.method} / {plant.formulation}")
         self.plant = plant
         self._method = METHODS[plant.plan.method]

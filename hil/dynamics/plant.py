@@ -28,6 +28,7 @@ from hil.dynamics.integrator_plan import (FRICTION_BOUND, IMPLICIT_FRICTION, MET
                                           REAL_AXIS_STABILITY, IntegratorAccuracyWarning, IntegratorPlan,
                                           plan_integrator)
 from hil.kernels.layout import JOINT_PRESCRIBED, JP_COUL_VS, JP_STRIBECK
+from config_schema import UserError
 
 # the kernel that solves the equations of motion: the O(n) articulated-body algorithm (hil.kernels.aba)
 # or seed 000's screw-theoretic DAE with the interaction wrenches as unknowns (hil.kernels.screw_dae)
@@ -54,7 +55,7 @@ class Plant:
     def __init__(self, model: md.Model | Assembled, method: str | None = None, substeps: int | None = None,
                  formulation: str = "aba"):
         if formulation not in FORMULATIONS:
-            raise ValueError(f"formulation = {formulation!r}: expected one of {', '.join(FORMULATIONS)}")
+            raise UserError(f"formulation = {formulation!r}: expected one of {', '.join(FORMULATIONS)}")
         self.formulation = formulation
         self.asm = model if isinstance(model, Assembled) else assemble(model)
         self.km = self.asm.km

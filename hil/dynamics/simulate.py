@@ -33,6 +33,7 @@ from hil.dynamics.offline import OfflineStepper
 from hil.dynamics.plant import Plant, wrench_columns
 from hil.dynamics.torque_table import InputError, TorqueTable
 from hil.logs.runlog import RunWriter
+from config_schema import UserError
 
 __all__ = ["InputError", "TorqueTable", "TorqueSource", "Controller", "ControllerSource", "load_controller",
            "Progress", "Summary", "RowBuilder", "run_columns", "steps_for", "simulate"]
@@ -252,7 +253,7 @@ def simulate(plant: Plant, duration: float, torque_source: TorqueSource | None =
     state blows up.
     """
     if every < 1 or not duration > 0:
-        raise ValueError(f"duration = {duration}, every = {every}: expected duration > 0 s and every >= 1")
+        raise UserError(f"duration = {duration}, every = {every}: expected duration > 0 s and every >= 1")
     lay = plant.layout
     builder = RowBuilder(plant, wrenches)
     tau = plant.tau[: lay.n_joints]

@@ -9,11 +9,12 @@ from pathlib import Path
 import numpy as np
 
 from hil.kernels.offline import torque_at
+from config_schema import UserError
 
 __all__ = ["InputError", "TorqueTable"]
 
 
-class InputError(ValueError):
+class InputError(UserError):
     """Unusable simulation input (torque table); the message names the file."""
 
 

@@ -37,7 +37,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple
 
-from config_schema import ConfigError
+from config_schema import ConfigError, UserError
 from firmware_bridge.link_faults import BUS_KINDS
 
 SIGNAL_KINDS = ("stuck", "offset", "gain", "noise", "drift", "delay", "dropout", "nan", "saturation",
@@ -169,7 +169,7 @@ class Duration:
 
 def _check(ok: bool, message: str) -> None:
     if not ok:
-        raise ValueError(message)
+        raise UserError(message)
 
 
 def channel_unit(name: str) -> tuple[str, str] | None:

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from config_schema import UserError
+
 __all__ = ["Deviation", "Comparison", "compare_runs", "parse_tolerances", "DEFAULT_IGNORE"]
 
 DEFAULT_IGNORE = ("*_us",)
@@ -68,9 +70,9 @@ def parse_tolerances(specs: list[str]) -> tuple[float, list[tuple[str, float]]]:
         try:
             tol = float(value)
         except ValueError:
-            raise ValueError(f"--tol {spec!r}: expected a number or GLOB=number (e.g. 'q_*=1e-6')") from None
+            raise UserError(f"--tol {spec!r}: expected a number or GLOB=number (e.g. 'q_*=1e-6')") from None
         if not tol >= 0:
-            raise ValueError(f"--tol {spec!r}: a tolerance is a number >= 0")
+            raise UserError(f"--tol {spec!r}: a tolerance is a number >= 0")
         if sep:
             per_glob.append((glob, tol))
         else:

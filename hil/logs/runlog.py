@@ -43,6 +43,8 @@ from typing import Any, Protocol
 import msgpack
 import numpy as np
 
+from config_schema import UserError
+
 __all__ = ["FORMAT", "VERSION", "RunLog", "RunLogError", "RunWriter", "CsvRunWriter", "MsgpackRunWriter",
            "RunLogReader", "open_writer", "read_run", "integrity_text"]
 
@@ -61,7 +63,7 @@ _EXT_FIXED = {0xD4: 1, 0xD5: 2, 0xD6: 4, 0xD7: 8, 0xD8: 16}       # fixext code 
 _EXT_SIZED = {0xC7: (1, ">B"), 0xC8: (2, ">H"), 0xC9: (4, ">I")}   # ext 8/16/32 -> (length bytes, format)
 
 
-class RunLogError(ValueError):
+class RunLogError(UserError):
     """Unreadable or unsupported run log; the message names the file."""
 
 

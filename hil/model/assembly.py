@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from config_schema import raise_problem
+from config_schema import UserError, raise_problem
 from hil.model import spec as md
 from hil.model.modal import BeamModes, beam_modes
 from hil.kernels import layout as lay_
@@ -313,7 +313,7 @@ def assemble(model: md.Model) -> Assembled:
     mot_inertia = np.array([b.joint.armature_kg_m2 if b.joint.elasticity else 0.0 for b in bodies])
     for k, b in enumerate(bodies):
         if b.joint.elasticity is not None and mot_inertia[k] <= 0:
-            raise ValueError(f"{model.source}: body[{b.name}].joint: an elastic joint needs rotor_inertia_kg_m2 > 0 "
+            raise UserError(f"{model.source}: body[{b.name}].joint: an elastic joint needs rotor_inertia_kg_m2 > 0 "
                              "(the rotor carries the motor-side coordinate)")
     kspring = np.array([b.joint.elasticity.stiffness_N_m_rad if b.joint.elasticity else 0.0 for b in bodies])
     for b in bodies:

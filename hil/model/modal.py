@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hil.model.spec import MODE_FAMILIES, MODE_KINDS, Beam
+from config_schema import UserError
 
 BENDING_Y, BENDING_Z, TORSION, AXIAL = range(4)
 
@@ -45,7 +46,7 @@ _GAUSS_PER_PIECE = 4       # exact for the degree-6 products of cubic spline pie
 _END_TOL = 1e-9            # relative tolerance on tabulated end points and phi(0)
 
 
-class ModalError(ValueError):
+class ModalError(UserError):
     """Inconsistent beam, tip or user-shape data, or a characteristic root not found."""
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from config_schema import UserError
+
 CONFIG_ROOT = Path(__file__).resolve().parent.parent / "configs"
 FOLDERS = {"preset": "", "bus": "bus", "scenario": "scenarios", "targets": "targets", "firmware": "firmware",
            "campaign": "campaigns"}
@@ -28,5 +30,5 @@ def resolve(kind: str, name: str | Path) -> str:
     candidate = CONFIG_ROOT / FOLDERS[kind] / f"{text}.toml"
     if candidate.is_file():
         return str(candidate.resolve())
-    raise ValueError(f"{kind} {text!r}: no such file, and no shipped {kind} of that name "
+    raise UserError(f"{kind} {text!r}: no such file, and no shipped {kind} of that name "
                      f"(shipped: {', '.join(shipped(kind))})")

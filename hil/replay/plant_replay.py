@@ -31,6 +31,7 @@ from hil.devices.drives import DriveBank
 from hil.dynamics.plant import Plant
 from hil.model.spec import DriveSpec
 from hil.viz.scene import model_of_log
+from config_schema import UserError
 
 __all__ = ["ReplayResult", "replay", "replay_columns"]
 
@@ -95,14 +96,14 @@ def replay(header: dict[str, Any], rows: np.ndarray) -> ReplayResult:
     cols = header["columns"]
     index = {c: i for i, c in enumerate(cols)}
     if "cycle" not in index:
-        raise ValueError("replay needs a run log of hil run (one row per cycle, with a cycle column); "
+        raise UserError("replay needs a run log of hil run (one row per cycle, with a cycle column); "
                          "this log has none (hil simulate output?)")
     plant, plan = logged_plant(header)
     plant.equilibrium_eta()
     lay = plant.layout
     missing = [f"tau_{j}" for j in lay.joint_names if f"tau_{j}" not in index]
     if missing:
-        raise ValueError(f"the run log has no drive torque columns {', '.join(missing)}: nothing to replay from")
+        raise UserError(f"the run log has no drive torque columns {', '.join(missing)}: nothing to replay from")
     drives = _passthrough_drives(plant)
     tip = plant.output_stations(np.array([lay.station_names.index(TIP)]))[0]
     tau = rows[:, [index[f"tau_{j}"] for j in lay.joint_names]]

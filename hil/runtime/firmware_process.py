@@ -18,6 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from config_schema import UserError
+
 TAIL_LINES = 20
 
 
@@ -57,7 +59,7 @@ def expand(command: Sequence[str], endpoint: Endpoint) -> list[str]:
         try:
             out.append(part.format_map(values))
         except (KeyError, IndexError, ValueError) as exc:
-            raise ValueError(f"firmware command {part!r}: unknown placeholder {exc}; expected "
+            raise UserError(f"firmware command {part!r}: unknown placeholder {exc}; expected "
                              + ", ".join("{" + k + "}" for k in values)) from None
     return out
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from config_schema import UserError
 from hil.logs.targets import Targets
 from hil.model.presets import CONFIG_ROOT, resolve
 from hil.runtime.firmware_process import Endpoint, FirmwareProcess, endpoint_of, expand
@@ -145,8 +146,13 @@ def spawn_firmware(command: Sequence[str], endpoint: Endpoint, cpu: int | None =
             raise
         if line is None or line.strip() != ready_line:
             status = firmware.stop(0.0)
-            raise RuntimeError(f"{firmware.describe_exit(status)}\n(it did not print {ready_line!r} first; got {line!r})")
+            raise FirmwareStartError(f"{firmware.describe_exit(status)} (it did not print {ready_line!r} first; "
+                                     f"got {line!r})")
     return firmware
+
+
+class FirmwareStartError(UserError):
+    """The firmware did not start as the run needs (it exited, printed no ready line, never opened the link)."""
 
 
 def await_host(link, timeout_s: float) -> None:
@@ -160,7 +166,7 @@ def await_host(link, timeout_s: float) -> None:
         if link.recv() is None:
             time.sleep(1e-3)
     if not link.channel_open:
-        raise RuntimeError(f"{link.name}: the firmware did not open the slcan channel within {timeout_s} s")
+        raise FirmwareStartError(f"{link.name}: the firmware did not open the slcan channel within {timeout_s} s")
 
 
 def versions() -> dict:

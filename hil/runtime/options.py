@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from config_schema import UserError
+
 MODES = ("realtime", "afap", "lockstep")
 STARTS = ("first_command", "immediately")
 SAFE_STATES = ("zero_torque", "hold", "brake")
@@ -44,13 +46,13 @@ class RuntimeOptions:
 
     def validate(self) -> None:
         if self.mode not in MODES:
-            raise ValueError(f"mode {self.mode!r}: expected one of {', '.join(MODES)}")
+            raise UserError(f"mode {self.mode!r}: expected one of {', '.join(MODES)}")
         if self.safe_state not in SAFE_STATES:
-            raise ValueError(f"safe_state {self.safe_state!r}: expected one of {', '.join(SAFE_STATES)}")
+            raise UserError(f"safe_state {self.safe_state!r}: expected one of {', '.join(SAFE_STATES)}")
         if self.period_s is not None and not self.period_s > 0:
-            raise ValueError(f"period_s = {self.period_s}: expected a positive period in s")
+            raise UserError(f"period_s = {self.period_s}: expected a positive period in s")
         if self.start not in STARTS:
-            raise ValueError(f"start {self.start!r}: expected one of {', '.join(STARTS)}")
+            raise UserError(f"start {self.start!r}: expected one of {', '.join(STARTS)}")
 
 
 @dataclass

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from hil.runtime.sysguard import SettingGuard
+from config_schema import UserError
 
 __all__ = ["Feature", "RealtimeReport", "RealtimeSetup", "apply_realtime", "system_info",
            "OverrunHalt", "Pacer", "CycleStats", "SERIES", "HIST_EDGES_NS"]
@@ -168,7 +169,7 @@ class RealtimeSetup:
                  workqueue_mask: str | None = None, lift_rt_throttling: bool = False,
                  rt_runtime: str | None = None) -> None:
         if gc_mode not in GC_MODES:
-            raise ValueError(f"gc_mode must be one of {GC_MODES}, not {gc_mode!r}")
+            raise UserError(f"gc_mode must be one of {GC_MODES}, not {gc_mode!r}")
         self.priority = priority
         self.cpus = None if cpu is None else ({cpu} if isinstance(cpu, int) else set(cpu))
         self.lock_memory = lock_memory
@@ -347,11 +348,11 @@ class Pacer:
                  ignore_first_s: float = 0.0, clock: Callable[[], int] = time.monotonic_ns,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         if period_s <= 0 or spin_s < 0 or halt_after < 0 or ignore_first_s < 0:
-            raise ValueError("period_s must be > 0; spin_s, halt_after, ignore_first_s >= 0")
+            raise UserError("period_s must be > 0; spin_s, halt_after, ignore_first_s >= 0")
         if mode not in ("realtime", "afap"):
-            raise ValueError(f"mode must be 'realtime' or 'afap', not {mode!r}")
+            raise UserError(f"mode must be 'realtime' or 'afap', not {mode!r}")
         if overrun_policy not in ("skip", "slip"):
-            raise ValueError(f"overrun_policy must be 'skip' or 'slip', not {overrun_policy!r}")
+            raise UserError(f"overrun_policy must be 'skip' or 'slip', not {overrun_policy!r}")
         self.period_ns = round(period_s * 1e9)
         self.spin_ns = round(spin_s * 1e9)
         self.mode = mode

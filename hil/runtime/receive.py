@@ -15,13 +15,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from config_schema import UserError
+
 
 class ReceiveBudget:
     """Takes at most `frames` frames or `seconds` of receiving per call of `take`."""
 
     def __init__(self, frames: int = 64, seconds: float | None = 500e-6):
         if frames < 1 or (seconds is not None and not seconds > 0):
-            raise ValueError(f"receive budget: {frames} frames, {seconds} s: expected >= 1 frame and > 0 s")
+            raise UserError(f"receive budget: {frames} frames, {seconds} s: expected >= 1 frame and > 0 s")
         self.frames = frames
         self.seconds = seconds
         self._ns = 1 << 62 if seconds is None else round(seconds * 1e9)

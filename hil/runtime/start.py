@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from firmware_bridge.link import Frame
+from config_schema import UserError
 
 
 def await_first_command(emu: Any, initial: list[Frame]) -> bool:
@@ -58,10 +59,10 @@ def check_period(options: Any, plant: Any, bus: Any) -> Any:
     given period_s must equal (the emulator steps the plant once per cycle); ValueError if not."""
     dt, source = plant.dt, plant.asm.model.source
     if not math.isclose(bus.cycle_s, dt, rel_tol=1e-9):
-        raise ValueError(f"{bus.source}: bus.cycle_s = {bus.cycle_s:g} s differs from the plant step "
+        raise UserError(f"{bus.source}: bus.cycle_s = {bus.cycle_s:g} s differs from the plant step "
                          f"integrator.dt_s = {dt:g} s of {source}: one cycle is one plant step; make them equal")
     if options.period_s is not None and not math.isclose(options.period_s, dt, rel_tol=1e-9):
-        raise ValueError(f"period {options.period_s:g} s differs from the plant step integrator.dt_s = {dt:g} s of "
+        raise UserError(f"period {options.period_s:g} s differs from the plant step integrator.dt_s = {dt:g} s of "
                          f"{source}: one cycle is one plant step; leave the period out (it is the plant step) "
                          "or change the preset's dt_s")
     return replace(options, period_s=dt)

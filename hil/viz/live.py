@@ -28,6 +28,7 @@ from hil.model.config import load_model_from_string
 from hil.model.spec import Model
 from hil.viz.foxglove_scene import EVENT_TOPIC, SCENE_TOPIC, group_schema, imu_transforms, ns, scene_update
 from hil.viz.scene import ArmScene
+from config_schema import UserError
 
 __all__ = ["LiveView", "LiveServer", "DEFAULT_SIGNALS"]
 
@@ -54,7 +55,7 @@ class LiveView:
                 or (any(fnmatch.fnmatchcase(c, g) for g in signals) and not c.endswith("_true"))]
         self._keep = np.array(keep, np.int64)
         if len(_frame(ROW, np.zeros(len(keep)).tobytes())) > select.PIPE_BUF:
-            raise ValueError(f"the live view's {len(keep)} columns exceed one atomic pipe write; select fewer signals")
+            raise UserError(f"the live view's {len(keep)} columns exceed one atomic pipe write; select fewer signals")
         ctx = multiprocessing.get_context("spawn")
         rows_in, self._rows = ctx.Pipe(duplex=False)
         self._control, child = ctx.Pipe()

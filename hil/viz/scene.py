@@ -19,6 +19,7 @@ from hil.kernels.poses import body_poses, station_frame, station_trajectory
 from hil.model.assembly import Assembled, assemble, make_work, rpy_matrix
 from hil.model.config import load_model_from_string
 from hil.model.sensor_specs import IMU, default_sensors
+from config_schema import UserError
 
 __all__ = ["ArmScene", "SceneFrame", "model_of_log"]
 
@@ -29,7 +30,7 @@ def model_of_log(header: dict[str, Any]) -> Assembled:
     if text is None:
         path = header.get("config")
         if not path:
-            raise ValueError("the run log names no arm preset (header without config and config_text)")
+            raise UserError("the run log names no arm preset (header without config and config_text)")
         with open(path, encoding="utf-8") as f:
             text = f.read()
     return assemble(load_model_from_string(text, str(header.get("config", "<run log>"))))
