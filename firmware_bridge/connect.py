@@ -29,6 +29,8 @@ def open_link(spec: str) -> Link:
         return SerialLink(rest, name=spec)
     if kind == "serial-fd":
         from .serial_link import SerialLink
+        if not rest.isdigit():
+            raise UserError(f"link {spec!r}: expected serial-fd:N, N an open file descriptor")
         return SerialLink.from_fd(int(rest), name=spec)
     if kind in ("can", "canfd"):
         interface, _, channel = rest.partition(":")
@@ -112,4 +114,4 @@ def open_pty_pair_link(kind: str, bus=None) -> tuple[Link, str]:
         bitrate = getattr(bus, "bitrate_bps", None) or 1_000_000
         return link, (f"{'canfd' if fd else 'can'}:slcan:{link.slave_path},"
                       f"bitrate={bitrate},sleep_after_open=0,timeout=0")
-    raise UserError(f"pty pair {kind!r}: expected pty or slcan-pty")
+    raise ValueError(f"pty pair {kind!r}: expected pty or slcan-pty")

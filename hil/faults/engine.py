@@ -71,7 +71,6 @@ from hil.faults.signal_effects import (BitFlip, Delay, Drift, Dropout, EncoderDi
                                        Quantisation, Saturation, Slip, Stuck, wrap_count)
 from hil.faults.spec import SIGNAL_KINDS, Duration, Fault, FaultError, FaultEvent, Trigger
 from hil.model.sensor_specs import EncoderSpec, channel_names
-from config_schema import UserError
 
 Encoding = Callable[[str], tuple[float, float, int, bool]]
 
@@ -126,7 +125,7 @@ class FaultEngine:
                  encoding: Encoding | None = None, plant: Plant | None = None, drives: Any = None,
                  link: FaultyLink | None = None, counter_bits: Mapping[str, int] | None = None):
         if not dt_s > 0:
-            raise UserError(f"dt_s = {dt_s!r}: expected the cycle period, a positive number in s")
+            raise ValueError(f"dt_s = {dt_s!r}: expected the cycle period, a positive number in s")
         if link is not None and not isinstance(link, FaultyLink):
             raise TypeError(f"link {link!r}: expected a FaultyLink around the loop's link")
         self.channel_names = list(channel_names)
@@ -134,9 +133,9 @@ class FaultEngine:
         self._counter_half = np.zeros(len(self.channel_names))    # 2^(bits - 1) of a counter channel, else 0
         for name, bits in (counter_bits or {}).items():
             if name not in self._channels:
-                raise UserError(f"counter_bits: no channel {name!r}; channels: {', '.join(self.channel_names)}")
+                raise ValueError(f"counter_bits: no channel {name!r}; channels: {', '.join(self.channel_names)}")
             if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or not 2 <= bits <= 62:
-                raise UserError(f"counter_bits[{name!r}] = {bits!r}: expected a counter width of 2 .. 62 bits")
+                raise ValueError(f"counter_bits[{name!r}] = {bits!r}: expected a counter width of 2 .. 62 bits")
             self._counter_half[self._channels[name]] = float(1 << (int(bits) - 1))
         self.dt = float(dt_s)
         self.seed = int(seed)
