@@ -17,7 +17,8 @@ import pytest
 from firmware_bridge.c_export import export_c
 from firmware_bridge.codec import crc8_sae_j1850
 from firmware_bridge.framing import crc16_ccitt_false, encode_packet
-from firmware_bridge.messages import BusMap, Codec
+from firmware_bridge.messages import BusMap
+from wire_values import random_values
 
 pytest.importorskip("cantools")
 GCC = shutil.which("gcc")
@@ -27,12 +28,6 @@ ROOT = Path(__file__).resolve().parent.parent
 MAPS = sorted(ROOT.glob("configs/bus/*.toml")) + [ROOT / "tests/bus_maps/odd_can.toml"]   # every shipped map, and
 # one with extended ids, big-endian, bool, float32 and offset signals
 CFLAGS = ["-std=c99", "-pedantic", "-Wall", "-Wextra", "-Werror", "-O1"]
-
-
-def random_values(codec: Codec, rng: random.Random) -> list[float]:
-    """Physical values anywhere in each signal's range (not on the raw grid: the encoders round)."""
-    return [rng.uniform(s.minimum, s.maximum) if not s.name == codec.spec.counter
-            else float(rng.randrange(1 << s.length_bits)) for s in codec.spec.signals]
 
 
 def _bytes(data: bytes) -> str:

@@ -28,7 +28,6 @@ from firmware_bridge.messages import (NMT_PRE_OPERATIONAL, NMT_RESET_COMMUNICATI
                                       STATE_STOPPED, BusMap, heartbeat_frame, nmt_frame, sync_frame)
 from firmware_bridge.sdo_server import expedited_download
 from firmware_bridge.signals import SensorOutput
-from hil.model.config import load_model
 from hil.devices.drives import DriveBank
 from hil.dynamics.plant import Plant
 from hil.logs.runlog import read_run
@@ -45,11 +44,6 @@ TPDO1 = [0x181, 0x182, 0x183]
 IMU = {0: 0x184, 1: 0x284}                    # accel on even, gyro on odd SYNCs
 HEARTBEATS = [0x701, 0x702, 0x703, 0x704]
 COUNTS_PER_RAD = 16384 / (2 * np.pi)
-
-
-@pytest.fixture(scope="module")
-def model():
-    return load_model(ARM)
 
 
 @pytest.fixture(scope="module")

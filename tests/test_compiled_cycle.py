@@ -21,7 +21,6 @@ from firmware_bridge.messages import BusMap
 from firmware_bridge.signals import CommandInput, CommandOutput, SensorOutput
 from hil.devices.sensors import SensorSuite
 from hil.dynamics.plant import Plant
-from hil.model.config import load_model
 from hil.runtime.command_frames import CompiledCommandInput
 from hil.runtime.sensor_frames import CompiledSensorFrames
 from hil.runtime.stages import STAGES, StageClock
@@ -30,11 +29,6 @@ from tools import bench_loop
 ROOT = Path(__file__).resolve().parent.parent
 MAPS = ("serial_frame", "compact_fd", "compact_classic", "full_fd")
 CYCLES = 300
-
-
-@pytest.fixture(scope="module")
-def model():
-    return load_model(ROOT / "configs" / "ella.toml")
 
 
 def _checked(emu, bus: BusMap) -> list[int]:

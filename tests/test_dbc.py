@@ -15,7 +15,8 @@ import pytest
 from config_schema import ConfigError
 from firmware_bridge.dbc import crc_signal_name, export_dbc, sidecar_path
 from firmware_bridge.link import Frame
-from firmware_bridge.messages import BusMap, Codec
+from firmware_bridge.messages import BusMap
+from wire_values import random_values
 
 cantools = pytest.importorskip("cantools")
 
@@ -24,16 +25,6 @@ MAPS = sorted(ROOT.glob("configs/bus/*.toml"))
 # the shipped CAN maps, and one with extended ids, big-endian, bool, float32 and offset signals
 CAN_MAPS = [p for p in MAPS if BusMap.load(p).kind != "serial"] + [ROOT / "tests/bus_maps/odd_can.toml"]
 SERIAL_MAPS = [p for p in MAPS if BusMap.load(p).kind == "serial"]
-
-
-def random_values(codec: Codec, rng: random.Random) -> list[float]:
-    """Physical values within each signal's range, on its raw grid (integers for counters)."""
-    out = []
-    for s in codec.spec.signals:
-        lo, hi = sorted(((s.minimum - s.offset) / s.scale, (s.maximum - s.offset) / s.scale))
-        raw = rng.randint(int(-(-lo // 1)), int(hi // 1))
-        out.append(raw * s.scale + s.offset)
-    return out
 
 
 def exported(path: Path, tmp_path: Path) -> tuple[BusMap, Path]:
@@ -54,7 +45,7 @@ def differences(a: BusMap, b: BusMap, cases: int = 20) -> list[str]:
         if ca.spec != cb.spec:
             found.append(f"{ca.name}: layout")
         for _ in range(cases):
-            values = random_values(ca, rng)
+            values = random_values(ca, rng, on_grid=True)
             fa, fb = ca.encode(values), cb.encode(values)
             if fa.data != fb.data or (fa.is_fd, fa.is_extended_id) != (fb.is_fd, fb.is_extended_id):
                 found.append(f"{ca.name}: bytes")
@@ -87,7 +78,7 @@ def test_cantools_decodes_our_frames_and_we_decode_cantools_frames(path, tmp_pat
         assert message.senders == (["PLANT"] if codec.direction == "to_firmware" else ["FIRMWARE"])
         assert (message.cycle_time or 0) == round(codec.rate_divider * bus.cycle_s * 1e3)
         for _ in range(20):
-            values = dict(zip(codec.signal_names, random_values(codec, rng)))
+            values = dict(zip(codec.signal_names, random_values(codec, rng, on_grid=True)))
             ours = codec.encode(list(values.values()))
             theirs = message.decode(ours.data, decode_choices=False)
             for name, v in values.items():

@@ -17,57 +17,13 @@ from hil.logs.runlog import read_run
 from hil.model.config import load_model
 from hil.runtime.loop import Emulator, RuntimeOptions
 
+from bus_maps import float_map
 from links import MemoryLink
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ["base_yaw", "shoulder_pitch", "elbow"]
 # float32 torque commands without a range: any magnitude gets through the map
-FLOAT_MAP = """
-[bus]
-kind = "canfd"
-bitrate_bps = 1000000
-data_bitrate_bps = 5000000
-cycle_s = 0.001
-
-[[message]]
-name = "cmd_torque"
-id = 0x100
-direction = "to_plant"
-dlc = 16
-counter = "command_counter"
-crc_byte = 13
-""" + "".join(f"""
-  [[message.signal]]
-  name = "tau_{j}"
-  type = "float32"
-  start_bit = {32 * k}
-  unit = "N m"
-""" for k, j in enumerate(NAMES)) + """
-  [[message.signal]]
-  name = "command_counter"
-  type = "uint8"
-  start_bit = 96
-
-[[message]]
-name = "sensors"
-id = 0x110
-direction = "to_firmware"
-dlc = 16
-counter = "cycle"
-crc_byte = 13
-  [[message.signal]]
-  name = "enc_elbow"
-  type = "int32"
-  start_bit = 0
-  [[message.signal]]
-  name = "status"
-  type = "uint8"
-  start_bit = 32
-  [[message.signal]]
-  name = "cycle"
-  type = "uint8"
-  start_bit = 40
-"""
+FLOAT_MAP = float_map(crc="crc16", crc_byte=14, limits=False)
 
 
 class Firmware(MemoryLink):
@@ -80,7 +36,7 @@ class Firmware(MemoryLink):
         self.sensors = bus.codec("sensors")
 
     def send(self, frame: Frame) -> bool:
-        self.status.append(int(self.sensors.decode(frame)[1]))
+        self.status.append(int(self.sensors.decode(frame)[self.sensors.index("status")]))
         tau = self.hold.copy()
         if self.cues == self.at:
             tau[2] = self.huge

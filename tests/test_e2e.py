@@ -17,7 +17,7 @@ from config_schema import ConfigError
 from hil.model.config import load_model
 from hil.runtime.loop import Emulator, RuntimeOptions
 
-from links import MemoryLink
+from links import AnsweringLink, on_cue
 
 ROOT = Path(__file__).resolve().parent.parent
 BUS = ROOT / "configs" / "bus"
@@ -90,19 +90,12 @@ def test_lockstep_keeps_stepping_when_a_stale_frame_precedes_every_command():
     cmd = bus.codec("cmd_torque")
     answers = [cmd.encode([*np.round(hold / 0.02) * 0.02, 0], counter=k) for k in range(300)]
 
-    class Answering(MemoryLink):
-        def __init__(self):
-            super().__init__("answering")
-            self.cues = 0
-
-        def send(self, frame: Frame) -> bool:
-            k = self.cues
-            self.inbox.extend(([answers[k - 5]] if k >= 5 else []) + [answers[k]])
-            self.cues += 1
-            return True
+    def stale_then_genuine(k: int) -> list[Frame]:
+        return ([answers[k - 5]] if k >= 5 else []) + [answers[k]]
 
     opts = RuntimeOptions(mode="lockstep", realtime=False, duration_s=0.1, lockstep_timeout_s=1.0)
-    emu = Emulator(plant, Answering(), CommandInput(bus, NAMES), SensorOutput(bus, NAMES), opts,
+    firmware = AnsweringLink(on_cue(0x81, stale_then_genuine))
+    emu = Emulator(plant, firmware, CommandInput(bus, NAMES), SensorOutput(bus, NAMES), opts,
                    drives=DriveBank(plant, [None] * 3))
     summary = emu.run()
     assert summary["halted"] is None and summary["cycles"] == 100

@@ -14,28 +14,23 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import fcntl
 import math
-import struct
-import termios
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from firmware_bridge.link import Frame
-from firmware_bridge.messages import BusMap, DecodeError, StatusFlag
+from firmware_bridge.messages import BusMap, StatusFlag
 from firmware_bridge.serial_link import SerialLink, open_pty_pair
-from firmware_bridge.signals import CommandInput, SensorInput, SensorOutput
-from hil.model.config import load_model
 from hil.faults.spec import Duration, Fault, FaultError, Trigger
 from hil.dynamics.plant import Plant
 from hil.logs import writer_process
 from hil.logs.runlog import read_run
-from hil.runtime.loop import Emulator, RuntimeOptions
+from hil.runtime.loop import Emulator
 from hil.faults.scenario import load_scenario
-from links import MemoryLink, memory_pair
+from emulators import FakeFirmware
+from emulators import make_emulator as shared_emulator
+from links import AnsweringLink, memory_pair, wait_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 ARM = ROOT / "configs" / "ella.toml"
@@ -51,96 +46,14 @@ TIMING_COLUMNS = ("lateness_us", "compute_us", "io_us", "cmd_age_us")   # wall-c
 
 
 @pytest.fixture(scope="module")
-def model():
-    return load_model(ARM)
-
-
-@pytest.fixture(scope="module")
 def fd():
     return BusMap.load(FD)
 
 
 # ----------------------------------------------------------------------------- emulator, firmware
 def make_emulator(model, bus: BusMap, link, scenario=None, **options) -> Emulator:
-    """ELLA at its gravity equilibrium behind `link`, with the preset's drives and sensors; the
-    frames carry FAULT_ACTIVE (announce_faults)."""
-    plant = Plant(model)
-    plant.equilibrium_eta()
-    names = plant.layout.joint_names
-    opts = RuntimeOptions(**{"mode": "afap", "realtime": False, "announce_faults": True, "start": "immediately", **options})
-    return Emulator(plant, link, CommandInput(bus, names), SensorOutput(bus, names), opts,
-                    {"config": str(ARM), "bus": bus.source}, scenario=scenario)
-
-
-class FakeFirmware:
-    """The controller side: command frames with its own rolling counter, and every sensor frame
-    it receives decoded (rejections counted by its SensorInput, as a firmware's decoder would)."""
-
-    def __init__(self, bus: BusMap, link, emu: Emulator):
-        self.bus = bus
-        self.link = link
-        self.cmd = bus.codec("cmd_torque")
-        self.counter = 0
-        self.input = SensorInput(bus, emu.plant.layout.joint_names)
-        self.gear = np.array([b.joint.gear_ratio for b in emu.plant.asm.model.bodies])
-        self.hold = np.round(emu.hold_tau / 0.02) * 0.02          # the holding torque, on the bus grid
-        self.sensors = bus.codec("sensors")
-
-    def command(self, tau) -> Frame:
-        frame = self.cmd.encode([*tau, 0], counter=self.counter)
-        self.counter = self.cmd.next_counter(self.counter)
-        return frame
-
-    def send(self, tau) -> None:
-        self.link.send(self.command(tau))
-
-    def receive(self) -> list[dict]:
-        """Every frame that arrived: {"id", "accepted", and the signal values of an accepted frame}."""
-        out = []
-        while (frame := self.link.recv()) is not None:
-            before = self.input.reader.accepted
-            self.input.feed(frame)
-            entry = {"id": frame.arbitration_id, "frame": frame, "accepted": self.input.reader.accepted > before}
-            if entry["accepted"]:
-                codec = self.bus.by_id(frame.arbitration_id)
-                entry.update(zip(codec.signal_names, self.input.reader.values[id(codec)]))
-            out.append(entry)
-        return out
-
-    def cycles_in(self, received: list[dict]) -> list[int]:
-        """The cycle counter of every received sensor frame that still decodes (counter checks aside)."""
-        out = []
-        for entry in received:
-            try:
-                out.append(int(self.sensors.decode(entry["frame"])[self.sensors.index("cycle")]))
-            except DecodeError:
-                pass
-        return out
-
-    def angles(self) -> np.ndarray:
-        """Joint angles [rad] from the last encoder counts received."""
-        return self.input.counts * 2 * math.pi / (CPR * self.gear)
-
-    def answer(self, frame: Frame, law) -> list[Frame]:
-        """A firmware that computes once per sensor frame: the command `law(t)` for a frame that
-        completed a cycle (t: the emulator time it carries), nothing for any other frame."""
-        if not self.input.feed(frame):
-            return []
-        return [self.command(law(self.input.cycle * DT))]
-
-
-class AnsweringLink(MemoryLink):
-    """Emulator-side link with the firmware folded in (for Emulator.run()): each frame the emulator
-    sends goes to `firmware(frame)`, whose command frames the emulator receives next."""
-
-    def __init__(self):
-        super().__init__("answering")
-        self.firmware = lambda frame: []
-
-    def send(self, frame: Frame) -> bool:
-        self.counters.tx_frames += 1
-        self.inbox.extend(self.firmware(frame))
-        return True
+    """The shared factory's ELLA with the preset's drives and sensors, its frames carrying FAULT_ACTIVE."""
+    return shared_emulator(model, bus, link, scenario=scenario, **{"announce_faults": True, **options})
 
 
 def folded(model, bus: BusMap, law=None, **kw) -> tuple[Emulator, FakeFirmware]:
@@ -149,7 +62,7 @@ def folded(model, bus: BusMap, law=None, **kw) -> tuple[Emulator, FakeFirmware]:
     emu = make_emulator(model, bus, link, **kw)
     fw = FakeFirmware(bus, None, emu)
     control = law(fw) if law else (lambda t: fw.hold)
-    link.firmware = lambda frame: fw.answer(frame, control)
+    link.answer = lambda frame: fw.answer(frame, control)
     return emu, fw
 
 
@@ -464,14 +377,6 @@ def test_silent_firmware_trips_the_watchdog_and_the_recovery_clears_it(model, fd
 
 
 # ----------------------------------------------------------------------------- serial link (pty pair)
-def wait_bytes(fd: int, n: int, timeout_s: float = 2.0) -> None:
-    """Until at least n bytes can be read from fd (pty data arrives through a kernel worker)."""
-    deadline = time.monotonic() + timeout_s
-    while struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0] < n:
-        assert time.monotonic() < deadline, f"fewer than {n} bytes arrived"
-        time.sleep(50e-6)
-
-
 @pytest.mark.parametrize("kind", ["corrupt", "bad_crc"])
 @pytest.mark.parametrize("direction", ["to_firmware", "to_plant"])
 def test_damaged_serial_packets_fail_the_crc16_and_clearing_restores_them(model, kind, direction):

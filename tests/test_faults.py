@@ -8,11 +8,8 @@ pair (serial map), read back by the firmware-side FrameReader.
 from __future__ import annotations
 
 import copy
-import fcntl
 import math
 import re
-import struct
-import termios
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -36,7 +33,7 @@ from hil.model.linearize import component_frequencies_hz
 from hil.dynamics.plant import REAL_AXIS_STABILITY, Plant
 from hil.model.sensor_specs import EncoderSpec, ImuSpec
 from hil.faults.scenario import load_scenario, scenario_from_string
-from links import memory_pair
+from links import memory_pair, wait_bytes
 from hil.kernels.layout import JP_BRAKE_VS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -926,14 +923,6 @@ def test_a_failing_bus_effect_passes_the_frame_and_is_counted():
 
 
 # ----------------------------------------------------------------------------- bus faults (serial)
-def wait_bytes(fd: int, n: int, timeout_s: float = 10.0) -> None:
-    """Wait until n bytes can be read from fd: a pty delivers through a kernel worker, late on a busy machine."""
-    deadline = time.monotonic() + timeout_s
-    while struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0] < n:
-        assert time.monotonic() < deadline, "no bytes arrived"
-        time.sleep(1e-4)
-
-
 def wait_frames(link: SerialLink, n: int, timeout_s: float = 2.0) -> list[Frame]:
     out: list[Frame] = []
     deadline = time.monotonic() + timeout_s

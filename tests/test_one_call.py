@@ -25,9 +25,9 @@ from hil.devices.drives import DriveBank
 from hil.dynamics.plant import Plant
 from hil.faults.scenario import scenario_from_string
 from hil.kernels.emulator_cycle import SP_KP
-from hil.model.config import load_model
 from hil.runtime import one_call
 from hil.runtime.loop import Emulator, RuntimeOptions
+from bus_maps import float_commands
 from tests.test_compiled_cycle import PLANT_FAULTS
 from tools.bench_loop import _MemoryEnd
 
@@ -37,28 +37,7 @@ TIMINGS = ("lateness_us", "compute_us", "io_us", "cmd_age_us")
 SILENT = set(range(60, 90)) | set(range(240, 300))     # no command: the 20 ms watchdog trips, then clears
 
 # full_fd with float32 torques (a NaN can be sent), a CRC-16 and the rolling counter
-FLOAT_COMMANDS = """
-[[message]]
-name = "cmd_torque"
-id = 0x100
-direction = "to_plant"
-dlc = 16
-counter = "command_counter"
-crc = "crc16"
-crc_byte = 13
-""" + "".join(f"""  [[message.signal]]
-  name = "tau_{joint}"
-  type = "float32"
-  start_bit = {32 * k}
-  unit = "N m"
-  min = -{limit}
-  max = {limit}
-""" for k, (joint, limit) in enumerate((("base_yaw", 240.0), ("shoulder_pitch", 360.0), ("elbow", 90.0)))) + """\
-  [[message.signal]]
-  name = "command_counter"
-  type = "uint8"
-  start_bit = 96
-"""
+FLOAT_COMMANDS = float_commands(crc="crc16", crc_byte=14)
 
 SIGNAL_AND_PLANT_FAULTS = """
 [scenario]
@@ -81,11 +60,6 @@ friction_scale = 3.0
   [fault.trigger]
   at_s = 0.03
 """
-
-
-@pytest.fixture(scope="module")
-def model():
-    return load_model(ROOT / "configs" / "ella.toml")
 
 
 def _float_map(tmp_path_factory) -> BusMap:

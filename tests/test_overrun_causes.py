@@ -106,7 +106,8 @@ import numpy
 sys.path.insert(0, "tests")
 from firmware_bridge.messages import BusMap
 from hil.model.config import load_model
-from test_runtime_robustness import AnsweringLink, make_emulator
+from emulators import make_emulator
+from links import AnsweringLink, on_cue
 bus = BusMap.load("configs/bus/compact_fd.toml")
 model = load_model("configs/ella.toml")
 cmd = bus.codec("cmd_torque")
@@ -116,8 +117,8 @@ def answer(k):
     if k == 200:                      # the loop has run 200 cycles: the heartbeat is on
         print("running", flush=True)
     return [cmd.encode([*hold, 0], counter=k)]
-link = AnsweringLink(0x110, answer)
-emu, _ = make_emulator(model, bus, link, mode="realtime", duration_s=3.0, period_s=1e-3)
+link = AnsweringLink(on_cue(0x110, answer))
+emu = make_emulator(model, bus, link, ideal_drives=True, mode="realtime", duration_s=3.0, period_s=1e-3)
 print(json.dumps(emu.run()["overrun_causes"]), flush=True)
 """
 

@@ -13,12 +13,9 @@ expects next, so that each one is rejected for its own fault and for nothing els
 """
 from __future__ import annotations
 
-import fcntl
 import os
 import signal
 import struct
-import termios
-import time
 from pathlib import Path
 
 import numpy as np
@@ -29,14 +26,12 @@ from firmware_bridge.link import Frame
 from firmware_bridge.messages import (REJECTION_KINDS, BusMap, EncodeError, StatusFlag,
                                       crc8_sae_j1850)
 from firmware_bridge.serial_link import SerialLink, open_pty_pair
-from firmware_bridge.signals import CommandInput, SensorInput, SensorOutput
-from hil.model.config import load_model
-from hil.devices.drives import DriveBank
-from hil.runtime.launch import versions
 from hil.dynamics.plant import Plant
 from hil.logs.runlog import read_run
-from hil.runtime.loop import Emulator, RuntimeOptions
-from links import MemoryLink, memory_pair
+from hil.runtime.loop import Emulator
+from bus_maps import float_map
+from emulators import FakeFirmware, make_emulator
+from links import AnsweringLink, on_cue, readable_bytes, wait_bytes, memory_pair
 
 ROOT = Path(__file__).resolve().parent.parent
 ARM = ROOT / "configs" / "ella.toml"
@@ -49,129 +44,7 @@ RUNNING = int(StatusFlag.RUNNING)
 REJECTED = int(StatusFlag.COMMAND_REJECTED)
 
 # A float32 command map (CAN FD) for real NaN payloads: the shipped maps carry int16 torques only.
-FLOAT_MAP = """
-[bus]
-kind = "canfd"
-bitrate_bps = 1000000
-data_bitrate_bps = 5000000
-cycle_s = 0.001
-
-[[message]]
-name = "cmd_torque"
-id = 0x100
-direction = "to_plant"
-dlc = 16
-counter = "command_counter"
-crc = "crc8"
-crc_byte = 15
-  [[message.signal]]
-  name = "tau_base_yaw"
-  type = "float32"
-  start_bit = 0
-  unit = "N m"
-  min = -240.0
-  max = 240.0
-  [[message.signal]]
-  name = "tau_shoulder_pitch"
-  type = "float32"
-  start_bit = 32
-  unit = "N m"
-  min = -360.0
-  max = 360.0
-  [[message.signal]]
-  name = "tau_elbow"
-  type = "float32"
-  start_bit = 64
-  unit = "N m"
-  min = -90.0
-  max = 90.0
-  [[message.signal]]
-  name = "command_counter"
-  type = "uint8"
-  start_bit = 96
-
-[[message]]
-name = "sensors"
-id = 0x110
-direction = "to_firmware"
-dlc = 16
-counter = "cycle"
-crc = "crc8"
-crc_byte = 15
-  [[message.signal]]
-  name = "enc_base_yaw"
-  type = "int32"
-  start_bit = 0
-  [[message.signal]]
-  name = "enc_shoulder_pitch"
-  type = "int32"
-  start_bit = 32
-  [[message.signal]]
-  name = "enc_elbow"
-  type = "int32"
-  start_bit = 64
-  [[message.signal]]
-  name = "status"
-  type = "uint8"
-  start_bit = 96
-  [[message.signal]]
-  name = "cycle"
-  type = "uint8"
-  start_bit = 104
-"""
-
-
-@pytest.fixture(scope="module")
-def model():
-    return load_model(ARM)
-
-
-# ----------------------------------------------------------------------------- links
-class AnsweringLink(MemoryLink):
-    """Emulator-side link with the firmware folded in: each sensor frame with id `cue_id` makes
-    `answer(k)` (k = 0, 1, ... per cue) queue the firmware's frames for the emulator's next cycle."""
-
-    def __init__(self, cue_id: int, answer):
-        super().__init__("answering")
-        self.cue_id = cue_id
-        self.answer = answer
-        self.cues = 0
-        self.sent: list[Frame] = []
-
-    def send(self, frame: Frame) -> bool:
-        self.counters.tx_frames += 1
-        self.sent.append(frame)
-        if frame.arbitration_id == self.cue_id:
-            self.inbox.extend(self.answer(self.cues))
-            self.cues += 1
-        return True
-
-
-def fionread(fd: int) -> int:
-    return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, struct.pack("i", 0)))[0]
-
-
-def wait_bytes(fd: int, n: int, timeout_s: float = 2.0) -> None:
-    """Wait until at least n bytes can be read from fd (pty data arrives through a kernel worker)."""
-    deadline = time.monotonic() + timeout_s
-    while fionread(fd) < n:
-        assert time.monotonic() < deadline, f"only {fionread(fd)} of {n} bytes arrived"
-        time.sleep(50e-6)
-
-
-# ----------------------------------------------------------------------------- emulator, firmware
-def make_emulator(model, bus: BusMap, link, **options) -> tuple[Emulator, np.ndarray]:
-    """Plant of ELLA at its gravity equilibrium behind `link`, with ideal torque drives (so the
-    applied torque is exactly the command); returns the emulator and the holding torque."""
-    plant = Plant(model)
-    hold = plant.equilibrium_eta()
-    names = plant.layout.joint_names
-    opts = RuntimeOptions(**{"mode": "afap", "realtime": False, "start": "immediately", **options})
-    header = {"config": str(ARM), "bus": bus.source, "link": link.name, "mode": opts.mode,
-              "versions": versions()}
-    emu = Emulator(plant, link, CommandInput(bus, names), SensorOutput(bus, names), opts, header,
-                   drives=DriveBank(plant, [None] * len(names)))
-    return emu, hold
+FLOAT_MAP = float_map()
 
 
 def quantized(tau) -> np.ndarray:
@@ -181,49 +54,6 @@ def quantized(tau) -> np.ndarray:
 def applied(emu: Emulator) -> np.ndarray:
     """The torque the last cycle applied to the plant (Plant.step keeps it in Plant.tau)."""
     return emu.plant.tau[:NJ].copy()
-
-
-class FakeFirmware:
-    """The controller side, played by the test: command frames with its own rolling counter, and
-    the sensor frames it received."""
-
-    def __init__(self, bus: BusMap, link, names):
-        self.bus = bus
-        self.link = link
-        self.cmd = bus.codec("cmd_torque")
-        self.counter = 0
-        self.sensors = SensorInput(bus, names)
-        self.status_ids = {c.arbitration_id for c in bus.messages("to_firmware") if "status" in c.signal_names}
-
-    def command(self, tau) -> Frame:
-        """The firmware's next command frame (advances its counter)."""
-        frame = self.cmd.encode([*tau, 0], counter=self.counter)
-        self.counter = self.cmd.next_counter(self.counter)
-        return frame
-
-    def injected(self, tau, check_range: bool = True) -> Frame:
-        """A frame with the counter the emulator expects next (does not advance the firmware's)."""
-        return self.cmd.encode([*tau, 0], counter=self.counter, check_range=check_range)
-
-    def with_crc(self, payload: bytes) -> bytes:
-        """compact_classic: the payload bytes 0..6 followed by their CRC-8 in byte 7."""
-        k = self.cmd.crc_byte
-        return payload[:k] + bytes((crc8_sae_j1850(payload),)) + payload[k:]
-
-    def take_sensor_frames(self) -> list[Frame]:
-        frames = []
-        while (f := self.link.recv()) is not None:
-            self.sensors.feed(f)
-            frames.append(f)
-        return frames
-
-    def statuses(self, frames) -> list[int]:
-        out = []
-        for f in frames:
-            if f.arbitration_id in self.status_ids:
-                codec = self.bus.by_id(f.arbitration_id)
-                out.append(int(codec.decode(f)[codec.index("status")]))
-        return out
 
 
 class Tally:
@@ -254,8 +84,9 @@ class Tally:
 def test_malformed_can_frames_are_rejected_counted_and_never_applied(model):
     bus = BusMap.load(CLASSIC)
     emu_link, fw_link = memory_pair()
-    emu, hold = make_emulator(model, bus, emu_link, watchdog_s=1.0)
-    fw = FakeFirmware(bus, fw_link, emu.plant.layout.joint_names)
+    emu = make_emulator(model, bus, emu_link, ideal_drives=True, watchdog_s=1.0)
+    hold = emu.hold_tau
+    fw = FakeFirmware(bus, fw_link, emu)
     tally = Tally(emu)
     rejected_torques: list[np.ndarray] = []
 
@@ -364,8 +195,9 @@ def test_malformed_can_frames_are_rejected_counted_and_never_applied(model):
 def test_nan_torques_in_a_float_map_are_rejected_as_nan(model):
     bus = BusMap.from_string(FLOAT_MAP, "float_map")
     emu_link, fw_link = memory_pair()
-    emu, hold = make_emulator(model, bus, emu_link, watchdog_s=1.0)
-    fw = FakeFirmware(bus, fw_link, emu.plant.layout.joint_names)
+    emu = make_emulator(model, bus, emu_link, ideal_drives=True, watchdog_s=1.0)
+    hold = emu.hold_tau
+    fw = FakeFirmware(bus, fw_link, emu)
     tally = Tally(emu)
     tau_a = np.float32(hold + [1.0, -2.0, 0.5]).astype(float)
     fw_link.send(fw.command(tau_a))
@@ -416,8 +248,9 @@ def test_serial_line_noise_and_malformed_packets_are_counted(model):
     emu_link = SerialLink.from_fd(master, name="pty master")
     fw_link = SerialLink(slave_path)
     try:
-        emu, hold = make_emulator(model, bus, emu_link, watchdog_s=1.0)
-        fw = FakeFirmware(bus, fw_link, emu.plant.layout.joint_names)
+        emu = make_emulator(model, bus, emu_link, ideal_drives=True, watchdog_s=1.0)
+        hold = emu.hold_tau
+        fw = FakeFirmware(bus, fw_link, emu)
         tally = Tally(emu)
         link = {"rx_frames": 0, "rx_crc_errors": 0, "rx_framing_errors": 0, "rx_garbage_bytes": 0}
         pending = 0
@@ -437,7 +270,7 @@ def test_serial_line_noise_and_malformed_packets_are_counted(model):
             wait_bytes(master, pending)
             emu.step_once()
             pending = 0
-            assert fionread(master) == 0
+            assert readable_bytes(master) == 0
             for k, n in expect_link.items():
                 link[k] += n
             got = emu_link.counters.as_dict()
@@ -598,8 +431,9 @@ def test_realtime_loop_keeps_its_period_under_a_flood_of_malformed_frames(model,
                 frames.append(good[(k - 1) & 0xFF])                                     # counter
             return frames + [good[c]]
 
-        link = AnsweringLink(0x111, bad)
-        emu, hold = make_emulator(model, bus, link, **opts)
+        link = AnsweringLink(on_cue(0x111, bad))
+        emu = make_emulator(model, bus, link, ideal_drives=True, **opts)
+        hold = emu.hold_tau
         closers = []
     else:
         master, slave_path = open_pty_pair()
@@ -622,7 +456,8 @@ def test_realtime_loop_keeps_its_period_under_a_flood_of_malformed_frames(model,
 
         first, table = answer(0), [answer(256 + c) for c in range(256)]    # precomputed: cheap in the loop
         link = PtyFlooder(emu_side, fw_side.fileno(), lambda k: table[k & 0xFF] if k else first)
-        emu, hold = make_emulator(model, bus, link, **opts)
+        emu = make_emulator(model, bus, link, ideal_drives=True, **opts)
+        hold = emu.hold_tau
         closers = [fw_side, emu_side]
     try:
         summary = emu.run()
@@ -679,8 +514,9 @@ def test_watchdog_trips_once_applies_the_safe_state_and_clears(model, safe_state
     bus = BusMap.load(CLASSIC)
     emu_link, fw_link = memory_pair()
     watchdog_s = 0.05
-    emu, hold = make_emulator(model, bus, emu_link, watchdog_s=watchdog_s, safe_state=safe_state)
-    fw = FakeFirmware(bus, fw_link, emu.plant.layout.joint_names)
+    emu = make_emulator(model, bus, emu_link, ideal_drives=True, watchdog_s=watchdog_s, safe_state=safe_state)
+    hold = emu.hold_tau
+    fw = FakeFirmware(bus, fw_link, emu)
     plant, opt = emu.plant, emu.opt
     kp, kd = opt.hold_gains
 
@@ -777,10 +613,10 @@ def test_run_log_header_and_one_row_per_cycle(model, tmp_path):
         sent.append(tau)
         return [cmd.encode([*tau, 0], counter=k)]
 
-    link = AnsweringLink(0x111, firmware)
+    link = AnsweringLink(on_cue(0x111, firmware))
     path = tmp_path / "logs" / "run.msgpack"
     duration = 0.2
-    emu, hold_exact = make_emulator(model, bus, link, duration_s=duration, log_path=str(path))
+    emu = make_emulator(model, bus, link, ideal_drives=True, duration_s=duration, log_path=str(path))
     before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     summary = emu.run()
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
