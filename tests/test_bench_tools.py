@@ -14,7 +14,7 @@ from hil.cli.main import main as hil_main
 from hil.logs import writer_process
 from hil.logs.runlog import read_run
 from hil.runtime.stages import STAGES
-from tools import bench_checkouts, bench_components, bench_kernel, bench_loop
+from tools import bench_checkouts, bench_components, bench_kernel, bench_loop, c_firmware
 
 
 def _timings(obj, key: str = ""):
@@ -181,24 +181,55 @@ def test_loop_bench_inprocess_reports_every_model_set(capsys):
         assert set(t[name]["stages_us"]) == {*STAGES, "compute", "cycle"}
 
 
-def test_loop_bench_rate10k_reports_overruns_lateness_and_the_run_log(capsys, tmp_path):
+@pytest.mark.skipif(c_firmware.compiler() is None, reason="no C compiler on this machine")
+def test_loop_bench_rate10k_runs_both_firmwares_and_reports_overruns_by_cause_and_the_run_logs(capsys, tmp_path):
+    pytest.importorskip("cantools")
     log = tmp_path / "tenk.msgpack"
     assert bench_loop.main(["--rate10k", "--duration", "0.3", "--cpu", "-1", "--log", str(log), "--json"]) == 0
-    s = json.loads(capsys.readouterr().out)["rate10k"]
-    assert "error" not in s, s
-    assert s["cycles"] == 3000 and "overruns" in s["pacer"] and s["timing"]["lateness"]["p99"] is not None
-    assert len(s["loadavg_before"]) == 3
-    assert s["overrun_causes"]["heartbeat"] is False       # the loop never sleeps: no heartbeat beside it
-    rows = bench_loop.rate_rows(s, 0.3)
-    assert any("10 kHz" in row for row in rows)
-    # 3000 rows fit the writer process's ring even if it never ran: none may be missing
+    runs = json.loads(capsys.readouterr().out)["rate10k"]
+    assert list(runs) == ["reference", "c"]
     writer = "process" if writer_process.available() else "thread"
-    assert s["log"]["writer"] == writer and s["log"]["writer_error"] is None
-    assert any(f"run log ({writer} writer): {s['log']['dropped_rows']} rows dropped" in row for row in rows)
-    _, logged = read_run(log)
-    if writer == "process":
-        assert s["log"]["dropped_rows"] == 0 and len(logged) == 3000
-    assert len(logged) + s["log"]["dropped_rows"] == 3000
+    for firmware, s in runs.items():
+        assert "error" not in s, s
+        assert s["firmware"] == firmware and s["cycles"] == 3000 and "overruns" in s["pacer"]
+        assert s["timing"]["lateness"]["p99"] is not None and len(s["loadavg_before"]) == 3
+        assert s["overrun_causes"]["heartbeat"] is False       # the loop never sleeps: no heartbeat beside it
+        assert s["commands"]["accepted"] > 0                    # the firmware answered (the C one on the generated code)
+        rows = bench_loop.rate_rows(s, 0.3)
+        assert any(f"10 kHz, {bench_loop.firmware_label(firmware)}" in row for row in rows)
+        assert any("not caused by the host" in row for row in rows)
+        # 3000 rows fit the writer process's ring even if it never ran: none may be missing
+        assert s["log"]["writer"] == writer and s["log"]["writer_error"] is None
+        assert any(f"run log ({writer} writer): {s['log']['dropped_rows']} rows dropped" in row for row in rows)
+        _, logged = read_run(tmp_path / f"tenk_{firmware}.msgpack")
+        if writer == "process":
+            assert s["log"]["dropped_rows"] == 0 and len(logged) == 3000
+        assert len(logged) + s["log"]["dropped_rows"] == 3000
+
+
+def test_rate10k_counts_every_overrun_but_the_host_stalls_against_the_goal():
+    s = {"firmware": "c", "cycles": 600000, "loadavg_before": [0.1] * 3, "loadavg_after": [0.2] * 3,
+         "pacer": {"overruns": 1000, "max_consecutive": 40, "skipped_periods": 50},
+         "overrun_causes": {"host_stall": 400, "compute": 100, "io": 300, "late_wakeup": 200, "heartbeat": False},
+         "timing": {series: {"p50": 1.0, "p99": 2.0, "p99.9": 3.0, "max": 4.0}
+                    for series in ("lateness", "compute", "io", "total")}}
+    assert bench_loop.not_host_overruns(s) == 600
+    rows = bench_loop.rate_rows(s, 60.0)
+    assert "not caused by the host: 600 = 0.100 % of the cycles (goal at most 0.1 %)" in rows[2]
+    assert "host stall 400, compute 100, I/O 300, late wake-up 200" in rows[1]
+    s["overrun_causes"]["host_stall"] = 0                       # host stalls do not count; the others do
+    s["overrun_causes"]["io"] = 1300
+    assert bench_loop.not_host_overruns(s) == 1600
+
+
+def test_rate10k_refuses_an_unknown_firmware_and_reports_one_that_does_not_build(tmp_path, monkeypatch, capsys):
+    with pytest.raises(SystemExit):
+        bench_loop.main(["--rate10k", "--rate10k-firmware", "reference,rust", "--duration", "0.1"])
+    assert "--rate10k-firmware 'reference,rust'" in capsys.readouterr().err
+    monkeypatch.setattr(bench_loop, "C_FIRMWARE_10KHZ", "no_such_firmware.c")
+    s = bench_loop.rate_10khz(0.1, None, None, firmware="c")
+    assert s["firmware"] == "c" and s["error"].startswith("C firmware not built:"), s
+    assert bench_loop.rate_rows(s, 0.1) == [f"10 kHz, the C firmware (no_such_firmware.c): failed: {s['error']}"]
 
 
 def test_checkout_bench_times_the_loop_of_each_checkout(capsys):

@@ -1,11 +1,12 @@
 """C code for firmware (firmware_bridge.c_export, hil bus export --c): every shipped map's files compile
 with -Wall -Wextra -Werror -std=c99 -pedantic; a generated C program packs random values to the bytes the
 Python codec encodes (CRC, serial packet and all) and unpacks the codec's frames to its values, and
-tells when a byte differs (C from a wrong map); the C example firmware on the generated code closes the
-loop to the set-points in lockstep."""
+tells when a byte differs (C from a wrong map); the C example firmwares on the generated code (serial at
+1 kHz, udp_loopback at 10 kHz) close the loop to the set-points in lockstep."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ from firmware_bridge.c_export import export_c
 from firmware_bridge.codec import crc8_sae_j1850
 from firmware_bridge.framing import crc16_ccitt_false, encode_packet
 from firmware_bridge.messages import BusMap
+from tools import c_firmware
 from wire_values import random_values
 
 pytest.importorskip("cantools")
@@ -140,21 +142,28 @@ def test_c_from_a_wrong_map_is_caught_byte_for_byte(tmp_path, name, old, new, me
 
 
 # ----------------------------------------------------------------------------- the example firmware
-def test_the_c_example_on_the_generated_code_closes_the_loop_in_lockstep(tmp_path):
-    gen = tmp_path / "build"
-    proc = subprocess.run([sys.executable, "-m", "hil", "bus", "export", "serial_frame", "--c", str(gen)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    binary = tmp_path / "ella_pid_generated"
-    subprocess.run([GCC, "-O2", "-Wall", "-Wextra", "-Werror", "-I", str(gen), "-o", str(binary),
-                    str(ROOT / "examples/c_firmware/ella_pid_generated.c"), str(gen / "serial_frame.c"),
-                    str(gen / "serial_frame_protocol.c"), "-lm"], check=True, timeout=300)
-    proc = subprocess.run([sys.executable, "-m", "hil", "run", "ella", "--bus", "serial_frame", "--mode", "lockstep",
-                           "--duration", "4", "--json", "--targets", "seed000_setpoints", "--check",
-                           "--firmware", f"{binary} {{port}}"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+@pytest.mark.parametrize("source, bus, arm, link, argv, duration_s, period_s", [
+    ("ella_pid_generated.c", "serial_frame", "ella", [], "{port}", 4, 1e-3),
+    ("ella_pid_udp.c", "udp_10khz", "configs/ella_10khz.toml", ["--link", f"canfd:udp_loopback:cudp-{os.getpid()},nodes=2"],
+     "{channel} 2", 3, 1e-4),
+])
+def test_the_c_examples_on_the_generated_code_close_the_loop_in_lockstep(tmp_path, source, bus, arm, link, argv,
+                                                                          duration_s, period_s):
+    binary = c_firmware.build(source, bus, tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "hil", "run", arm, "--bus", bus, *link, "--mode", "lockstep",
+                           "--duration", str(duration_s), "--json", "--targets", "seed000_setpoints", "--check",
+                           "--firmware", f"{binary} {argv}"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     s = json.loads([line for line in proc.stdout.splitlines() if line.startswith("{")][-1])
-    assert s["cycles"] == 4000 and s["commands"]["accepted"] == 4000
+    cycles = round(duration_s / period_s)
+    assert s["cycles"] == cycles and s["commands"]["accepted"] == cycles
     assert not any(s["commands"]["rejected"].values()), s["commands"]
     assert [v["name"] for v in s["verdicts"] if not v["passed"]] == []
     assert {v["name"] for v in s["verdicts"]} >= {"setpoint_base_yaw", "setpoint_shoulder_pitch", "setpoint_elbow"}
+
+
+def test_a_c_example_that_does_not_compile_is_refused_naming_the_step(tmp_path):
+    with pytest.raises(RuntimeError, match=r"ella_pid_udp\.c: .*error"):
+        c_firmware.build("ella_pid_udp.c", "serial_frame", tmp_path / "build")     # the wrong map's names
+    with pytest.raises(RuntimeError, match="hil bus export no_such_map --c"):
+        c_firmware.build("ella_pid_udp.c", "no_such_map", tmp_path / "build")

@@ -26,13 +26,18 @@ cycle (also the fault engine's cycle start and the bus fault layer).
 
     python -m tools.bench_loop [--duration 60] [--links pty,udp,slcan] [--cpu 0] [--models] [--inprocess]
                                [--cycles 20000] [--arm PRESET] [--bus MAP]
-                               [--rate10k [--firmware-cpu N] [--log PATH] [--lift-rt-throttling]] [--json]
+                               [--rate10k [--rate10k-firmware reference,c] [--firmware-cpu N] [--log PATH]
+                               [--lift-rt-throttling]] [--json]
 
 * --rate10k: ELLA at 10 kHz (configs/ella_10khz.toml, configs/bus/udp_10khz.toml) in real time over
-  udp_loopback with the reference firmware for --duration: overruns, lateness, compute, I/O and
-  total percentiles, the command age, and the load average around the run; with --log the run log
-  (hil run --log) and the rows its writer dropped; with --lift-rt-throttling the run without RT throttling
-  (hil run --lift-rt-throttling: root, a pinned CPU).
+  udp_loopback (a two-node channel) for --duration, once with each firmware: the reference firmware
+  in Python (which cannot answer within 0.1 ms, so its backlog loads the emulator's I/O) and the C
+  example on the map's generated code (examples/c_firmware/ella_pid_udp.c, built with
+  tools.c_firmware), which measures the emulator. Overruns by cause (hil.runtime.stalls) and the
+  share not caused by the host against the goal of 0.1 %, lateness, compute, I/O and total
+  percentiles, the command age, and the load average around the run; with --log the run logs
+  (PATH with _reference / _c before its suffix) and the rows their writer dropped; with
+  --lift-rt-throttling the runs without RT throttling (hil run --lift-rt-throttling: root, a pinned CPU).
     hil bench loop ...
 """
 from __future__ import annotations
@@ -44,6 +49,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 from collections import deque
 from pathlib import Path
 
@@ -60,6 +66,7 @@ from hil.runtime.loop import Emulator, RuntimeOptions
 from hil.runtime.stages import STAGES, StageClock
 from hil.faults.scenario import load_scenario
 from hil.model.sensor_specs import default_sensors
+from tools import c_firmware
 
 ROOT = Path(__file__).resolve().parent.parent
 ARM = "configs/ella.toml"
@@ -69,6 +76,10 @@ LINKS = {
     "slcan": ("configs/bus/compact_classic.toml", ["--link", "slcan-pty"]),
 }
 ARM_10KHZ, BUS_10KHZ = "configs/ella_10khz.toml", "configs/bus/udp_10khz.toml"
+LINK_10KHZ = ["--link", "canfd:udp_loopback:{channel},nodes=2"]
+C_FIRMWARE_10KHZ = "ella_pid_udp.c"
+FIRMWARES_10KHZ = ("reference", "c")
+NOT_HOST_GOAL_PERCENT = 0.1  # of the cycles at 10 kHz with the C firmware
 OVERHEAD = "configs/scenarios/overhead.toml"
 MODEL_SETS = {"before": ["--ideal-sensors", "--ideal-drives"], "models": [], "faulted": ["--scenario", OVERHEAD]}
 WARMUP_CYCLES = 1000        # in-process: cycles run before timing (first calls, caches, branch predictors)
@@ -78,10 +89,13 @@ BUDGET_US = 10.0            # what sensor, drive and fault models may add to a 1
 
 
 def run_once(link: str, duration: float, realtime: bool, cpu: int | None, extra: list[str] | None = None,
-             arm: str = ARM, bus: str | None = None) -> dict:
-    map_path, link_args = LINKS[link]
-    link_args = [a.format(channel=f"bench{os.getpid()}") for a in link_args]
-    cmd = [sys.executable, "-m", "hil", "run", arm, "--bus", bus or map_path, *link_args, "--spawn-firmware",
+             arm: str = ARM, bus: str | None = None, link_args: list[str] | None = None,
+             firmware: str | None = None) -> dict:
+    """One `hil run --json` with the reference firmware (or the `firmware` command line) on `link`."""
+    map_path, default_link = LINKS[link]
+    link_args = [a.format(channel=f"bench{os.getpid()}") for a in link_args or default_link]
+    who = ["--spawn-firmware"] if firmware is None else ["--firmware", firmware]
+    cmd = [sys.executable, "-m", "hil", "run", arm, "--bus", bus or map_path, *link_args, *who,
            "--duration", str(duration), "--json", *(extra or [])]
     if not realtime:
         cmd.append("--no-realtime")
@@ -94,28 +108,59 @@ def run_once(link: str, duration: float, realtime: bool, cpu: int | None, extra:
 
 
 def rate_10khz(duration: float, cpu: int | None, firmware_cpu: int | None, log: str | None = None,
-               lift_rt_throttling: bool = False) -> dict:
-    """ELLA at 10 kHz in real time over udp_loopback with the reference firmware: the summary of
-    `hil run` (with `log`: its run log there), the load average before and after (other processes
-    share the machine)."""
-    before = os.getloadavg()
+               lift_rt_throttling: bool = False, firmware: str = "reference") -> dict:
+    """ELLA at 10 kHz in real time over udp_loopback (a two-node channel: the plant and the firmware)
+    with the reference firmware in Python, or the C example on the map's generated code ("c"): the
+    summary of `hil run` (with `log`: its run log there), the load average before and after (other
+    processes share the machine)."""
     extra = [] if firmware_cpu is None else ["--firmware-cpu", str(firmware_cpu)]
-    extra += [] if log is None else ["--log", str(Path(log).resolve())]
+    extra += [] if log is None else ["--log", str(firmware_log(log, firmware).resolve())]
     extra += ["--lift-rt-throttling"] if lift_rt_throttling else []
-    s = run_once("udp", duration, True, cpu, extra, arm=ARM_10KHZ, bus=BUS_10KHZ)
+    with tempfile.TemporaryDirectory(prefix="hil-c-firmware-") as build_dir:
+        command = None
+        if firmware == "c":
+            try:
+                command = f"{c_firmware.build(C_FIRMWARE_10KHZ, BUS_10KHZ, Path(build_dir))} {{channel}} 2"
+            except RuntimeError as exc:
+                return {"firmware": firmware, "error": f"C firmware not built: {exc}"}
+        before = os.getloadavg()
+        s = run_once("udp", duration, True, cpu, extra, arm=ARM_10KHZ, bus=BUS_10KHZ, link_args=LINK_10KHZ,
+                     firmware=command)
+    s["firmware"] = firmware
     s["loadavg_before"], s["loadavg_after"] = before, os.getloadavg()
     return s
 
 
+def firmware_label(firmware: str) -> str:
+    return "the reference firmware (Python)" if firmware == "reference" else f"the C firmware ({C_FIRMWARE_10KHZ})"
+
+
+def firmware_log(log: str | Path, firmware: str) -> Path:
+    """The run log of the 10 kHz run with `firmware`: `log` with _<firmware> before its suffix."""
+    log = Path(log)
+    return log.with_name(f"{log.stem}_{firmware}{log.suffix}")
+
+
+def not_host_overruns(s: dict) -> int:
+    """Overruns the host's stalls do not explain: the emulator's compute or I/O, and late wake-ups."""
+    causes = s.get("overrun_causes") or {}
+    return sum(causes.get(c, 0) for c in ("compute", "io", "late_wakeup"))
+
+
 def rate_rows(s: dict, duration: float) -> list[str]:
-    """Overruns, lateness, compute and total percentiles [us] of a rate_10khz run."""
+    """Overruns by cause, lateness, compute and total percentiles [us] of a rate_10khz run."""
+    firmware = firmware_label(s["firmware"])
     if "error" in s:
-        return [f"10 kHz: failed: {s['error']}"]
-    t, p = s["timing"], s["pacer"]
-    rows = [f"10 kHz ({ARM_10KHZ}, {BUS_10KHZ}, udp_loopback, {duration:g} s, {s['cycles']} cycles), "
+        return [f"10 kHz, {firmware}: failed: {s['error']}"]
+    t, p, causes = s["timing"], s["pacer"], s.get("overrun_causes") or {}
+    own = not_host_overruns(s)
+    rows = [f"10 kHz, {firmware} ({ARM_10KHZ}, {BUS_10KHZ}, udp_loopback, {duration:g} s, {s['cycles']} cycles), "
             f"load average before {s['loadavg_before'][0]:.2f}, after {s['loadavg_after'][0]:.2f}:",
             f"  overruns {p['overruns']} (max consecutive {p['max_consecutive']}, skipped periods "
-            f"{p.get('skipped_periods', 0)}); causes {s.get('overrun_causes')}"]
+            f"{p.get('skipped_periods', 0)}); by cause: host stall {causes.get('host_stall', 0)}, compute "
+            f"{causes.get('compute', 0)}, I/O {causes.get('io', 0)}, late wake-up {causes.get('late_wakeup', 0)}",
+            f"  not caused by the host: {own} = {100.0 * own / max(s['cycles'], 1):.3f} % of the cycles "
+            f"(goal at most {NOT_HOST_GOAL_PERCENT:g} %)"]
     for series in ("lateness", "compute", "io", "total"):
         q = t[series]
         rows.append(f"  {series:9s} p50 {q['p50']:7.1f} p99 {q['p99']:7.1f} p99.9 {q['p99.9']:7.1f} max {q['max']:8.1f}")
@@ -298,19 +343,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rate10k", action="store_true",
                    help=f"ELLA at 10 kHz ({ARM_10KHZ}, {BUS_10KHZ}) in real time over udp_loopback for --duration: "
                         "overruns and lateness percentiles")
+    p.add_argument("--rate10k-firmware", default="reference,c",
+                   help="--rate10k: comma list of reference (Python) and c (the C example on the generated code); "
+                        "default both, one after the other")
     p.add_argument("--firmware-cpu", type=int, default=None, help="--rate10k: pin the firmware here instead")
     p.add_argument("--log", default=None, help="--rate10k: write the run log here (.msgpack), count its dropped rows")
     p.add_argument("--lift-rt-throttling", action="store_true", help="--rate10k: RT throttling off for the run")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     cpu = None if args.cpu < 0 else args.cpu
+    firmwares = args.rate10k_firmware.split(",")
+    if not set(firmwares) <= set(FIRMWARES_10KHZ):
+        p.error(f"--rate10k-firmware {args.rate10k_firmware!r}: expected a comma list of {', '.join(FIRMWARES_10KHZ)}")
     report = {"host": host(), "duration_s": args.duration, "cpu": cpu}
     if args.models:
         report["models"] = [models_comparison(link, args.duration, cpu) for link in args.links.split(",")]
     if args.inprocess:
         report["inprocess"] = inprocess_comparison(args.cycles, args.bus, args.arm)
     if args.rate10k:
-        report["rate10k"] = rate_10khz(args.duration, cpu, args.firmware_cpu, args.log, args.lift_rt_throttling)
+        report["rate10k"] = {fw: rate_10khz(args.duration, cpu, args.firmware_cpu, args.log, args.lift_rt_throttling, fw)
+                             for fw in firmwares}
     if not (args.models or args.inprocess or args.rate10k):
         report["runs"] = {}
         for link in args.links.split(","):
@@ -341,7 +393,8 @@ def print_report(report: dict, duration: float) -> None:
         timing = {name: r if "error" in r else r["timing"] for name, r in m["runs"].items()}
         print("\n".join(comparison_rows(timing, m["difference_us"])))
     if "rate10k" in report:
-        print("\n".join(rate_rows(report["rate10k"], duration)))
+        for s in report["rate10k"].values():
+            print("\n".join(rate_rows(s, duration)))
     if "inprocess" in report:
         ip = report["inprocess"]
         load = ", ".join(f"{name} {t['channels']} channels, {t['faults_active']} active faults"

@@ -1,4 +1,4 @@
-/* The joint PID of ella_pid.c on the C code the emulator generates from its bus map:
+/* The joint PID (joint_pid.h) on the C code the emulator generates from its bus map:
  *
  *     hil bus export serial_frame --c build/
  *     cc -O2 -Ibuild -o ella_pid_generated examples/c_firmware/ella_pid_generated.c \
@@ -11,7 +11,6 @@
  * is written by hand here, so a changed bus map needs only a new export and a rebuild.
  */
 #include <fcntl.h>
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <termios.h>
@@ -19,47 +18,18 @@
 
 #include "serial_frame.h"
 #include "serial_frame_protocol.h"
-
-#define START_S 0.2
-#define MOVE_S 1.0
-#define COUNTS_PER_REV 16384.0
-
-static const double SETPOINT[3] = {0.6922, -0.4928, 0.4270};   /* rad: base_yaw, shoulder_pitch, elbow */
-static const double GEAR[3] = {160.0, 160.0, 100.0};
-static const double KP[3] = {3000.0, 3000.0, 800.0}, KD[3] = {300.0, 300.0, 80.0}, KI[3] = {3000.0, 3000.0, 800.0};
-static const double LIMIT[3] = {240.0, 360.0, 90.0};            /* N m: the command signals' range */
-
-static double ramp(double t, double *rate) {
-    double x = (t - START_S) / MOVE_S;
-    x = x < 0 ? 0 : x > 1 ? 1 : x;
-    *rate = 30 * x * x * (1 - x) * (1 - x) / MOVE_S;
-    return x * x * x * (10 - 15 * x + 6 * x * x);
-}
+#include "joint_pid.h"
 
 struct pid {
-    double integral[3], qd[3], last_q[3];
-    int started;
+    struct joint_pid law;
     uint32_t counter;
-    long cycle, last_raw;
 };
 
 /* One sensor payload in, the command payload out (serial_frame_cmd_torque_pack's bytes). */
 static void control(struct pid *c, const struct serial_frame_sensors_t *in, struct serial_frame_cmd_torque_t *out) {
-    long cycle_raw = in->cycle;
-    c->cycle = c->started ? c->cycle + ((cycle_raw - c->last_raw) & 0xFF) : cycle_raw;
-    c->last_raw = cycle_raw;
     const int32_t counts[3] = {in->enc_base_yaw, in->enc_shoulder_pitch, in->enc_elbow};
-    double tau[3], t = c->cycle * SERIAL_FRAME_CYCLE_S, s_rate, s = ramp(t, &s_rate);
-    for (int j = 0; j < 3; j++) {
-        double q = counts[j] * 2 * M_PI / (COUNTS_PER_REV * GEAR[j]);
-        if (c->started) c->qd[j] += 0.4 * ((q - c->last_q[j]) / SERIAL_FRAME_CYCLE_S - c->qd[j]);
-        c->last_q[j] = q;
-        double e = SETPOINT[j] * s - q;
-        c->integral[j] = fmax(-200.0, fmin(200.0, c->integral[j] + KI[j] * e * SERIAL_FRAME_CYCLE_S));
-        double u = KP[j] * e + KD[j] * (SETPOINT[j] * s_rate - c->qd[j]) + c->integral[j];
-        tau[j] = fmax(-LIMIT[j], fmin(LIMIT[j], u));
-    }
-    c->started = 1;
+    double tau[3];
+    joint_pid_step(&c->law, counts, in->cycle, SERIAL_FRAME_CYCLE_S, tau);
     out->tau_base_yaw = serial_frame_cmd_torque_tau_base_yaw_encode(tau[0]);
     out->tau_shoulder_pitch = serial_frame_cmd_torque_tau_shoulder_pitch_encode(tau[1]);
     out->tau_elbow = serial_frame_cmd_torque_tau_elbow_encode(tau[2]);
@@ -90,7 +60,7 @@ int main(int argc, char **argv) {
             struct serial_frame_sensors_t sensors;
             if (n != SERIAL_FRAME_SENSORS_LENGTH || id != SERIAL_FRAME_SENSORS_FRAME_ID ||
                 serial_frame_sensors_unpack(&sensors, payload, (size_t)n) != 0) continue;   /* not a good sensor packet */
-            if (c.started && sensors.cycle == c.last_raw) continue;                      /* a copy: answered already */
+            if (joint_pid_seen(&c.law, sensors.cycle)) continue;                         /* a copy: answered already */
             struct serial_frame_cmd_torque_t command;
             uint8_t body[SERIAL_FRAME_CMD_TORQUE_LENGTH], wire[SERIAL_FRAME_MAX_PACKET];
             control(&c, &sensors, &command);
