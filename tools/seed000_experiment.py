@@ -41,7 +41,7 @@ import numpy as np
 
 from hil.dynamics.plant import ForwardEulerWarning, Plant, SimulationError
 from hil.dynamics.simulate import ControllerSource, run_columns, simulate
-from hil.logs.runlog import open_writer
+from hil.logs.run_writers import open_writer
 from hil.model.assembly import Assembled, assemble
 from hil.model.config import load_model
 from hil.kernels import oracle

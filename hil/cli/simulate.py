@@ -10,7 +10,7 @@ from hil.dynamics.integrator_plan import judge
 from hil.dynamics.offline import INPUT_HOLDS, OfflineStepper
 from hil.dynamics.plant import FORMULATIONS, Plant
 from hil.dynamics.simulate import ControllerSource, Progress, TorqueTable, load_controller, run_columns, simulate
-from hil.logs.runlog import open_writer
+from hil.logs.run_writers import open_writer
 from hil.model.config import INTEGRATOR_METHODS, load_model
 from hil.model.presets import resolve
 from hil.model.spec import DRIVE_PRESCRIBED, Model

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from hil.logs.runlog import open_writer
+from hil.logs.run_writers import open_writer
 from hil.logs.units import describe
 
 __all__ = ["export_csv", "export_mdf4", "export_parquet", "read_mdf4_events", "EXPORT_SUFFIX"]

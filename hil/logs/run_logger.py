@@ -24,7 +24,7 @@ from collections import deque
 import numpy as np
 
 from firmware_bridge.recording import BackgroundWriter
-from hil.logs.runlog import MsgpackRunWriter
+from hil.logs.run_writers import MsgpackRunWriter
 from hil.logs.writer_process import WriterProcess
 
 GAPS_REPORTED = 20      # the first gaps listed in the summary (all of them are in the log)

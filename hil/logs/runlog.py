@@ -33,171 +33,27 @@ from __future__ import annotations
 import csv
 import math
 import struct
-import time
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import msgpack
 import numpy as np
 
-from config_schema import UserError
+from hil.logs.run_format import (CRC, EXT_EVENT, EXT_GAP, FORMAT, READABLE_VERSIONS, SUFFIXES, VERSION, RunLogError,
+                                 row_dtype)
+from hil.logs.run_writers import FLUSH_INTERVAL_S, CsvRunWriter, MsgpackRunWriter, RunWriter, open_writer
 
-__all__ = ["FORMAT", "VERSION", "RunLog", "RunLogError", "RunWriter", "CsvRunWriter", "MsgpackRunWriter",
-           "RunLogReader", "open_writer", "read_run", "integrity_text"]
+__all__ = ["FORMAT", "VERSION", "SUFFIXES", "FLUSH_INTERVAL_S", "RunLog", "RunLogError", "RunWriter", "CsvRunWriter",
+           "MsgpackRunWriter", "RunLogReader", "open_writer", "read_run", "integrity_text"]
 
-FORMAT = "hil-run"
-VERSION = 2
-READABLE_VERSIONS = (1, 2)
-SUFFIXES = (".csv", ".msgpack")
-FLUSH_INTERVAL_S = 0.5
-EXT_EVENT, EXT_GAP = 1, 2
-_FLUSH_CHECK_ROWS = 64      # rows between looks at the clock
 _CHUNK_BYTES = 1 << 22      # bytes read from the file at a time
 _WINDOW_ROWS = 4096         # rows checked for their layout at a time
 _MAX_EXT_BYTES = 1 << 20    # the longest event or gap record taken (a longer length is damage)
-_CRC = struct.Struct(">I")
 _EXT_FIXED = {0xD4: 1, 0xD5: 2, 0xD6: 4, 0xD7: 8, 0xD8: 16}       # fixext code -> data length
 _EXT_SIZED = {0xC7: (1, ">B"), 0xC8: (2, ">H"), 0xC9: (4, ">I")}   # ext 8/16/32 -> (length bytes, format)
-
-
-class RunLogError(UserError):
-    """Unreadable or unsupported run log; the message names the file."""
-
-
-class RunWriter(Protocol):
-    """Destination of output rows (one float per column)."""
-
-    def write(self, row: np.ndarray) -> None: ...
-
-    def close(self) -> None: ...
-
-
-class _TimedFlush:
-    """Flush a binary or text file when FLUSH_INTERVAL_S has passed (checked every few rows)."""
-
-    def __init__(self, file):
-        self._file = file
-        self._rows = 0
-        self._last = time.monotonic()
-
-    def tick(self) -> None:
-        self._rows += 1
-        if self._rows % _FLUSH_CHECK_ROWS == 0:
-            now = time.monotonic()
-            if now - self._last >= FLUSH_INTERVAL_S:
-                self._file.flush()
-                self._last = now
-
-
-def _array_prefix(n: int) -> bytes:
-    """msgpack array header for n elements."""
-    if n < 16:
-        return bytes([0x90 | n])
-    if n < 1 << 16:
-        return b"\xdc" + n.to_bytes(2, "big")
-    return b"\xdd" + n.to_bytes(4, "big")
-
-
-def _row_dtype(n: int, checked: bool) -> tuple[bytes, np.dtype]:
-    """(array header, record dtype) of a row of n values; `checked`: with its CRC item (version 2)."""
-    prefix = _array_prefix(n + 1 if checked else n)
-    fields = [("prefix", "u1", (len(prefix),)), ("cells", [("tag", "u1"), ("value", ">f8")], (n,))]
-    if checked:
-        fields += [("crc_tag", "u1"), ("crc", ">u4")]
-    return prefix, np.dtype(fields)
-
-
-def _ext_record(kind: int, payload: bytes) -> bytes:
-    return msgpack.packb(msgpack.ExtType(kind, payload + _CRC.pack(zlib.crc32(payload))))
-
-
-class MsgpackRunWriter:
-    """Stream writer: header map, then one checked record per row, event or gap (preallocated row record)."""
-
-    def __init__(self, path: str | Path, header: dict[str, Any]):
-        n = len(header["columns"])
-        self.path = str(path)
-        self._file = open(path, "wb")
-        self._file.write(msgpack.packb({**header, "format": FORMAT, "version": VERSION}, use_bin_type=True))
-        self._file.flush()
-        prefix, dtype = _row_dtype(n, checked=True)
-        self._record = np.zeros(1, dtype)
-        self._record["prefix"] = np.frombuffer(prefix, np.uint8)
-        self._record["cells"]["tag"] = 0xCB    # msgpack float 64
-        self._record["crc_tag"] = 0xCE         # msgpack uint 32
-        self._values = self._record["cells"]["value"][0]
-        self._bytes = memoryview(self._record.view(np.uint8))
-        self._checked = self._bytes[:dtype.itemsize - 4]
-        self._crc = self._record["crc"]
-        self._flush = _TimedFlush(self._file)
-
-    def write(self, row: np.ndarray) -> None:
-        self._values[:] = row
-        self._crc[0] = zlib.crc32(self._checked)
-        self._file.write(self._bytes)
-        self._flush.tick()
-
-    def write_event(self, event: dict[str, Any]) -> None:
-        """An event between rows (a map with "event", "cycle" and "t")."""
-        self._file.write(_ext_record(EXT_EVENT, msgpack.packb(event, use_bin_type=True)))
-        self._flush.tick()
-
-    def write_gap(self, first_cycle: int, last_cycle: int, rows: int, t: float) -> None:
-        """Rows of cycles first_cycle..last_cycle (from time t) that were dropped, not written."""
-        gap = {"first_cycle": int(first_cycle), "last_cycle": int(last_cycle), "rows": int(rows), "t": float(t)}
-        self._file.write(_ext_record(EXT_GAP, msgpack.packb(gap)))
-        self._flush.tick()
-
-    def flush(self) -> None:
-        self._file.flush()
-
-    def close(self) -> None:
-        self._file.close()
-
-    def __enter__(self) -> "MsgpackRunWriter":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-class CsvRunWriter:
-    """Plain CSV: a line of column names, then one line of floats per row."""
-
-    def __init__(self, path: str | Path, header: dict[str, Any]):
-        self.path = str(path)
-        self._file = open(path, "w", encoding="utf-8", newline="")
-        self._file.write(",".join(header["columns"]) + "\n")
-        self._flush = _TimedFlush(self._file)
-
-    def write(self, row: np.ndarray) -> None:
-        self._file.write(",".join(map(repr, row.tolist())) + "\n")
-        self._flush.tick()
-
-    def close(self) -> None:
-        self._file.close()
-
-    def __enter__(self) -> "CsvRunWriter":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-def open_writer(path: str | Path, header: dict[str, Any]) -> CsvRunWriter | MsgpackRunWriter:
-    """Writer chosen by the file suffix (.csv or .msgpack); ``header["columns"]`` is required.
-    Missing parent folders are created."""
-    suffix = Path(path).suffix.lower()
-    if suffix in SUFFIXES:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-    if suffix == ".csv":
-        return CsvRunWriter(path, header)
-    if suffix == ".msgpack":
-        return MsgpackRunWriter(path, header)
-    raise RunLogError(f"{path}: unknown run log format {suffix!r}; expected one of {', '.join(SUFFIXES)}")
 
 
 # ----------------------------------------------------------------------------- reading
@@ -244,7 +100,7 @@ class RunLogReader:
         self.corrupt: list[dict] = []
         self.trailing_bytes = 0
         self.rows_read = 0
-        self._prefix, self._dtype = _row_dtype(len(self.columns), self.checked)
+        self._prefix, self._dtype = row_dtype(len(self.columns), self.checked)
         self._marker = self._prefix + b"\xcb"
         self._cycle = self.columns.index("cycle") if "cycle" in self.columns else None
         self._last_cycle: int | None = None
@@ -361,7 +217,7 @@ class RunLogReader:
         if parsed is None:
             return None
         kind, data, end = parsed
-        if kind not in (EXT_EVENT, EXT_GAP) or len(data) < 4 or zlib.crc32(data[:-4]) != _CRC.unpack(data[-4:])[0]:
+        if kind not in (EXT_EVENT, EXT_GAP) or len(data) < 4 or zlib.crc32(data[:-4]) != CRC.unpack(data[-4:])[0]:
             self._damaged(offset + pos, 1)
             return pos + 1
         try:

@@ -42,7 +42,8 @@ from collections import deque
 import msgpack
 import numpy as np
 
-from hil.logs.runlog import FLUSH_INTERVAL_S, MsgpackRunWriter, RunLogError
+from hil.logs.run_format import RunLogError
+from hil.logs.run_writers import FLUSH_INTERVAL_S, MsgpackRunWriter
 
 FRAME = struct.Struct("<QI")     # rows committed before the record, payload length
 CONTROL_BYTES = 64               # committed, taken (int64 each), padded to a cache line
