@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from hil.cli.integrity_summary import integrity_lines
-from hil.runtime.realtime import Pacer
+from hil.runtime.pacer import Pacer
 from hil.runtime.stalls import Heartbeat, OverrunCauses, thread_usage, usage_between
 
 ROOT = Path(__file__).resolve().parent.parent

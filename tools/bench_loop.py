@@ -61,7 +61,7 @@ from firmware_bridge.signals import CommandInput, SensorInput, SensorOutput
 from hil.model.config import load_model
 from hil.devices.drives import DriveBank
 from hil.dynamics.plant import Plant
-from hil.runtime.realtime import SERIES
+from hil.runtime.cycle_stats import SERIES
 from hil.runtime.loop import Emulator, RuntimeOptions
 from hil.runtime.stages import STAGES, StageClock
 from hil.faults.scenario import load_scenario

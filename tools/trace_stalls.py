@@ -42,7 +42,8 @@ _WAKEUP = re.compile(r"pid=(?P<pid>\d+)")
 
 BARE_PACER = r"""
 import json, sys
-from hil.runtime.realtime import Pacer, RealtimeSetup
+from hil.runtime.pacer import Pacer
+from hil.runtime.realtime import RealtimeSetup
 setup = RealtimeSetup(80, int(sys.argv[1]))
 setup.apply()
 pacer, late = Pacer(1e-3), []

@@ -49,7 +49,9 @@ from hil.model.spec import INTERFACE_VOLTAGE
 from hil.dynamics.plant import Plant, SimulationError, wrench_columns
 from hil.kernels.cycle import OK
 from hil.runtime.command_age import CommandAge
-from hil.runtime.realtime import CycleStats, OverrunHalt, Pacer, RealtimeSetup, _series_summary
+from hil.runtime.cycle_stats import CycleStats, series_summary
+from hil.runtime.pacer import OverrunHalt, Pacer
+from hil.runtime.realtime import RealtimeSetup
 from hil.runtime.divergence import DivergenceGuard
 from hil.runtime.options import RuntimeOptions, Watchdog
 from hil.runtime.receive import ReceiveBudget
@@ -594,4 +596,4 @@ class Emulator:
 
     def _latency_summary(self) -> dict:
         n = min(self.latency_count, len(self.latency_ns))
-        return {"count": self.latency_count} | (_series_summary(self.latency_ns[:n]) if n else {})
+        return {"count": self.latency_count} | (series_summary(self.latency_ns[:n]) if n else {})

@@ -1,4 +1,5 @@
-"""Pieces for one fixed-period loop thread: real-time setup, a pacer and cycle statistics.
+"""Pieces for one fixed-period loop thread: real-time setup here, the pacer (hil.runtime.pacer) and the
+cycle statistics (hil.runtime.cycle_stats).
 
 The loop itself lives elsewhere and does, once per cycle::
 
@@ -20,17 +21,17 @@ import functools
 import gc
 import os
 import resource
-import time
 from collections.abc import Callable, Iterable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from hil.runtime.sysguard import SettingGuard
 from config_schema import UserError
+from hil.runtime.cycle_stats import HIST_EDGES_NS, SERIES, CycleStats
+from hil.runtime.pacer import OverrunHalt, Pacer
+from hil.runtime.sysguard import SettingGuard
 
+# the pacer and the cycle statistics have modules of their own; their names stay importable from here
 __all__ = ["Feature", "RealtimeReport", "RealtimeSetup", "apply_realtime", "system_info",
            "OverrunHalt", "Pacer", "CycleStats", "SERIES", "HIST_EDGES_NS"]
 
@@ -320,187 +321,3 @@ def apply_realtime(priority: int | None = 80, cpu: int | Iterable[int] | None = 
                    lock_memory: bool = True, gc_mode: str = "freeze", move_kworkers: bool = True) -> RealtimeReport:
     """RealtimeSetup(...).apply(); undo with report.restore()."""
     return RealtimeSetup(priority, cpu, lock_memory, gc_mode, move_kworkers).apply()
-
-
-# --------------------------------------------------------------------------- pacer
-
-class OverrunHalt(RuntimeError):
-    """Raised by Pacer.wait() after `halt_after` consecutive overruns."""
-
-
-class Pacer:
-    """Fixed-period pacing on absolute deadlines of a monotonic integer-ns clock.
-
-    The first wait() starts cycle 0 at once and anchors the grid there. Each later wait()
-    sleeps until `spin_s` before the next deadline, then spins on the clock, and returns the
-    wake-up lateness in ns (wake time minus the deadline actually waited for).
-
-    An overrun is a call to wait() after the deadline it should wait for, i.e. the last
-    cycle's work ran past it. "skip" keeps the grid and waits for the next future grid
-    point (`skipped_periods` counts the grid points passed over); "slip" re-anchors the grid
-    at now and starts the cycle at once. After `halt_after` (> 0) consecutive overruns
-    wait() raises OverrunHalt. Overruns within `ignore_first_s` of the start go to
-    `ignored_overruns` instead and never halt. Mode "afap" never waits and returns 0.
-    """
-
-    def __init__(self, period_s: float, mode: str = "realtime", spin_s: float = 150e-6,
-                 overrun_policy: str = "skip", halt_after: int = 0,
-                 ignore_first_s: float = 0.0, clock: Callable[[], int] = time.monotonic_ns,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
-        if period_s <= 0 or spin_s < 0 or halt_after < 0 or ignore_first_s < 0:
-            raise UserError("period_s must be > 0; spin_s, halt_after, ignore_first_s >= 0")
-        if mode not in ("realtime", "afap"):
-            raise UserError(f"mode must be 'realtime' or 'afap', not {mode!r}")
-        if overrun_policy not in ("skip", "slip"):
-            raise UserError(f"overrun_policy must be 'skip' or 'slip', not {overrun_policy!r}")
-        self.period_ns = round(period_s * 1e9)
-        self.spin_ns = round(spin_s * 1e9)
-        self.mode = mode
-        self.overrun_policy = overrun_policy
-        self.halt_after = halt_after
-        self._ignore_ns = round(ignore_first_s * 1e9)
-        self._clock = clock
-        self._sleep = sleep
-        self._start_ns: int | None = None
-        self._deadline = 0
-        self.cycles = 0
-        self.overruns = 0
-        self.ignored_overruns = 0
-        self.consecutive = 0
-        self.max_consecutive = 0
-        self.skipped_periods = 0
-
-    @property
-    def sleeps(self) -> bool:
-        """Whether a wait can sleep at all: the period is longer than the spin (not at 10 kHz)."""
-        return self.mode == "realtime" and self.period_ns > self.spin_ns
-
-    def wait(self) -> int:
-        """Block until the next deadline; return the wake-up lateness in ns."""
-        now = self._clock()
-        self.cycles += 1
-        if self._start_ns is None:
-            self._start_ns = now
-            self._deadline = now + self.period_ns
-            return 0
-        if self.mode == "afap":
-            return 0
-        deadline = self._deadline
-        if now > deadline:
-            deadline = self._overrun(now, deadline)
-        else:
-            self.consecutive = 0
-        self._deadline = deadline + self.period_ns
-        return self._until(now, deadline)
-
-    def _overrun(self, now: int, deadline: int) -> int:
-        """Count an overrun, maybe halt, and return this cycle's deadline under the policy."""
-        if now - self._start_ns < self._ignore_ns:
-            self.ignored_overruns += 1
-        else:
-            self.overruns += 1
-            self.consecutive += 1
-            self.max_consecutive = max(self.max_consecutive, self.consecutive)
-            if self.halt_after and self.consecutive >= self.halt_after:
-                raise OverrunHalt(f"{self.consecutive} consecutive overruns of the "
-                                  f"{self.period_ns / 1e6:g} ms period (cycle {self.cycles})")
-        if self.overrun_policy == "slip":
-            return now
-        missed = (now - deadline) // self.period_ns + 1
-        self.skipped_periods += missed
-        return deadline + missed * self.period_ns
-
-    def _until(self, now: int, deadline: int) -> int:
-        """Hybrid wait: sleep to `spin_ns` before the deadline, then spin on the clock."""
-        remaining = deadline - now
-        if remaining > self.spin_ns:
-            self._sleep((remaining - self.spin_ns) * 1e-9)
-        clock = self._clock
-        while (now := clock()) < deadline:
-            pass
-        return now - deadline
-
-    def elapsed_ns(self) -> int:
-        """Clock time since the first wait() (0 before it)."""
-        return 0 if self._start_ns is None else self._clock() - self._start_ns
-
-    def counters(self) -> dict[str, Any]:
-        """Cycle and overrun counters plus elapsed time, for the log."""
-        return {"cycles": self.cycles, "overruns": self.overruns,
-                "ignored_overruns": self.ignored_overruns,
-                "max_consecutive": self.max_consecutive,
-                "skipped_periods": self.skipped_periods,
-                "elapsed_s": self.elapsed_ns() * 1e-9}
-
-
-# --------------------------------------------------------------------------- cycle statistics
-
-SERIES = ("lateness", "compute", "io", "total")
-HIST_EDGES_NS = np.round(np.logspace(3, 7, 21)).astype(np.int64)  # 1 us..10 ms, 5 per decade
-_QUANTILES = (("min", 0.0), ("p50", 50.0), ("p99", 99.0), ("p99.9", 99.9), ("max", 100.0))
-
-
-class CycleStats:
-    """Ring buffers (int64 ns) of the last `capacity` cycles' lateness, compute, I/O and total time.
-
-    Summaries (in us) cover the retained samples; `count` is every record ever made.
-    Histogram counts use HIST_EDGES_NS: entry 0 is below 1 us, entry -1 is 10 ms or more,
-    entry j counts [edge j-1, edge j).
-    """
-
-    def __init__(self, capacity: int) -> None:
-        if capacity <= 0:
-            raise ValueError("capacity must be > 0")
-        self.capacity = capacity
-        self.count = 0
-        self._buf = np.zeros((len(SERIES), capacity), np.int64)
-        self._lateness, self._compute, self._io, self._total = self._buf
-
-    def record(self, lateness_ns: int, compute_ns: int, io_ns: int, total_ns: int) -> None:
-        """Store one cycle (no allocation: index arithmetic and in-place stores)."""
-        i = self.count % self.capacity
-        self._lateness[i] = lateness_ns
-        self._compute[i] = compute_ns
-        self._io[i] = io_ns
-        self._total[i] = total_ns
-        self.count += 1
-
-    def retained(self) -> np.ndarray:
-        """View (series x samples) of the retained samples, in buffer (not time) order."""
-        return self._buf[:, :min(self.count, self.capacity)]
-
-    def summary(self) -> dict[str, Any]:
-        """min/p50/p99/p99.9/max/mean (us) per series, counts and histograms; plain Python."""
-        data = self.retained()
-        out: dict[str, Any] = {"unit": "us", "count": self.count, "retained": data.shape[1]}
-        hist: dict[str, Any] = {"edges_us": (HIST_EDGES_NS / 1e3).tolist()}
-        for name, values in zip(SERIES, data):
-            out[name] = _series_summary(values)
-            hist[name] = np.bincount(np.searchsorted(HIST_EDGES_NS, values, side="right"),
-                                     minlength=len(HIST_EDGES_NS) + 1).tolist()
-        out["histogram"] = hist
-        return out
-
-    def format_summary(self) -> str:
-        """Text table of the per-series summary."""
-        s = self.summary()
-        keys = [k for k, _ in _QUANTILES] + ["mean"]
-        lines = [f"cycles {s['count']} ({s['retained']} retained), times in us",
-                 f"{'series':<9}" + "".join(f"{k:>10}" for k in keys)]
-        for name in SERIES:
-            cells = (s[name][k] for k in keys)
-            lines.append(f"{name:<9}" + "".join(
-                f"{'-':>10}" if v is None else f"{v:10.1f}" for v in cells))
-        return "\n".join(lines)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Summary plus capacity, for the log."""
-        return {"capacity": self.capacity, **self.summary()}
-
-
-def _series_summary(values_ns: np.ndarray) -> dict[str, float | None]:
-    if values_ns.size == 0:
-        return {k: None for k, _ in _QUANTILES} | {"mean": None}
-    qs = np.percentile(values_ns, [q for _, q in _QUANTILES]) / 1e3
-    return {k: float(v) for (k, _), v in zip(_QUANTILES, qs)} | {
-        "mean": float(values_ns.mean() / 1e3)}
