@@ -61,7 +61,7 @@ from .layout import (DIM_NB, DIM_NM, FIT_C, JOINT_PRESCRIBED, MF_AXIS, MF_DMOD, 
                      MF_KMOD, W_ARM, W_BB, W_D, W_FJ, W_F_INBOARD, W_IA_HINGE, W_IA_PSI, W_KAP, W_LFF, W_LFF_INV, W_MB, W_NUD,
                      W_P, W_PA_HINGE, W_PB, W_POS, W_PPC, W_PSI, W_QDD_PRES, W_RPC, W_TAUJ, W_TAU_JOINT, W_U, W_UJ,
                      W_VEL, W_Z, W_ZB, at, drive_of, first_mode, modes_of, parent_of)
-from .spatial import cholesky_inplace, rotate, rotate_symmetric
+from .spatial import cholesky_inplace, force_to_parent, inertia_to_parent
 
 
 @kernel
@@ -353,86 +353,6 @@ def add_to_parent(mi, w, k):
         force_to_parent(w, R, origin, IaPsi + a, NM, P + 6 + a, NX)
         for i in range(6):
             w[at(P + (6 + a) * NX + i)] = w[at(P + i * NX + 6 + a)]
-
-
-@kernel
-def force_to_parent(w, R, p, f, step, o, ostep):
-    """w[o + i ostep] += (X^T f)_i for the force f = w[f + i step] in child axes at the child origin:
-    [R n + p x (R f); R f] in the parent's axes about its origin (R = Rpc, p = ppc)."""
-    n0 = w[at(f)]
-    n1 = w[at(f + step)]
-    n2 = w[at(f + 2 * step)]
-    f0 = w[at(f + 3 * step)]
-    f1 = w[at(f + 4 * step)]
-    f2 = w[at(f + 5 * step)]
-    r00, r01, r02, r10, r11, r12, r20, r21, r22 = (w[at(R)], w[at(R + 1)], w[at(R + 2)], w[at(R + 3)], w[at(R + 4)],
-                                                   w[at(R + 5)], w[at(R + 6)], w[at(R + 7)], w[at(R + 8)])
-    g0 = r00 * f0 + r01 * f1 + r02 * f2
-    g1 = r10 * f0 + r11 * f1 + r12 * f2
-    g2 = r20 * f0 + r21 * f1 + r22 * f2
-    p0, p1, p2 = w[at(p)], w[at(p + 1)], w[at(p + 2)]
-    w[at(o)] += r00 * n0 + r01 * n1 + r02 * n2 + p1 * g2 - p2 * g1
-    w[at(o + ostep)] += r10 * n0 + r11 * n1 + r12 * n2 + p2 * g0 - p0 * g2
-    w[at(o + 2 * ostep)] += r20 * n0 + r21 * n1 + r22 * n2 + p0 * g1 - p1 * g0
-    w[at(o + 3 * ostep)] += g0
-    w[at(o + 4 * ostep)] += g1
-    w[at(o + 5 * ostep)] += g2
-
-
-@kernel
-def inertia_to_parent(w, R, p, Ia, P, NX):
-    """P[0:6, 0:6] (row stride NX) += X^T Ia X for Ia = [[A, B], [B^T, C]] (6 x 6 at w[Ia]) in child
-    axes at the child origin, X = [[R^T, 0], [-R^T skew(p), R^T]]: each 3 x 3 block turned into the
-    parent's axes, A' = R A R^T, B' = R B R^T, C' = R C R^T, then moved to the parent's origin:
-    B'' = B' + skew(p) C', A'' = A' + skew(p) B'^T - B'' skew(p), C'' = C' (about 200 multiplications
-    where the dense product takes 340)."""
-    r00, r01, r02, r10, r11, r12, r20, r21, r22 = (w[at(R)], w[at(R + 1)], w[at(R + 2)], w[at(R + 3)], w[at(R + 4)],
-                                                   w[at(R + 5)], w[at(R + 6)], w[at(R + 7)], w[at(R + 8)])
-    a00, a01, a02, a11, a12, a22 = rotate_symmetric(r00, r01, r02, r10, r11, r12, r20, r21, r22,
-                                                    w[at(Ia)], w[at(Ia + 1)], w[at(Ia + 2)], w[at(Ia + 7)],
-                                                    w[at(Ia + 8)], w[at(Ia + 14)])
-    c00, c01, c02, c11, c12, c22 = rotate_symmetric(r00, r01, r02, r10, r11, r12, r20, r21, r22,
-                                                    w[at(Ia + 21)], w[at(Ia + 22)], w[at(Ia + 23)], w[at(Ia + 28)],
-                                                    w[at(Ia + 29)], w[at(Ia + 35)])
-    b00, b01, b02, b10, b11, b12, b20, b21, b22 = rotate(r00, r01, r02, r10, r11, r12, r20, r21, r22,
-                                                         w[at(Ia + 3)], w[at(Ia + 4)], w[at(Ia + 5)], w[at(Ia + 9)],
-                                                         w[at(Ia + 10)], w[at(Ia + 11)], w[at(Ia + 15)],
-                                                         w[at(Ia + 16)], w[at(Ia + 17)])
-    p0, p1, p2 = w[at(p)], w[at(p + 1)], w[at(p + 2)]
-    # A' += skew(p) B'^T: column j of the sum is p x (row j of B')
-    a00 += p1 * b02 - p2 * b01
-    a01 += p1 * b12 - p2 * b11
-    a02 += p1 * b22 - p2 * b21
-    a11 += p2 * b10 - p0 * b12
-    a12 += p2 * b20 - p0 * b22
-    a22 += p0 * b21 - p1 * b20
-    # B'' = B' + skew(p) C': column j gains p x (column j of C')
-    b00 += p1 * c02 - p2 * c01
-    b10 += p2 * c00 - p0 * c02
-    b20 += p0 * c01 - p1 * c00
-    b01 += p1 * c12 - p2 * c11
-    b11 += p2 * c01 - p0 * c12
-    b21 += p0 * c11 - p1 * c01
-    b02 += p1 * c22 - p2 * c12
-    b12 += p2 * c02 - p0 * c22
-    b22 += p0 * c12 - p1 * c02
-    # A'' = A' - B'' skew(p): row i gains p x (row i of B'')
-    a00 += p1 * b02 - p2 * b01
-    a01 += p2 * b00 - p0 * b02
-    a02 += p0 * b01 - p1 * b00
-    a11 += p2 * b10 - p0 * b12
-    a12 += p0 * b11 - p1 * b10
-    a22 += p0 * b21 - p1 * b20
-    upper = (a00, a01, a02, b00, b01, b02, a11, a12, b10, b11, b12, a22, b20, b21, b22,
-             c00, c01, c02, c11, c12, c22)
-    n = 0
-    for i in range(6):
-        for j in range(i, 6):
-            x = upper[n]
-            n += 1
-            w[at(P + i * NX + j)] += x
-            if j != i:
-                w[at(P + j * NX + i)] += x
 
 
 @kernel

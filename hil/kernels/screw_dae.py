@@ -40,7 +40,7 @@ from .jit import kernel
 from .joints import impose_prescribed_motion, joint_friction_torques, link_torques, rotor_accelerations
 from .layout import DAE_MO, DAE_NM, DAE_NMP, DAE_NODE0, DAE_NODE1, DAE_PARENT, JOINT_PRESCRIBED
 from .screw_dae_arrays import views
-from .spatial import axis_rotation, xyz_rotation
+from .spatial import axis_rotation, lu_factor, lu_solve, xyz_rotation
 
 
 @kernel
@@ -337,61 +337,6 @@ def stack_block(k, body, axis, drive, armature, tauj, qdd_pres, kap, Mk, hk, A, 
             r[k, i] += axis[k, i] * tauj[k]
             for j in range(3):
                 A[k, i, j] = axis[k, i] * axis[k, j]
-
-
-@kernel
-def lu_factor(A, k, n, piv):
-    """LU factorisation with partial pivoting of the leading n x n block of A[k], in place.
-    False if a pivot is below 1e-14 of the block's largest entry (singular to rounding)."""
-    scale = 0.0
-    for i in range(n):
-        for j in range(n):
-            scale = max(scale, abs(A[k, i, j]))
-    for c in range(n):
-        p = c
-        best = abs(A[k, c, c])
-        for i in range(c + 1, n):
-            v = abs(A[k, i, c])
-            if v > best:
-                best = v
-                p = i
-        if not best > 1e-14 * scale:
-            return False
-        piv[k, c] = p
-        if p != c:
-            for j in range(n):
-                t = A[k, c, j]
-                A[k, c, j] = A[k, p, j]
-                A[k, p, j] = t
-        d = A[k, c, c]
-        for i in range(c + 1, n):
-            f = A[k, i, c] / d
-            A[k, i, c] = f
-            if f != 0.0:
-                for j in range(c + 1, n):
-                    A[k, i, j] -= f * A[k, c, j]
-    return True
-
-
-@kernel
-def lu_solve(A, k, n, piv, b, kb):
-    """Solve A[k] x = b[kb, :n] in place with the factors of lu_factor."""
-    for c in range(n):
-        p = int(piv[k, c])
-        if p != c:
-            t = b[kb, c]
-            b[kb, c] = b[kb, p]
-            b[kb, p] = t
-    for i in range(n):
-        s = b[kb, i]
-        for j in range(i):
-            s -= A[k, i, j] * b[kb, j]
-        b[kb, i] = s
-    for i in range(n - 1, -1, -1):
-        s = b[kb, i]
-        for j in range(i + 1, n):
-            s -= A[k, i, j] * b[kb, j]
-        b[kb, i] = s / A[k, i, i]
 
 
 @kernel

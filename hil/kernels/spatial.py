@@ -1,4 +1,4 @@
-"""Small 3-D and spatial-vector helpers for the numba kernels.
+"""Small 3-D and spatial-vector helpers for the numba kernels, and the dense factorisations they use.
 
 Spatial vectors are Featherstone-ordered, angular part first: a twist is
 [omega; v], a wrench is [moment; force], both in the coordinates of the frame
@@ -102,6 +102,61 @@ def cholesky_solve(L, o, n, stride, b, ob, step):
 
 
 @kernel
+def lu_factor(A, k, n, piv):
+    """LU factorisation with partial pivoting of the leading n x n block of A[k], in place.
+    False if a pivot is below 1e-14 of the block's largest entry (singular to rounding)."""
+    scale = 0.0
+    for i in range(n):
+        for j in range(n):
+            scale = max(scale, abs(A[k, i, j]))
+    for c in range(n):
+        p = c
+        best = abs(A[k, c, c])
+        for i in range(c + 1, n):
+            v = abs(A[k, i, c])
+            if v > best:
+                best = v
+                p = i
+        if not best > 1e-14 * scale:
+            return False
+        piv[k, c] = p
+        if p != c:
+            for j in range(n):
+                t = A[k, c, j]
+                A[k, c, j] = A[k, p, j]
+                A[k, p, j] = t
+        d = A[k, c, c]
+        for i in range(c + 1, n):
+            f = A[k, i, c] / d
+            A[k, i, c] = f
+            if f != 0.0:
+                for j in range(c + 1, n):
+                    A[k, i, j] -= f * A[k, c, j]
+    return True
+
+
+@kernel
+def lu_solve(A, k, n, piv, b, kb):
+    """Solve A[k] x = b[kb, :n] in place with the factors of lu_factor."""
+    for c in range(n):
+        p = int(piv[k, c])
+        if p != c:
+            t = b[kb, c]
+            b[kb, c] = b[kb, p]
+            b[kb, p] = t
+    for i in range(n):
+        s = b[kb, i]
+        for j in range(i):
+            s -= A[k, i, j] * b[kb, j]
+        b[kb, i] = s
+    for i in range(n - 1, -1, -1):
+        s = b[kb, i]
+        for j in range(i + 1, n):
+            s -= A[k, i, j] * b[kb, j]
+        b[kb, i] = s / A[k, i, i]
+
+
+@kernel
 def rotate_symmetric(r00, r01, r02, r10, r11, r12, r20, r21, r22, a00, a01, a02, a11, a12, a22):
     """R A R^T for a symmetric A, as its upper triangle (x00, x01, x02, x11, x12, x22)."""
     t00 = a00 * r00 + a01 * r01 + a02 * r02
@@ -184,3 +239,83 @@ def matmul3(a, b):
             a[3] * b[1] + a[4] * b[4] + a[5] * b[7], a[3] * b[2] + a[4] * b[5] + a[5] * b[8],
             a[6] * b[0] + a[7] * b[3] + a[8] * b[6], a[6] * b[1] + a[7] * b[4] + a[8] * b[7],
             a[6] * b[2] + a[7] * b[5] + a[8] * b[8])
+
+
+@kernel
+def force_to_parent(w, R, p, f, step, o, ostep):
+    """w[o + i ostep] += (X^T f)_i for the force f = w[f + i step] in child axes at the child origin:
+    [R n + p x (R f); R f] in the parent's axes about its origin (R = Rpc, p = ppc)."""
+    n0 = w[at(f)]
+    n1 = w[at(f + step)]
+    n2 = w[at(f + 2 * step)]
+    f0 = w[at(f + 3 * step)]
+    f1 = w[at(f + 4 * step)]
+    f2 = w[at(f + 5 * step)]
+    r00, r01, r02, r10, r11, r12, r20, r21, r22 = (w[at(R)], w[at(R + 1)], w[at(R + 2)], w[at(R + 3)], w[at(R + 4)],
+                                                   w[at(R + 5)], w[at(R + 6)], w[at(R + 7)], w[at(R + 8)])
+    g0 = r00 * f0 + r01 * f1 + r02 * f2
+    g1 = r10 * f0 + r11 * f1 + r12 * f2
+    g2 = r20 * f0 + r21 * f1 + r22 * f2
+    p0, p1, p2 = w[at(p)], w[at(p + 1)], w[at(p + 2)]
+    w[at(o)] += r00 * n0 + r01 * n1 + r02 * n2 + p1 * g2 - p2 * g1
+    w[at(o + ostep)] += r10 * n0 + r11 * n1 + r12 * n2 + p2 * g0 - p0 * g2
+    w[at(o + 2 * ostep)] += r20 * n0 + r21 * n1 + r22 * n2 + p0 * g1 - p1 * g0
+    w[at(o + 3 * ostep)] += g0
+    w[at(o + 4 * ostep)] += g1
+    w[at(o + 5 * ostep)] += g2
+
+
+@kernel
+def inertia_to_parent(w, R, p, Ia, P, NX):
+    """P[0:6, 0:6] (row stride NX) += X^T Ia X for Ia = [[A, B], [B^T, C]] (6 x 6 at w[Ia]) in child
+    axes at the child origin, X = [[R^T, 0], [-R^T skew(p), R^T]]: each 3 x 3 block turned into the
+    parent's axes, A' = R A R^T, B' = R B R^T, C' = R C R^T, then moved to the parent's origin:
+    B'' = B' + skew(p) C', A'' = A' + skew(p) B'^T - B'' skew(p), C'' = C' (about 200 multiplications
+    where the dense product takes 340)."""
+    r00, r01, r02, r10, r11, r12, r20, r21, r22 = (w[at(R)], w[at(R + 1)], w[at(R + 2)], w[at(R + 3)], w[at(R + 4)],
+                                                   w[at(R + 5)], w[at(R + 6)], w[at(R + 7)], w[at(R + 8)])
+    a00, a01, a02, a11, a12, a22 = rotate_symmetric(r00, r01, r02, r10, r11, r12, r20, r21, r22,
+                                                    w[at(Ia)], w[at(Ia + 1)], w[at(Ia + 2)], w[at(Ia + 7)],
+                                                    w[at(Ia + 8)], w[at(Ia + 14)])
+    c00, c01, c02, c11, c12, c22 = rotate_symmetric(r00, r01, r02, r10, r11, r12, r20, r21, r22,
+                                                    w[at(Ia + 21)], w[at(Ia + 22)], w[at(Ia + 23)], w[at(Ia + 28)],
+                                                    w[at(Ia + 29)], w[at(Ia + 35)])
+    b00, b01, b02, b10, b11, b12, b20, b21, b22 = rotate(r00, r01, r02, r10, r11, r12, r20, r21, r22,
+                                                         w[at(Ia + 3)], w[at(Ia + 4)], w[at(Ia + 5)], w[at(Ia + 9)],
+                                                         w[at(Ia + 10)], w[at(Ia + 11)], w[at(Ia + 15)],
+                                                         w[at(Ia + 16)], w[at(Ia + 17)])
+    p0, p1, p2 = w[at(p)], w[at(p + 1)], w[at(p + 2)]
+    # A' += skew(p) B'^T: column j of the sum is p x (row j of B')
+    a00 += p1 * b02 - p2 * b01
+    a01 += p1 * b12 - p2 * b11
+    a02 += p1 * b22 - p2 * b21
+    a11 += p2 * b10 - p0 * b12
+    a12 += p2 * b20 - p0 * b22
+    a22 += p0 * b21 - p1 * b20
+    # B'' = B' + skew(p) C': column j gains p x (column j of C')
+    b00 += p1 * c02 - p2 * c01
+    b10 += p2 * c00 - p0 * c02
+    b20 += p0 * c01 - p1 * c00
+    b01 += p1 * c12 - p2 * c11
+    b11 += p2 * c01 - p0 * c12
+    b21 += p0 * c11 - p1 * c01
+    b02 += p1 * c22 - p2 * c12
+    b12 += p2 * c02 - p0 * c22
+    b22 += p0 * c12 - p1 * c02
+    # A'' = A' - B'' skew(p): row i gains p x (row i of B'')
+    a00 += p1 * b02 - p2 * b01
+    a01 += p2 * b00 - p0 * b02
+    a02 += p0 * b01 - p1 * b00
+    a11 += p2 * b10 - p0 * b12
+    a12 += p0 * b11 - p1 * b10
+    a22 += p0 * b21 - p1 * b20
+    upper = (a00, a01, a02, b00, b01, b02, a11, a12, b10, b11, b12, a22, b20, b21, b22,
+             c00, c01, c02, c11, c12, c22)
+    n = 0
+    for i in range(6):
+        for j in range(i, 6):
+            x = upper[n]
+            n += 1
+            w[at(P + i * NX + j)] += x
+            if j != i:
+                w[at(P + j * NX + i)] += x
