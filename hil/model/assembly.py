@@ -288,39 +288,41 @@ _PROFILE_KIND = {md.PROFILE_CONSTANT: MOTION_CONSTANT, md.PROFILE_SPINUP: MOTION
                  md.PROFILE_CYCLOIDAL: MOTION_CYCLOIDAL, md.PROFILE_TABLE: MOTION_TABLE}
 
 
-def assemble(model: md.Model) -> Assembled:
-    """Modal precomputation and flattening of `model` for the kernels."""
+def _joint_blocks(model: md.Model, index: dict[str, int]) -> dict[str, np.ndarray]:
+    """Per joint: parent, axis, armature, friction, drive, the elastic joint's rotor and spring
+    (``mot``: its rotor's index, -1 for a stiff joint), and the prescribed-motion profiles."""
     bodies = model.bodies
     nb = len(bodies)
-    names = [b.name for b in bodies]
-    index = {n: i for i, n in enumerate(names)}
-    modes = [_body_modes(model, i) for i in range(nb)]
-    nm = np.array([0 if m is None else m.nm for m in modes], dtype=np.int64)
-    NM = max(1, int(nm.max()) if nb else 1)
-    mo = np.concatenate([[0], np.cumsum(nm)[:-1]]).astype(np.int64)
-    neta = int(nm.sum())
-    parent = np.array([-1 if b.parent == md.BASE else index[b.parent] for b in bodies], dtype=np.int64)
     mot = -np.ones(nb, dtype=np.int64)
     nmot = 0
     for k, b in enumerate(bodies):
         if b.joint.elasticity is not None:
             mot[k] = nmot
             nmot += 1
-
-    # joint data
-    axis = np.array([b.joint.axis / np.linalg.norm(b.joint.axis) for b in bodies], float).reshape(nb, 3)
-    armature = np.array([0.0 if b.joint.elasticity else b.joint.armature_kg_m2 for b in bodies])
     mot_inertia = np.array([b.joint.armature_kg_m2 if b.joint.elasticity else 0.0 for b in bodies])
     for k, b in enumerate(bodies):
         if b.joint.elasticity is not None and mot_inertia[k] <= 0:
             raise UserError(f"{model.source}: body[{b.name}].joint: an elastic joint needs rotor_inertia_kg_m2 > 0 "
                              "(the rotor carries the motor-side coordinate)")
-    kspring = np.array([b.joint.elasticity.stiffness_N_m_rad if b.joint.elasticity else 0.0 for b in bodies])
     for b in bodies:
         raise_problem(model.source, f"body[{b.name}].joint", md.joint_problems(b.joint))
-    dspring = np.array([b.joint.elasticity.damping_N_m_s_rad if b.joint.elasticity else 0.0 for b in bodies])
-    drive = np.array([JOINT_PRESCRIBED if b.joint.drive == md.DRIVE_PRESCRIBED else JOINT_TORQUE_DRIVEN for b in bodies],
-                     dtype=np.int64)
+    return dict(
+        parent=np.array([-1 if b.parent == md.BASE else index[b.parent] for b in bodies], dtype=np.int64),
+        axis=np.array([b.joint.axis / np.linalg.norm(b.joint.axis) for b in bodies], float).reshape(nb, 3),
+        armature=np.array([0.0 if b.joint.elasticity else b.joint.armature_kg_m2 for b in bodies]),
+        viscous=np.array([b.joint.viscous_N_m_s_rad for b in bodies], float),
+        coulomb=np.array([b.joint.coulomb_N_m for b in bodies], float), jpar=_joint_parameters(bodies),
+        drive=np.array([JOINT_PRESCRIBED if b.joint.drive == md.DRIVE_PRESCRIBED else JOINT_TORQUE_DRIVEN
+                        for b in bodies], dtype=np.int64),
+        **_profiles(bodies),
+        mot=mot, mot_inertia=mot_inertia,
+        kspring=np.array([b.joint.elasticity.stiffness_N_m_rad if b.joint.elasticity else 0.0 for b in bodies]),
+        dspring=np.array([b.joint.elasticity.damping_N_m_s_rad if b.joint.elasticity else 0.0 for b in bodies]))
+
+
+def _profiles(bodies: list[md.Body]) -> dict[str, np.ndarray]:
+    """The prescribed joints' motion profiles: kind and parameters, spline tables one after the other."""
+    nb = len(bodies)
     prof_kind = np.zeros(nb, dtype=np.int64)
     prof_par = np.zeros((nb, 4))
     tabs_t, tabs_c, tab_off, tab_n = [], [], np.zeros(nb, np.int64), np.zeros(nb, np.int64)
@@ -341,142 +343,162 @@ def assemble(model: md.Model) -> Assembled:
             tabs_c.append(_spline_coefficients(t, np.asarray(pr.q_rad, float)))
             tab_off[k], tab_n[k] = off, len(t)
             off += len(t)
-    tab_t = np.concatenate(tabs_t) if tabs_t else np.zeros(1)
-    tab_c = np.concatenate(tabs_c) if tabs_c else np.zeros((1, 4))
+    return dict(prof_kind=prof_kind, prof_par=prof_par, tab_off=tab_off, tab_n=tab_n,
+                tab_t=np.concatenate(tabs_t) if tabs_t else np.zeros(1),
+                tab_c=np.concatenate(tabs_c) if tabs_c else np.zeros((1, 4)))
 
-    # joint stations on parents
-    st_p0 = np.zeros((nb, 3))
-    st_R0 = np.zeros((nb, 3, 3))
-    st_G = np.zeros((nb, 3, NM))
-    st_L = np.zeros((nb, 3, NM))
-    st_S = np.zeros((nb, NM, NM))
-    for k, b in enumerate(bodies):
+
+def _joint_stations(model: md.Model, modes: list, parent: np.ndarray, NM: int) -> dict[str, np.ndarray]:
+    """Each joint's station on its parent: rest position and orientation, modal translation,
+    rotation and foreshortening there."""
+    nb = len(model.bodies)
+    st_p0, st_R0 = np.zeros((nb, 3)), np.zeros((nb, 3, 3))
+    st_G, st_L, st_S = np.zeros((nb, 3, NM)), np.zeros((nb, 3, NM)), np.zeros((nb, NM, NM))
+    for k, b in enumerate(model.bodies):
         pm = modes[parent[k]] if parent[k] >= 0 else None
         st_p0[k], st_G[k], st_L[k], st_S[k] = _station_arrays(pm, b.joint.station_m, b.joint.offset_m, NM,
                                                              model.foreshortening)
         st_R0[k] = rpy_matrix(b.joint.rpy_rad)
+    return dict(st_p0=st_p0, st_R0=st_R0, st_G=st_G, st_L=st_L, st_S=st_S)
 
-    # lumped nodes
-    nd = {key: [] for key in ("m", "p0", "J", "G", "L", "S")}
-    node_off = [0]
-    Kmod = np.zeros((nb, NM, NM))
-    Dmod = np.zeros((nb, NM, NM))
-    Jsum = np.zeros((nb, 3, 3))
-    JL = np.zeros((nb, 3, NM))
-    LJL = np.zeros((nb, NM, NM))
-    mG = np.zeros((nb, 3, NM))
-    mS = np.zeros((nb, NM, NM))
-    Mff0 = np.zeros((nb, NM, NM))
 
-    def add_node(mass, p0, J, G, L, S):
-        nd["m"].append(mass)
-        nd["p0"].append(p0)
-        nd["J"].append(J)
-        nd["G"].append(G)
-        nd["L"].append(L)
-        nd["S"].append(S)
+def _body_nodes(model: md.Model, k: int, mode: BeamModes | None, NM: int) -> list[tuple]:
+    """Body k's lumped nodes (mass, p0, J, Gamma, Lambda, S): its rigid part, its beam's mass
+    nodes and its attachments, in that order."""
+    b = model.bodies[k]
+    nodes = []
+    if b.rigid is not None:
+        nodes.append((b.rigid.mass_kg, np.asarray(b.rigid.com_m, float), np.asarray(b.rigid.inertia_kg_m2, float),
+                      np.zeros((3, NM)), np.zeros((3, NM)), np.zeros((NM, NM))))
+    if mode is not None:
+        n = mode.nm
+        beam = mode.mass_nodes()
+        for j in range(len(beam["m"])):
+            G, L, S = np.zeros((3, NM)), np.zeros((3, NM)), np.zeros((NM, NM))
+            G[:, :n] = beam["Gamma"][j]
+            L[:, :n] = beam["Lambda"][j]
+            if model.foreshortening:
+                S[:n, :n] = beam["S"][j]
+            nodes.append((beam["m"][j], beam["p0"][j], beam["J"][j], G, L, S))
+    for a in b.attachments:
+        p0, G, L, S = _station_arrays(mode, a.station_m, a.offset_m, NM, model.foreshortening)
+        nodes.append((a.mass_kg, p0, np.asarray(a.inertia_kg_m2, float), G, L, S))
+    return nodes
 
-    for k, b in enumerate(bodies):
-        md_ = modes[k]
-        start = len(nd["m"])
-        if b.rigid is not None:
-            add_node(b.rigid.mass_kg, np.asarray(b.rigid.com_m, float), np.asarray(b.rigid.inertia_kg_m2, float),
-                     np.zeros((3, NM)), np.zeros((3, NM)), np.zeros((NM, NM)))
-        if md_ is not None:
-            n = md_.nm
-            nodes = md_.mass_nodes()
-            for j in range(len(nodes["m"])):
-                G = np.zeros((3, NM))
-                L = np.zeros((3, NM))
-                S = np.zeros((NM, NM))
-                G[:, :n] = nodes["Gamma"][j]
-                L[:, :n] = nodes["Lambda"][j]
-                if model.foreshortening:
-                    S[:n, :n] = nodes["S"][j]
-                add_node(nodes["m"][j], nodes["p0"][j], nodes["J"][j], G, L, S)
-        for a in b.attachments:
-            p0, G, L, S = _station_arrays(md_, a.station_m, a.offset_m, NM, model.foreshortening)
-            add_node(a.mass_kg, p0, np.asarray(a.inertia_kg_m2, float), G, L, S)
-        node_off.append(len(nd["m"]))
-        for j in range(start, len(nd["m"])):
-            Jsum[k] += nd["J"][j]
-            JL[k] += nd["J"][j] @ nd["L"][j]
-            LJL[k] += nd["L"][j].T @ nd["J"][j] @ nd["L"][j]
-            mG[k] += nd["m"][j] * nd["G"][j]
-            mS[k] += nd["m"][j] * nd["S"][j]
-            Mff0[k] += nd["m"][j] * nd["G"][j].T @ nd["G"][j]
+
+def _modal_damping(model: md.Model, k: int, mode: BeamModes, nodes: list[tuple]) -> np.ndarray:
+    """Body k's modal damping matrix from its beam's damping ratios, on the modal mass of its nodes
+    (and, for clamped_mass modes, of the children carried at the tip)."""
+    b = model.bodies[k]
+    n = mode.nm
+    Mff = sum(m * G[:, :n].T @ G[:, :n] + L[:, :n].T @ J @ L[:, :n] for m, _, J, G, L, _ in nodes)
+    if b.beam.family == "clamped_mass":
+        tip_m, tip_J = _subtree_about(model, k, b.beam.length_m)
+        own = sum(a.mass_kg for a in b.attachments if abs(a.station_m - b.beam.length_m) < 1e-9)
+        if tip_m - own > 0:
+            # children carried at the tip take part in the component modes the damping refers to
+            g, lam, _ = mode.at(b.beam.length_m)
+            own_J = sum((np.asarray(a.inertia_kg_m2, float) for a in b.attachments
+                         if abs(a.station_m - b.beam.length_m) < 1e-9), np.zeros((3, 3)))
+            Mff = Mff + (tip_m - own) * g.T @ g + lam.T @ (tip_J - own_J) @ lam
+    zeta = np.broadcast_to(np.asarray(b.beam.damping_ratio, float), (n,)) if np.size(b.beam.damping_ratio) else np.zeros(n)
+    return _damping_matrix(mode.K, Mff, np.asarray(zeta, float))
+
+
+def _lumped_nodes(model: md.Model, modes: list, NM: int) -> dict[str, np.ndarray]:
+    """Every body's lumped nodes (node_off: body k's nodes are node_off[k]..node_off[k + 1]), their
+    per-body sums, and the bodies' modal stiffness and damping."""
+    nb = len(model.bodies)
+    all_nodes, node_off = [], [0]
+    Kmod, Dmod = np.zeros((nb, NM, NM)), np.zeros((nb, NM, NM))
+    Jsum, JL, LJL = np.zeros((nb, 3, 3)), np.zeros((nb, 3, NM)), np.zeros((nb, NM, NM))
+    mG, mS, Mff0 = np.zeros((nb, 3, NM)), np.zeros((nb, NM, NM)), np.zeros((nb, NM, NM))
+    for k in range(nb):
+        nodes = _body_nodes(model, k, modes[k], NM)
+        all_nodes += nodes
+        node_off.append(len(all_nodes))
+        for m, _, J, G, L, S in nodes:
+            Jsum[k] += J
+            JL[k] += J @ L
+            LJL[k] += L.T @ J @ L
+            mG[k] += m * G
+            mS[k] += m * S
+            Mff0[k] += m * G.T @ G
         Mff0[k] += LJL[k]
-        if md_ is not None:
-            n = md_.nm
-            Kmod[k, :n, :n] = md_.K
-            Mff = sum(nd["m"][j] * nd["G"][j][:, :n].T @ nd["G"][j][:, :n]
-                      + nd["L"][j][:, :n].T @ nd["J"][j] @ nd["L"][j][:, :n] for j in range(start, len(nd["m"])))
-            if b.beam.family == "clamped_mass":
-                tip_m, tip_J = _subtree_about(model, k, b.beam.length_m)
-                own = sum(a.mass_kg for a in b.attachments if abs(a.station_m - b.beam.length_m) < 1e-9)
-                if tip_m - own > 0:
-                    # children carried at the tip take part in the component modes the damping refers to
-                    g, lam, _ = md_.at(b.beam.length_m)
-                    own_J = sum((np.asarray(a.inertia_kg_m2, float) for a in b.attachments
-                                 if abs(a.station_m - b.beam.length_m) < 1e-9), np.zeros((3, 3)))
-                    Mff = Mff + (tip_m - own) * g.T @ g + lam.T @ (tip_J - own_J) @ lam
-            zeta = np.broadcast_to(np.asarray(b.beam.damping_ratio, float), (n,)) if np.size(b.beam.damping_ratio) else np.zeros(n)
-            Dmod[k, :n, :n] = _damping_matrix(md_.K, Mff, np.asarray(zeta, float))
+        if modes[k] is not None:
+            n = modes[k].nm
+            Kmod[k, :n, :n] = modes[k].K
+            Dmod[k, :n, :n] = _modal_damping(model, k, modes[k], nodes)
+    columns = list(zip(*all_nodes)) if all_nodes else [[] for _ in range(6)]
+    nd = {key: np.array(v, float).reshape((len(all_nodes),) + shape)
+          for key, v, shape in zip(("m", "p0", "J", "G", "L", "S"), columns,
+                                   ((), (3,), (3, 3), (3, NM), (3, NM), (NM, NM)))}
+    return dict(node_off=np.array(node_off, np.int64), nd_m=nd["m"], nd_p0=nd["p0"], nd_J=nd["J"], nd_G=nd["G"],
+                nd_L=nd["L"], nd_S=nd["S"], Jsum=Jsum, JL=JL, LJL=LJL, mG=mG, mS=mS, Mff0=Mff0,
+                axial=np.array([np.any(nd["G"][node_off[k]:node_off[k + 1], 0] != 0) for k in range(nb)],
+                               np.int64).reshape(nb), Kmod=Kmod, Dmod=Dmod)
 
-    # output stations: configured ones plus the tip of the last body
+
+def _output_stations(model: md.Model, modes: list, index: dict[str, int], NM: int) -> tuple[list, dict]:
+    """The output stations (the configured ones and the last body's tip) and their arrays."""
     stations = list(model.stations)
-    if not any(s.name == "tip" for s in stations) and nb:
-        last = bodies[-1]
+    if not any(s.name == "tip" for s in stations) and model.bodies:
+        last = model.bodies[-1]
         stations.append(md.Station("tip", last.name, last.beam.length_m if last.beam else 0.0))
-    ns = len(stations)
-    os_body = np.zeros(max(ns, 1), np.int64)
-    os_p0 = np.zeros((max(ns, 1), 3))
-    os_R0 = np.tile(np.eye(3), (max(ns, 1), 1, 1))
-    os_G = np.zeros((max(ns, 1), 3, NM))
-    os_L = np.zeros((max(ns, 1), 3, NM))
-    os_S = np.zeros((max(ns, 1), NM, NM))
+    ns = max(len(stations), 1)
+    os_body, os_p0, os_R0 = np.zeros(ns, np.int64), np.zeros((ns, 3)), np.tile(np.eye(3), (ns, 1, 1))
+    os_G, os_L, os_S = np.zeros((ns, 3, NM)), np.zeros((ns, 3, NM)), np.zeros((ns, NM, NM))
     for i, s in enumerate(stations):
         k = index[s.body]
         os_body[i] = k
         os_p0[i], os_G[i], os_L[i], os_S[i] = _station_arrays(modes[k], s.station_m, s.offset_m, NM, model.foreshortening)
+    return stations, dict(os_body=os_body, os_p0=os_p0, os_R0=os_R0, os_G=os_G, os_L=os_L, os_S=os_S)
 
+
+def _initial_state(model: md.Model, layout: Layout, mo: np.ndarray, nm: np.ndarray,
+                   nq: int) -> tuple[np.ndarray, np.ndarray]:
+    """The joints' (and their rotors') initial angles and rates, and the configured initial modal coordinates."""
+    nb = len(model.bodies)
+    pos0, vel0 = np.zeros(nq), np.zeros(nq)
+    for k, b in enumerate(model.bodies):
+        pos0[k] = b.joint.q0_rad
+        vel0[k] = b.joint.qd0_rad_s
+        if layout.motor_of_joint[k] >= 0:
+            pos0[layout.motor_index(k)] = b.joint.q0_rad
+            vel0[layout.motor_index(k)] = b.joint.qd0_rad_s
+        eta0 = model.initial_eta.get(b.name)
+        if eta0 is not None:
+            pos0[nb + mo[k]: nb + mo[k] + nm[k]] = eta0
+    return pos0, vel0
+
+
+def assemble(model: md.Model) -> Assembled:
+    """Modal precomputation and flattening of `model` for the kernels."""
+    bodies = model.bodies
+    nb = len(bodies)
+    names = [b.name for b in bodies]
+    index = {n: i for i, n in enumerate(names)}
+    modes = [_body_modes(model, i) for i in range(nb)]
+    nm = np.array([0 if m is None else m.nm for m in modes], dtype=np.int64)
+    NM = max(1, int(nm.max()) if nb else 1)
+    mo = np.concatenate([[0], np.cumsum(nm)[:-1]]).astype(np.int64)
+    neta = int(nm.sum())
+    joints = _joint_blocks(model, index)
+    nmot = int((joints["mot"] >= 0).sum())
+    nodes = _lumped_nodes(model, modes, NM)
+    stations, outputs = _output_stations(model, modes, index, NM)
+    blocks = dict(nm=nm, mo=mo, **joints, **_joint_stations(model, modes, joints["parent"], NM), **nodes,
+                  gravity=np.asarray(model.gravity_m_s2, float), fitted=np.zeros((N_FIT, nb, NM, NM)), **outputs)
     nq = nb + neta + nmot
-    nd_arrays = {key: np.array(v, float).reshape((len(nd["m"]),) + shape)
-                 for (key, v), shape in zip(nd.items(), ((), (3,), (3, 3), (3, NM), (3, NM), (NM, NM)))}
-    blocks = dict(
-        parent=parent, nm=nm, mo=mo, axis=axis,
-        armature=armature, viscous=np.array([b.joint.viscous_N_m_s_rad for b in bodies], float),
-        coulomb=np.array([b.joint.coulomb_N_m for b in bodies], float), jpar=_joint_parameters(bodies),
-        drive=drive, prof_kind=prof_kind, prof_par=prof_par, tab_off=tab_off, tab_n=tab_n, tab_t=tab_t, tab_c=tab_c,
-        mot=mot, mot_inertia=mot_inertia, kspring=kspring, dspring=dspring,
-        st_p0=st_p0, st_R0=st_R0, st_G=st_G, st_L=st_L, st_S=st_S,
-        node_off=np.array(node_off, np.int64), nd_m=nd_arrays["m"], nd_p0=nd_arrays["p0"], nd_J=nd_arrays["J"],
-        nd_G=nd_arrays["G"], nd_L=nd_arrays["L"], nd_S=nd_arrays["S"], Jsum=Jsum, JL=JL, LJL=LJL, mG=mG, mS=mS,
-        Mff0=Mff0, axial=np.array([np.any(nd_arrays["G"][node_off[k]:node_off[k + 1], 0] != 0) for k in range(nb)],
-                                  np.int64).reshape(nb), Kmod=Kmod, Dmod=Dmod,
-        gravity=np.asarray(model.gravity_m_s2, float), fitted=np.zeros((N_FIT, nb, NM, NM)),
-        os_body=os_body, os_p0=os_p0, os_R0=os_R0, os_G=os_G, os_L=os_L, os_S=os_S,
-    )
-    sizes = lay_.Sizes(nb=nb, neta=neta, nmot=nmot, NM=NM, nq=nq, ns=max(ns, 1), nnode=len(nd["m"]),
-                       ntab=len(tab_t))
+    sizes = lay_.Sizes(nb=nb, neta=neta, nmot=nmot, NM=NM, nq=nq, ns=len(outputs["os_body"]),
+                       nnode=len(nodes["nd_m"]), ntab=len(joints["tab_t"]))
     dae = {name: np.zeros(shape) for name, (_, _, shape) in lay_.offsets(sizes)[0].items() if name.startswith("dae_")}
     km = KernelModel(sizes, {**blocks, **dae})
     screw_dae_arrays.pack(km)               # the DAE kernel's copy of the geometry and inertia
     layout = Layout(
         joint_names=[b.joint.name for b in bodies], body_names=names,
         mode_labels=[[] if m is None else list(m.labels) for m in modes], mode_offsets=[int(x) for x in mo],
-        motor_of_joint=[int(x) for x in mot], station_names=[s.name for s in stations],
+        motor_of_joint=[int(x) for x in joints["mot"]], station_names=[s.name for s in stations],
         n_joints=nb, n_eta=neta, n_motors=nmot,
     )
-    pos0 = np.zeros(nq)
-    vel0 = np.zeros(nq)
-    for k, b in enumerate(bodies):
-        pos0[k] = b.joint.q0_rad
-        vel0[k] = b.joint.qd0_rad_s
-        if mot[k] >= 0:
-            pos0[layout.motor_index(k)] = b.joint.q0_rad
-            vel0[layout.motor_index(k)] = b.joint.qd0_rad_s
-        eta0 = model.initial_eta.get(b.name)
-        if eta0 is not None:
-            pos0[nb + mo[k]: nb + mo[k] + nm[k]] = eta0
-    return Assembled(model, km, layout, modes, pos0, vel0)
+    return Assembled(model, km, layout, modes, *_initial_state(model, layout, mo, nm, nq))
