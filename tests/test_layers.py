@@ -138,9 +138,9 @@ def test_every_project_module_is_in_a_layer():
 
 def test_the_checks_flag_an_upward_import_and_a_cycle():
     graph = {"hil.model.config": {"hil.runtime.loop"}, "hil.runtime.loop": {"hil.model.config"},
-             "firmware_bridge.messages": {"hil.model.config"}}
+             "firmware_bridge.wire.messages": {"hil.model.config"}}
     assert violations(graph) == [
-        "firmware_bridge.messages (layer 1) imports hil.model.config (layer 4)",
+        "firmware_bridge.wire.messages (layer 1) imports hil.model.config (layer 4)",
         "hil.model.config (layer 4) imports hil.runtime.loop (layer 9)"]
     assert cycles(graph) == [["hil.model.config", "hil.runtime.loop"]]
     with pytest.raises(AssertionError, match="in no layer"):

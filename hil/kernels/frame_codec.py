@@ -1,6 +1,6 @@
-"""The sensor frames of one cycle, encoded in one call from a codec table (firmware_bridge.codec_table).
+"""The sensor frames of one cycle, encoded in one call from a codec table (firmware_bridge.wire.codec_table).
 
-The same bytes as firmware_bridge.signals.SensorOutput.frames with Codec.encode: per due message,
+The same bytes as firmware_bridge.wire.signals.SensorOutput.frames with Codec.encode: per due message,
 each signal's value taken from its source (a measured channel, the status word, the cycle, the
 message's rolling counter), saturated at the signal's range (a message with any value beyond it
 counts once as saturated), a NaN in an integer signal withholds the message (refused; its counter
@@ -22,7 +22,7 @@ NOT_DUE, READY, REFUSED = 0, 1, -1       # per message result
 
 @kernel
 def _crc(payload, length, crc_kind, crc_byte, data_id, crc8, crc16):
-    """The CRC of the payload without its CRC bytes (firmware_bridge.codec.Codec._crc)."""
+    """The CRC of the payload without its CRC bytes (firmware_bridge.wire.codec.Codec._crc)."""
     if crc_kind == CRC_8:
         c = 0xFF
         for j in range(length):
@@ -175,7 +175,7 @@ SLOT_MESSAGE, SLOT_TAU, SLOT_VALUE = range(3)    # per torque slot: its message,
 def take_command(msg, sig, sigf, m, data, n, crc8, crc16, f32, u32, decoded, ctr, state, counts, stored,
                  slots, tau):
     """A frame of message m (payload data[:n]) through decode_frame and the rolling-counter check of
-    firmware_bridge.signals.CounterCheck (AUTOSAR E2E Profile 1, re-anchoring after ctr[m, CTR_SYNC]
+    firmware_bridge.wire.signals.CounterCheck (AUTOSAR E2E Profile 1, re-anchoring after ctr[m, CTR_SYNC]
     in-order rejected frames); a taken frame's values go to stored[first:first + count] (the message's
     signal rows) and its torque slots (per slot row of message m: tau[SLOT_TAU] = stored[SLOT_VALUE],
     a signal row). Returns OK, a decode_frame verdict, BAD_COUNTER, or OK_LOST / OK_RESYNC (taken;

@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from firmware_bridge.messages import StatusFlag
+from firmware_bridge.wire.messages import StatusFlag
 from hil.kernels.emulator_cycle import (DONE, N_V, SAFE_DAMPING, SAFE_HOLD, SAFE_ZERO_TORQUE, STEP_FAILED, SUPERVISE,
                                         V_EFFICIENCY, V_GEAR, V_KE, V_KT, V_RESISTANCE, V_SUPPLY, V_VOLTAGE,
                                         emulator_cycle)
