@@ -9,6 +9,8 @@ order, bit position in the payload integer (``SignalSpec.shift``; for big-endian
 big-endian integer), width, whether it is a float32, where its value comes from (a channel index
 of the caller's value array, or STATUS, CYCLE, COUNTER), scale, offset and range. The CRC tables
 are those of firmware_bridge.wire.codec and firmware_bridge.wire.framing. Plain lists and tuples only.
+The column numbers, source and CRC codes below are defined here only: the numba executor imports
+them (compile-time constants there).
 """
 from __future__ import annotations
 

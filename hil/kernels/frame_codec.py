@@ -9,14 +9,16 @@ the bits placed little- or big-endian, then the CRC over the other payload bytes
 """
 import numpy as np
 
+from firmware_bridge.wire.codec_table import (CRC_8, CRC_16, DEC_COUNT, DEC_CRC, DEC_CRC_BYTE, DEC_DATA_ID, DEC_FIRST,
+                                              DEC_LENGTH, DSIG_BIG, DSIG_BITS, DSIG_FLOAT, DSIG_OFFSET, DSIG_RAW_MAX,
+                                              DSIG_RAW_MIN, DSIG_SCALE, DSIG_SHIFT, DSIG_SIGN, MSG_COUNTER_BITS,
+                                              MSG_COUNTER_ROW, MSG_CRC, MSG_CRC_BYTE, MSG_DATA_ID, MSG_DIVIDER,
+                                              MSG_LENGTH, MSG_OFFSET, SIG_BIG, SIG_BITS, SIG_FLOAT, SIG_MAX,
+                                              SIG_MESSAGE, SIG_MIN, SIG_OFFSET, SIG_SCALE, SIG_SHIFT, SIG_SOURCE,
+                                              SOURCE_COUNTER, SOURCE_CYCLE, SOURCE_STATUS)
+
 from .jit import kernel
 
-(MSG_LENGTH, MSG_DIVIDER, MSG_OFFSET, MSG_CRC, MSG_CRC_BYTE, MSG_DATA_ID, MSG_COUNTER_ROW,
- MSG_COUNTER_BITS) = range(8)
-SIG_MESSAGE, SIG_BIG, SIG_SHIFT, SIG_BITS, SIG_FLOAT, SIG_SOURCE = range(6)
-SIG_SCALE, SIG_OFFSET, SIG_MIN, SIG_MAX = range(4)
-SOURCE_STATUS, SOURCE_CYCLE, SOURCE_COUNTER = -1, -2, -3
-CRC_8, CRC_16 = 1, 2
 NOT_DUE, READY, REFUSED = 0, 1, -1       # per message result
 
 
@@ -112,9 +114,6 @@ def encode_frames(msg, sig, sigf, measured, status, cycle, counters, crc8, crc16
     return saturated
 
 
-DEC_LENGTH, DEC_CRC, DEC_CRC_BYTE, DEC_DATA_ID, DEC_FIRST, DEC_COUNT = range(6)
-DSIG_BIG, DSIG_SHIFT, DSIG_BITS, DSIG_SIGN, DSIG_FLOAT = range(5)
-DSIG_SCALE, DSIG_OFFSET, DSIG_RAW_MIN, DSIG_RAW_MAX = range(4)
 OK, BAD_LENGTH, BAD_CRC, BAD_NAN, BAD_RANGE = range(5)     # decode_frame's verdicts
 
 
