@@ -147,6 +147,25 @@ def test_the_checks_flag_an_upward_import_and_a_cycle():
         layer_of("hil.gadgets")
 
 
+def flat_modules(package: Path) -> list[str]:
+    """The modules at the root of `package` besides its __init__.py: firmware_bridge keeps its modules
+    in subpackages named after their jobs (links, wire, canopen, formats, reference)."""
+    return sorted(p.name for p in package.glob("*.py") if p.name != "__init__.py")
+
+
+def test_firmware_bridge_has_no_flat_modules():
+    assert flat_modules(ROOT / "firmware_bridge") == []
+
+
+def test_the_check_flags_a_flat_module(tmp_path):
+    (tmp_path / "__init__.py").write_text("")
+    (tmp_path / "links").mkdir()
+    (tmp_path / "links" / "base.py").write_text("")
+    assert flat_modules(tmp_path) == []
+    (tmp_path / "messages.py").write_text("")
+    assert flat_modules(tmp_path) == ["messages.py"]
+
+
 @pytest.mark.parametrize("package", ["hil", "firmware_bridge", "config_schema"])
 def test_no_module_is_over_600_lines(package):
     long = {str(p.relative_to(ROOT)): n for p in (ROOT / package).rglob("*.py")
