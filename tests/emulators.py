@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from firmware_bridge.link import Frame
-from firmware_bridge.messages import BusMap, DecodeError, crc8_sae_j1850
-from firmware_bridge.signals import CommandInput, SensorInput, SensorOutput
+from firmware_bridge.links.base import Frame
+from firmware_bridge.wire.messages import BusMap, DecodeError, crc8_sae_j1850
+from firmware_bridge.wire.signals import CommandInput, SensorInput, SensorOutput
 from hil.devices.drives import DriveBank
 from hil.dynamics.plant import Plant
 from hil.faults.scenario import Scenario

@@ -9,7 +9,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 
-from firmware_bridge.link import Frame, LinkCounters
+from firmware_bridge.links.base import Frame, LinkCounters
 
 
 class MemoryLink:

@@ -1,4 +1,4 @@
-"""C code for firmware (firmware_bridge.c_export, hil bus export --c): every shipped map's files compile
+"""C code for firmware (firmware_bridge.formats.c_export, hil bus export --c): every shipped map's files compile
 with -Wall -Wextra -Werror -std=c99 -pedantic; a generated C program packs random values to the bytes the
 Python codec encodes (CRC, serial packet and all) and unpacks the codec's frames to its values, and
 tells when a byte differs (C from a wrong map); the C example firmwares on the generated code (serial at
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from firmware_bridge.c_export import export_c
-from firmware_bridge.codec import crc8_sae_j1850
-from firmware_bridge.framing import crc16_ccitt_false, encode_packet
-from firmware_bridge.messages import BusMap
+from firmware_bridge.formats.c_export import export_c
+from firmware_bridge.wire.codec import crc8_sae_j1850
+from firmware_bridge.wire.framing import crc16_ccitt_false, encode_packet
+from firmware_bridge.wire.messages import BusMap
 from tools import c_firmware
 from wire_values import random_values
 

@@ -17,9 +17,9 @@ from typing import Callable, TypeVar
 import can
 import pytest
 
-from firmware_bridge.can_link import CanLink, SlcanAdapterLink
-from firmware_bridge.link import Frame
-from firmware_bridge.udp_loopback import NODES, UdpLoopbackBus, base_port, pack_message
+from firmware_bridge.links.base import Frame
+from firmware_bridge.links.can import CanLink, SlcanAdapterLink
+from firmware_bridge.links.udp_loopback import NODES, UdpLoopbackBus, base_port, pack_message
 
 T = TypeVar("T")
 

@@ -1,6 +1,6 @@
 """CANopen (configs/bus/canopen_cst.toml): the emulated CiA 402 drives and the firmware's NMT master.
 
-In-process: the emulator (hil.runtime.loop.Emulator with firmware_bridge.canopen.DriveNodes) on one end
+In-process: the emulator (hil.runtime.loop.Emulator with firmware_bridge.canopen.network.DriveNodes) on one end
 of an in-memory link, the test playing the master on the other, cycle by cycle through
 Emulator.step_once(); the nodes' heartbeat clock is a fake the test advances. The drives apply
 torque in CiA 402 Operation enabled only: `Rig.enable` walks them there over SDO (the drive node's
@@ -20,14 +20,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from firmware_bridge.canopen import DriveNodes, is_canopen
-from firmware_bridge.canopen_master import CanopenMaster
-from firmware_bridge.link import Frame
-from firmware_bridge.messages import (NMT_PRE_OPERATIONAL, NMT_RESET_COMMUNICATION, NMT_RESET_NODE, NMT_START,
-                                      NMT_STOP, STATE_BOOTUP, STATE_OPERATIONAL, STATE_PRE_OPERATIONAL,
-                                      STATE_STOPPED, BusMap, heartbeat_frame, nmt_frame, sync_frame)
-from firmware_bridge.sdo_server import expedited_download
-from firmware_bridge.signals import SensorOutput
+from firmware_bridge.canopen.master import CanopenMaster
+from firmware_bridge.canopen.network import DriveNodes, is_canopen
+from firmware_bridge.links.base import Frame
+from firmware_bridge.wire.messages import (NMT_PRE_OPERATIONAL, NMT_RESET_COMMUNICATION, NMT_RESET_NODE, NMT_START,
+                                           NMT_STOP, STATE_BOOTUP, STATE_OPERATIONAL, STATE_PRE_OPERATIONAL,
+                                           STATE_STOPPED, BusMap, heartbeat_frame, nmt_frame, sync_frame)
+from firmware_bridge.canopen.sdo_server import expedited_download
+from firmware_bridge.wire.signals import SensorOutput
 from hil.devices.drives import DriveBank
 from hil.dynamics.plant import Plant
 from hil.logs.runlog import read_run

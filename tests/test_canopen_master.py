@@ -20,9 +20,9 @@ import pytest
 
 canopen = pytest.importorskip("canopen")
 
-from firmware_bridge.messages import BusMap                       # noqa: E402
 from firmware_bridge.reference.controller import ELLA_SETPOINTS   # noqa: E402
 from firmware_bridge.reference.firmware import Firmware            # noqa: E402
+from firmware_bridge.wire.messages import BusMap                       # noqa: E402
 from hil.cli.main import main as hil                                # noqa: E402
 from hil.faults.spec import Fault                                   # noqa: E402
 from hil.runtime.launch import REFERENCE_PARAMS, build_emulator     # noqa: E402

@@ -1,4 +1,4 @@
-"""The emulated CANopen nodes of configs/bus/canopen_cst.toml on their own (firmware_bridge.canopen.DriveNodes):
+"""The emulated CANopen nodes of configs/bus/canopen_cst.toml on their own (firmware_bridge.canopen.network.DriveNodes):
 SDO server, object dictionary, CiA 402 state machine, PDO mapping over SDO, EMCY.
 
 The test is the master, with SDO frames built here by hand from CiA 301 (command specifier, index,
@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from firmware_bridge import cia402
-from firmware_bridge.canopen import DriveNodes
-from firmware_bridge.eds import export_eds
-from firmware_bridge.link import Frame
-from firmware_bridge.messages import NMT_START, NMT_STOP, BusMap, nmt_frame, sync_frame
+from firmware_bridge.canopen import cia402
+from firmware_bridge.canopen.network import DriveNodes
+from firmware_bridge.formats.eds import export_eds
+from firmware_bridge.links.base import Frame
+from firmware_bridge.wire.messages import NMT_START, NMT_STOP, BusMap, nmt_frame, sync_frame
 from hil.cli.main import main as hil
 
 ROOT = Path(__file__).resolve().parent.parent

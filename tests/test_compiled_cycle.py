@@ -2,8 +2,8 @@
 
 The command frames (hil.runtime.command_frames: the decoder table run by hil.kernels.frame_codec)
 must give the torques, verdicts and rejection counts of CommandInput.feed for genuine, damaged,
-forged, replayed and foreign frames. The sensor frames (hil.runtime.sensor_frames: the bus map's codec table, firmware_bridge.codec_table,
-run by hil.kernels.frame_codec) must be the bytes firmware_bridge.signals.SensorOutput.frames makes
+forged, replayed and foreign frames. The sensor frames (hil.runtime.sensor_frames: the bus map's codec table, firmware_bridge.wire.codec_table,
+run by hil.kernels.frame_codec) must be the bytes firmware_bridge.wire.signals.SensorOutput.frames makes
 from the same measured channels, status and cycle: in an emulator of ELLA under a load of active
 signal and bus faults, cycle by cycle, on every non-CANopen bus map; with the same saturation and
 refusal counts for values beyond the signals' ranges and NaN. The per-stage clock (hil.runtime.stages)
@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from firmware_bridge.link import Frame
-from firmware_bridge.messages import BusMap
-from firmware_bridge.signals import CommandInput, CommandOutput, SensorOutput
+from firmware_bridge.links.base import Frame
+from firmware_bridge.wire.messages import BusMap
+from firmware_bridge.wire.signals import CommandInput, CommandOutput, SensorOutput
 from hil.devices.sensors import SensorSuite
 from hil.dynamics.plant import Plant
 from hil.runtime.command_frames import CompiledCommandInput
@@ -243,7 +243,7 @@ sigma_rad_s = 0.02
 
 
 def _rig(model, bus, scenario_text: str):
-    from firmware_bridge.signals import CommandInput as Commands
+    from firmware_bridge.wire.signals import CommandInput as Commands
     from hil.faults.scenario import scenario_from_string
     from hil.runtime.loop import Emulator, RuntimeOptions
     plant = Plant(model)

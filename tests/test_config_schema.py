@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from config_schema import ConfigError
-from firmware_bridge.messages import BusMap
+from firmware_bridge.wire.messages import BusMap
 from hil.faults.params import check_fault
 from hil.faults.spec import Fault, FaultError
 from hil.faults.scenario import load_scenario

@@ -1,4 +1,4 @@
-"""DBC both ways (firmware_bridge.dbc): every shipped CAN map written as a DBC with its sidecar and read
+"""DBC both ways (firmware_bridge.formats.dbc): every shipped CAN map written as a DBC with its sidecar and read
 back gives the same codec, cantools (the independent reader) decodes our frames to the same values and
 encodes frames our decoder takes; a DBC that differs, a missing or disagreeing sidecar, overlapping
 signals and a serial map are refused in one line naming the file and key."""
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from config_schema import ConfigError
-from firmware_bridge.dbc import crc_signal_name, export_dbc, sidecar_path
-from firmware_bridge.link import Frame
-from firmware_bridge.messages import BusMap
+from firmware_bridge.formats.dbc import crc_signal_name, export_dbc, sidecar_path
+from firmware_bridge.links.base import Frame
+from firmware_bridge.wire.messages import BusMap
 from wire_values import random_values
 
 cantools = pytest.importorskip("cantools")
@@ -220,7 +220,7 @@ def test_overlapping_signals_in_a_dbc_are_refused(tmp_path):
 def test_an_export_that_would_not_read_back_is_refused(tmp_path, monkeypatch):
     """A writer that rounds numbers to 6 digits (enc_a's range, +-2147483648 counts) is caught
     by the export's own read-back, and leaves no file."""
-    import firmware_bridge.dbc as dbc_module
+    import firmware_bridge.formats.dbc as dbc_module
     monkeypatch.setattr(dbc_module, "_num", lambda x: f"{x:.6g}")
     bus = BusMap.load(ROOT / "configs/bus/compact_classic.toml")
     with pytest.raises(ValueError, match=r"does not read back as the map \(enc_a differs\)"):

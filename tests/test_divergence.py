@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from firmware_bridge.link import Frame
-from firmware_bridge.messages import BusMap, StatusFlag
-from firmware_bridge.signals import CommandInput, SensorOutput
+from firmware_bridge.links.base import Frame
+from firmware_bridge.wire.messages import BusMap, StatusFlag
+from firmware_bridge.wire.signals import CommandInput, SensorOutput
 from hil.devices.drives import DriveBank
 from hil.dynamics.plant import Plant
 from hil.logs.runlog import read_run

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from firmware_bridge.codec import crc8_sae_j1850
-from firmware_bridge.link import Frame
-from firmware_bridge.messages import BusMap, describe
-from firmware_bridge.protection import _counted, protection
-from firmware_bridge.signals import CommandInput, FrameReader
+from firmware_bridge.links.base import Frame
+from firmware_bridge.wire.codec import crc8_sae_j1850
+from firmware_bridge.wire.messages import BusMap, describe
+from firmware_bridge.wire.protection import _counted, protection
+from firmware_bridge.wire.signals import CommandInput, FrameReader
 from config_schema import ConfigError
 from hil.model.config import load_model
 from hil.runtime.loop import Emulator, RuntimeOptions
@@ -83,7 +83,7 @@ def test_lockstep_keeps_stepping_when_a_stale_frame_precedes_every_command():
     model = load_model(ROOT / "configs" / "ella.toml")
     from hil.dynamics.plant import Plant
     from hil.devices.drives import DriveBank
-    from firmware_bridge.signals import SensorOutput
+    from firmware_bridge.wire.signals import SensorOutput
 
     plant = Plant(model)
     hold = plant.equilibrium_eta()

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from firmware_bridge.messages import BusMap, StatusFlag
-from firmware_bridge.serial_link import SerialLink, open_pty_pair
+from firmware_bridge.links.serial import SerialLink, open_pty_pair
+from firmware_bridge.wire.messages import BusMap, StatusFlag
 from hil.faults.spec import Duration, Fault, FaultError, Trigger
 from hil.dynamics.plant import Plant
 from hil.logs import writer_process

@@ -17,12 +17,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from firmware_bridge.framing import encode_frame
-from firmware_bridge.link import Frame
-from firmware_bridge.link_faults import FaultyLink
-from firmware_bridge.messages import BusMap
-from firmware_bridge.serial_link import SerialLink, open_pty_pair
-from firmware_bridge.signals import FrameReader, FrameWriter
+from firmware_bridge.links.base import Frame
+from firmware_bridge.links.faults import FaultyLink
+from firmware_bridge.links.serial import SerialLink, open_pty_pair
+from firmware_bridge.wire.framing import encode_frame
+from firmware_bridge.wire.messages import BusMap
+from firmware_bridge.wire.signals import FrameReader, FrameWriter
 from config_schema import ConfigError
 from hil.model import spec as md
 from hil.model.config import load_model

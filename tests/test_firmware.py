@@ -6,8 +6,8 @@ import pytest
 
 from firmware_bridge.reference.controller import ReferenceController, ControllerGains, quintic
 from firmware_bridge.reference.firmware import EncoderMonitor, Firmware
-from firmware_bridge.messages import BusMap
-from firmware_bridge.signals import CommandInput, SensorOutput
+from firmware_bridge.wire.messages import BusMap
+from firmware_bridge.wire.signals import CommandInput, SensorOutput
 from hil.model.assembly import assemble, make_work
 from hil.model.config import load_model
 from hil.model.linearize import static_forces

@@ -13,8 +13,8 @@ from pathlib import Path
 import can
 import numpy as np
 
+from firmware_bridge.links.udp_loopback import UdpLoopbackBus
 from firmware_bridge.reference.stats import LatencyHistogram
-from firmware_bridge.udp_loopback import UdpLoopbackBus
 
 ROOT = Path(__file__).resolve().parent.parent
 CHANNEL = f"lifetime-{os.getpid()}"      # per test process: suites running side by side keep apart

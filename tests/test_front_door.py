@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from config_schema import ConfigError
-from firmware_bridge.connect import check_link_fits
-from firmware_bridge.messages import BusMap
+from firmware_bridge.links.connect import check_link_fits
+from firmware_bridge.wire.messages import BusMap
 from hil.cli.summary import format_summary
 from hil.logs.runlog import RunLog
 from hil.logs.targets import Targets, load_targets

@@ -14,12 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from config_schema import ConfigError
-from firmware_bridge.can_link import SlcanAdapterLink
-from firmware_bridge.framing import CobsDecodeError, StreamDecoder, cobs_decode, cobs_encode, crc16_ccitt_false
-from firmware_bridge.link import Frame
-from firmware_bridge.messages import BusMap, DecodeError
-from firmware_bridge.signals import FrameReader
-from firmware_bridge.udp_loopback import unpack_datagram
+from firmware_bridge.links.base import Frame
+from firmware_bridge.links.can import SlcanAdapterLink
+from firmware_bridge.links.udp_loopback import unpack_datagram
+from firmware_bridge.wire.framing import CobsDecodeError, StreamDecoder, cobs_decode, cobs_encode, crc16_ccitt_false
+from firmware_bridge.wire.messages import BusMap, DecodeError
+from firmware_bridge.wire.signals import FrameReader
 from hil.logs.runlog import MsgpackRunWriter, RunLogError, read_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,8 +111,8 @@ canopen_frames = st.builds(Frame, st.sampled_from(CANOPEN_IDS), st.binary(max_si
 @given(stream=st.lists(canopen_frames, max_size=25))
 def test_the_canopen_drive_nodes_take_any_frames(stream):
     """NMT, SYNC, RPDOs and SDO requests (segmented transfers included) at the emulated drives."""
-    from firmware_bridge.canopen import DriveNodes
-    from firmware_bridge.signals import CommandInput
+    from firmware_bridge.canopen.network import DriveNodes
+    from firmware_bridge.wire.signals import CommandInput
     bus = MAPS["canopen_cst"]
     names = ["base_yaw", "shoulder_pitch", "elbow"]
     nodes, commands = DriveNodes(bus, names, 0.1), CommandInput(bus, names)
@@ -126,7 +126,7 @@ def test_the_canopen_drive_nodes_take_any_frames(stream):
 @given(stream=st.lists(canopen_frames, max_size=25))
 def test_the_canopen_master_takes_any_frames(stream):
     """Heartbeats, SDO responses, EMCYs and TPDOs at the firmware's CANopen master."""
-    from firmware_bridge.canopen_master import CanopenMaster
+    from firmware_bridge.canopen.master import CanopenMaster
     master = CanopenMaster(MAPS["canopen_cst"], ["base_yaw", "shoulder_pitch", "elbow"])
     for frame in stream:
         if master.is_protocol(frame):

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from config_schema import ConfigError
-from firmware_bridge.connect import open_link
-from firmware_bridge.messages import BusMap
-from firmware_bridge.signals import CommandInput, SensorOutput
+from firmware_bridge.links.connect import open_link
+from firmware_bridge.wire.messages import BusMap
+from firmware_bridge.wire.signals import CommandInput, SensorOutput
 from hil.cli.main import main
 from hil.dynamics.simulate import InputError, TorqueTable
 from hil.model.config import load_model_from_string

@@ -138,13 +138,32 @@ def test_every_project_module_is_in_a_layer():
 
 def test_the_checks_flag_an_upward_import_and_a_cycle():
     graph = {"hil.model.config": {"hil.runtime.loop"}, "hil.runtime.loop": {"hil.model.config"},
-             "firmware_bridge.messages": {"hil.model.config"}}
+             "firmware_bridge.wire.messages": {"hil.model.config"}}
     assert violations(graph) == [
-        "firmware_bridge.messages (layer 1) imports hil.model.config (layer 4)",
+        "firmware_bridge.wire.messages (layer 1) imports hil.model.config (layer 4)",
         "hil.model.config (layer 4) imports hil.runtime.loop (layer 9)"]
     assert cycles(graph) == [["hil.model.config", "hil.runtime.loop"]]
     with pytest.raises(AssertionError, match="in no layer"):
         layer_of("hil.gadgets")
+
+
+def flat_modules(package: Path) -> list[str]:
+    """The modules at the root of `package` besides its __init__.py: firmware_bridge keeps its modules
+    in subpackages named after their jobs (links, wire, canopen, formats, reference)."""
+    return sorted(p.name for p in package.glob("*.py") if p.name != "__init__.py")
+
+
+def test_firmware_bridge_has_no_flat_modules():
+    assert flat_modules(ROOT / "firmware_bridge") == []
+
+
+def test_the_check_flags_a_flat_module(tmp_path):
+    (tmp_path / "__init__.py").write_text("")
+    (tmp_path / "links").mkdir()
+    (tmp_path / "links" / "base.py").write_text("")
+    assert flat_modules(tmp_path) == []
+    (tmp_path / "messages.py").write_text("")
+    assert flat_modules(tmp_path) == ["messages.py"]
 
 
 @pytest.mark.parametrize("package", ["hil", "firmware_bridge", "config_schema"])

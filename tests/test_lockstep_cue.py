@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from firmware_bridge.messages import BusMap
-from firmware_bridge.signals import SensorOutput
+from firmware_bridge.wire.messages import BusMap
+from firmware_bridge.wire.signals import SensorOutput
 from hil.runtime.lockstep import FirmwareCue, firmware_cue
 
 BUS = Path(__file__).resolve().parent.parent / "configs" / "bus"

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from firmware_bridge.link import Frame
-from firmware_bridge.messages import (
+from firmware_bridge.links.base import Frame
+from firmware_bridge.wire.messages import (
     NMT_PRE_OPERATIONAL, NMT_START, NMT_STOP, STATE_OPERATIONAL, STATE_PRE_OPERATIONAL,
     BusMap, DecodeError, EncodeError, bus_load, counter_delta, counter_next, crc8_sae_j1850,
     heartbeat_frame, main, nmt_frame, sync_frame,
@@ -379,7 +379,7 @@ def test_counter_argument_needs_a_counter_signal():
 
 
 def test_a_writer_withholds_and_counts_a_frame_with_nan_in_an_integer_signal():
-    from firmware_bridge.signals import FrameWriter
+    from firmware_bridge.wire.signals import FrameWriter
     bus = BusMap.load("configs/bus/compact_fd.toml")
     writer = FrameWriter(bus, "to_firmware")
     codec = writer.codecs[0]

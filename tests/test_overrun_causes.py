@@ -104,7 +104,7 @@ EMULATOR = """
 import json, sys
 import numpy
 sys.path.insert(0, "tests")
-from firmware_bridge.messages import BusMap
+from firmware_bridge.wire.messages import BusMap
 from hil.model.config import load_model
 from emulators import make_emulator
 from links import AnsweringLink, on_cue

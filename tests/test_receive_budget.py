@@ -11,13 +11,13 @@ import can
 import numpy as np
 import pytest
 
-from firmware_bridge.can_link import CanLink
-from firmware_bridge.framing import encode_frame
-from firmware_bridge.link import Frame
-from firmware_bridge.messages import BusMap
-from firmware_bridge.serial_link import READ_SIZE, SerialLink, open_pty_pair
-from firmware_bridge.signals import CommandInput, SensorOutput
-from firmware_bridge.udp_loopback import UdpLoopbackBus
+from firmware_bridge.links.base import Frame
+from firmware_bridge.links.can import CanLink
+from firmware_bridge.links.serial import READ_SIZE, SerialLink, open_pty_pair
+from firmware_bridge.links.udp_loopback import UdpLoopbackBus
+from firmware_bridge.wire.framing import encode_frame
+from firmware_bridge.wire.messages import BusMap
+from firmware_bridge.wire.signals import CommandInput, SensorOutput
 from hil.devices.drives import DriveBank
 from hil.dynamics.plant import Plant
 from hil.model.config import load_model
@@ -165,7 +165,7 @@ def test_udp_discard_drops_waiting_datagrams():
 
 @pytest.mark.parametrize("limit", [1, 5])
 def test_can_link_discard_without_a_bus_discard_is_bounded(limit, monkeypatch):
-    import firmware_bridge.can_link as cl
+    import firmware_bridge.links.can as cl
     monkeypatch.setattr(cl, "_DISCARD_LIMIT", limit)
     a = CanLink("virtual", "integrity-discard", receive_own_messages=False)
     b = can.Bus(interface="virtual", channel="integrity-discard")

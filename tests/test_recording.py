@@ -2,8 +2,8 @@
 import can
 import pytest
 
-from firmware_bridge.link import Frame
-from firmware_bridge.recording import BusRecorder
+from firmware_bridge.links.base import Frame
+from firmware_bridge.links.recording import BusRecorder
 
 
 @pytest.mark.parametrize("suffix", [".asc", ".blf"])

@@ -21,11 +21,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from firmware_bridge.framing import CobsDecodeError, cobs_decode, encode_frame, encode_packet
-from firmware_bridge.link import Frame
-from firmware_bridge.messages import (REJECTION_KINDS, BusMap, EncodeError, StatusFlag,
-                                      crc8_sae_j1850)
-from firmware_bridge.serial_link import SerialLink, open_pty_pair
+from firmware_bridge.links.base import Frame
+from firmware_bridge.wire.framing import CobsDecodeError, cobs_decode, encode_frame, encode_packet
+from firmware_bridge.wire.messages import REJECTION_KINDS, BusMap, EncodeError, StatusFlag, crc8_sae_j1850
+from firmware_bridge.links.serial import SerialLink, open_pty_pair
 from hil.dynamics.plant import Plant
 from hil.logs.runlog import read_run
 from hil.runtime.loop import Emulator

@@ -174,8 +174,8 @@ def test_the_dae_follows_a_payload_fault():
     """A payload drop re-assembles the kernel model in place (hil.faults.engine), the DAE's copy of the
     geometry (its dae_* blocks) with it; it agrees with the ABA on the changed arm, in the fault and after
     it clears."""
-    from firmware_bridge.messages import BusMap
-    from firmware_bridge.signals import CommandInput, SensorOutput
+    from firmware_bridge.wire.messages import BusMap
+    from firmware_bridge.wire.signals import CommandInput, SensorOutput
     from hil.faults.engine import Duration, Fault, Trigger
     from hil.runtime.loop import Emulator, RuntimeOptions
     from links import memory_pair

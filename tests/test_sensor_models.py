@@ -7,8 +7,8 @@ import tomllib
 import numpy as np
 import pytest
 
-from firmware_bridge.messages import BusMap
-from firmware_bridge.signals import CommandInput, SensorOutput
+from firmware_bridge.wire.messages import BusMap
+from firmware_bridge.wire.signals import CommandInput, SensorOutput
 from config_schema import ConfigError
 from hil.model.config import load_model, load_model_from_string
 from hil.dynamics.plant import Plant

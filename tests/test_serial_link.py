@@ -12,18 +12,10 @@ import time
 
 import pytest
 
-from firmware_bridge.framing import (
-    CobsDecodeError,
-    StreamDecoder,
-    cobs_decode,
-    cobs_encode,
-    crc16_ccitt_false,
-    encode_frame,
-    encode_packet,
-    max_encoded_size,
-)
-from firmware_bridge.link import Frame, LinkCounters
-from firmware_bridge.serial_link import SerialLink, open_pty_pair
+from firmware_bridge.wire.framing import (CobsDecodeError, StreamDecoder, cobs_decode, cobs_encode, crc16_ccitt_false,
+                                          encode_frame, encode_packet, max_encoded_size)
+from firmware_bridge.links.base import Frame, LinkCounters
+from firmware_bridge.links.serial import SerialLink, open_pty_pair
 
 # Examples from Cheshire & Baker 1999 as listed on Wikipedia ("Consistent Overhead Byte Stuffing").
 COBS_VECTORS = [
@@ -313,8 +305,8 @@ def test_close_is_idempotent():
 
 ECHO_CHILD = """
 import json, select, sys
-from firmware_bridge.link import Frame
-from firmware_bridge.serial_link import SerialLink
+from firmware_bridge.links.base import Frame
+from firmware_bridge.links.serial import SerialLink
 link = SerialLink(sys.argv[1], name="child")
 print("ready", flush=True)
 while True:

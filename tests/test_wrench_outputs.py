@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from firmware_bridge.messages import BusMap
-from firmware_bridge.signals import CommandInput, SensorOutput
+from firmware_bridge.wire.messages import BusMap
+from firmware_bridge.wire.signals import CommandInput, SensorOutput
 from hil.cli.main import main
 from hil.dynamics.plant import Plant, wrench_columns
 from hil.dynamics.simulate import ControllerSource, InputError

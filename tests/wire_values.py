@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import random
 
-from firmware_bridge.messages import Codec
+from firmware_bridge.wire.messages import Codec
 
 
 def random_values(codec: Codec, rng: random.Random, *, on_grid: bool = False) -> list[float]:

@@ -33,9 +33,9 @@ _CHILD = r"""
 import importlib, json, sys
 from collections import deque
 import numpy as np
-from firmware_bridge.link import LinkCounters
-from firmware_bridge.messages import BusMap
-from firmware_bridge.signals import CommandInput, SensorInput, SensorOutput
+from firmware_bridge.links.base import LinkCounters
+from firmware_bridge.wire.messages import BusMap
+from firmware_bridge.wire.signals import CommandInput, SensorInput, SensorOutput
 
 def module(*names):
     for name in names:

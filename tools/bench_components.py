@@ -98,7 +98,7 @@ def sensors(number: int, repeat: int) -> dict:
 
 
 def faults(number: int, repeat: int) -> dict:
-    from firmware_bridge.messages import BusMap
+    from firmware_bridge.wire.messages import BusMap
     from hil.faults.engine import FaultEngine, bus_encoding
     from hil.faults.spec import Fault
     from hil.devices.sensors import SensorSuite
@@ -124,8 +124,8 @@ def faults(number: int, repeat: int) -> dict:
 
 
 def codecs(number: int, repeat: int) -> dict:
-    from firmware_bridge.messages import BusMap
-    from firmware_bridge.signals import SensorOutput
+    from firmware_bridge.wire.messages import BusMap
+    from firmware_bridge.wire.signals import SensorOutput
     from hil.devices.sensors import SensorSuite
     bus = BusMap.load(BUS)
     plant = _at_rest()
@@ -141,11 +141,11 @@ def codecs(number: int, repeat: int) -> dict:
 
 
 def canopen(number: int, repeat: int) -> dict:
-    from firmware_bridge.canopen import DriveNodes
-    from firmware_bridge.link import Frame
-    from firmware_bridge.messages import NMT_START, BusMap, nmt_frame, sync_frame
-    from firmware_bridge.sdo_server import expedited_download, upload_request
-    from firmware_bridge.signals import CommandInput
+    from firmware_bridge.canopen.network import DriveNodes
+    from firmware_bridge.canopen.sdo_server import expedited_download, upload_request
+    from firmware_bridge.links.base import Frame
+    from firmware_bridge.wire.messages import NMT_START, BusMap, nmt_frame, sync_frame
+    from firmware_bridge.wire.signals import CommandInput
     bus = BusMap.load(ROOT / "configs" / "bus" / "canopen_cst.toml")
     names = ["base_yaw", "shoulder_pitch", "elbow"]
     nodes = DriveNodes(bus, names, 0.0, clock=lambda: 0.0)

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from firmware_bridge.messages import BusMap
+from firmware_bridge.wire.messages import BusMap
 from hil.model.config import load_model
 from hil.runtime.loop import RunLogger
 from hil.viz.live import LiveView

@@ -55,9 +55,9 @@ from pathlib import Path
 
 import numpy as np
 
-from firmware_bridge.link import LinkCounters
-from firmware_bridge.messages import BusMap
-from firmware_bridge.signals import CommandInput, SensorInput, SensorOutput
+from firmware_bridge.links.base import LinkCounters
+from firmware_bridge.wire.messages import BusMap
+from firmware_bridge.wire.signals import CommandInput, SensorInput, SensorOutput
 from hil.model.config import load_model
 from hil.devices.drives import DriveBank
 from hil.dynamics.plant import Plant

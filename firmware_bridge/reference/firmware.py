@@ -5,7 +5,7 @@ controller (firmware_bridge.reference.controller) and answers with the command f
 Time is the emulator's cycle counter times the cycle period, so a lockstep run
 is deterministic.
 
-On a CANopen map (firmware_bridge.canopen_master) the firmware is the NMT master and SYNC
+On a CANopen map (firmware_bridge.canopen.master) the firmware is the NMT master and SYNC
 producer: once the drives have sent their boot-up (or any) heartbeat, it enables them over SDO
 (CiA 402: cyclic synchronous torque, Operation enabled), starts all nodes, sends one SYNC per
 cycle, computes on each complete set of position TPDOs, answers with the RPDOs (target torque,
@@ -30,15 +30,15 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from firmware_bridge.canopen import is_canopen
-from firmware_bridge.canopen_master import CanopenMaster
-from firmware_bridge.link import Link
-from firmware_bridge.messages import BusMap
+from firmware_bridge.canopen.master import CanopenMaster
+from firmware_bridge.canopen.network import is_canopen
+from firmware_bridge.links.base import Link
 from firmware_bridge.reference.controller import ELLA_SETPOINTS, ControllerGains, ReferenceController
 from firmware_bridge.reference.nominal import load_nominal_arm
 from firmware_bridge.reference.rigid_chain import RigidChain
 from firmware_bridge.reference.stats import LatencyHistogram
-from firmware_bridge.signals import CommandOutput, SensorInput
+from firmware_bridge.wire.messages import BusMap
+from firmware_bridge.wire.signals import CommandOutput, SensorInput
 
 MAX_JOINT_RATE_RAD_S = 5.0     # supervision limit: a 0.5 s set-point manoeuvre peaks near 3 rad/s
 ELLA_GAINS = ControllerGains(kp=np.array([3000.0, 3000.0, 800.0]), kd=np.array([300.0, 300.0, 80.0]),

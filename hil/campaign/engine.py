@@ -27,7 +27,7 @@ ENGINES = ("local", "dask")
 
 def settings(campaign: Campaign, out: Path, targets: str | None) -> dict:
     """What every case of the campaign shares (plain data: it travels to the workers)."""
-    from firmware_bridge.messages import BusMap
+    from firmware_bridge.wire.messages import BusMap
     return {"arm": campaign.arm, "bus": campaign.bus, "bus_kind": BusMap.load(campaign.bus).kind,
             "link": campaign.link, "mode": campaign.mode, "duration_s": campaign.duration_s,
             "timeout_s": campaign.timeout_s, "logs": campaign.logs, "targets": targets,

@@ -1,6 +1,6 @@
 """`hil bus`: bus maps exported to the standard files other tools read.
 
-    hil bus export MAP --dbc OUT.dbc    a CAN map as a DBC, and its sidecar OUT.dbc.toml (firmware_bridge.dbc)
+    hil bus export MAP --dbc OUT.dbc    a CAN map as a DBC, and its sidecar OUT.dbc.toml (firmware_bridge.formats.dbc)
     hil bus export MAP --c DIR          C pack/unpack, CRCs, counters (and serial packets) for firmware
     hil bus export MAP --eds DIR        one CiA 306 EDS per emulated node of a CANopen map
 
@@ -31,17 +31,17 @@ class Exporter:
 
 
 def _eds(bus, out: Path) -> list[Path]:
-    from firmware_bridge.eds import export_eds
+    from firmware_bridge.formats.eds import export_eds
     return export_eds(bus, out)       # a map that is not CANopen: a ValueError naming it
 
 
 def _dbc(bus, out: Path) -> list[Path]:
-    from firmware_bridge.dbc import export_dbc
+    from firmware_bridge.formats.dbc import export_dbc
     return export_dbc(bus.spec(), out, bus.source)     # a serial map: a ConfigError saying why not
 
 
 def _c(bus, out: Path) -> list[Path]:
-    from firmware_bridge.c_export import export_c
+    from firmware_bridge.formats.c_export import export_c
     return export_c(bus.spec(), c_name(bus.source), out, bus.source)
 
 
@@ -75,7 +75,7 @@ def resolve_map(text: str) -> Path:
 
 def load_bus(path: str | Path):
     """BusMap.load, with a missing cantools (a DBC map) as a one-line CliError."""
-    from firmware_bridge.messages import BusMap
+    from firmware_bridge.wire.messages import BusMap
     try:
         return BusMap.load(path)
     except ImportError as exc:

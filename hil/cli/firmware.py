@@ -32,7 +32,7 @@ def _firmware_arguments(p: argparse.ArgumentParser) -> None:
 @command("firmware", "the reference firmware (controller side) on a link", _firmware_arguments)
 def _cmd_firmware(args: argparse.Namespace) -> int:
     from dataclasses import asdict
-    from firmware_bridge.connect import open_link
+    from firmware_bridge.links.connect import open_link
     from firmware_bridge.reference.firmware import Firmware, serve
     from hil.cli.bus import load_bus
     from hil.model.presets import resolve

@@ -133,7 +133,7 @@ def _exit_status(summary: dict, check: bool) -> int:
 
 def run(args: argparse.Namespace) -> dict:
     """Build, start (with the firmware), run, judge: the summary."""
-    from firmware_bridge.canopen import is_canopen
+    from firmware_bridge.canopen.network import is_canopen
     from hil.cli.bus import load_bus
     from hil.jit_cache import needs_compiling
     from hil.logs.targets import load_targets
@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> dict:
     from hil.runtime.loop import RuntimeOptions
     from numba.core import config
 
-    from firmware_bridge.connect import check_link_fits
+    from firmware_bridge.links.connect import check_link_fits
     bus_map = load_bus(resolve("bus", args.bus))
     if args.heartbeat_ms is not None and not is_canopen(bus_map):
         raise CliError(f"--heartbeat-ms needs a CANopen bus map; {args.bus} has no NMT and SYNC messages")

@@ -5,7 +5,7 @@ step, from the same kernel call), in its own frame, every ``divider``-th step; b
 samples a channel holds its last value. The sensors are described by hil.model.sensor_specs (the
 preset's ``[[sensor]]`` tables); dt is the plant step, f_int = 1/dt the sensors' internal rate.
 
-Channels (names are the bus signal names, see firmware_bridge.signals):
+Channels (names are the bus signal names, see firmware_bridge.wire.signals):
 
 * ``enc_<joint>`` motor-side incremental encoder [counts]. Ideal value: the motor angle in
   counts, c = n theta cpr / (2 pi) (n the gear ratio, theta the joint angle q, or the rotor
@@ -56,7 +56,7 @@ element (before the filter) and on the output word.
 
 Order of a cycle, for the bus and the fault engine: ``step(tau)`` advances the plant and
 writes ``truth`` and ``measured``; a fault engine may then change ``measured`` in place;
-only then are frames encoded from it (firmware_bridge.signals.SensorOutput). The sensors keep
+only then are frames encoded from it (firmware_bridge.wire.signals.SensorOutput). The sensors keep
 their outputs in ``sampled`` (a channel sampled every n-th step holds its value there between
 samples) and every step copies them to ``measured``, so a change made to ``measured`` lasts one
 step and never feeds back into the next. One numpy Generator per suite draws all normals (2 per

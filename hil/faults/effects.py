@@ -7,7 +7,7 @@ on the loop's thread; a signal effect's ``apply`` runs on the measured array eve
 is active (:mod:`hil.faults.signal_effects`). Plant and drive effects: :mod:`hil.faults.plant_effects`.
 
 Bus faults (target ``"to_plant"`` / ``"to_firmware"``, optionally ``":<message name or id>"``) act
-on frames through :class:`firmware_bridge.link_faults.FaultyLink`, the loop's link: ``drop``,
+on frames through :class:`firmware_bridge.links.faults.FaultyLink`, the loop's link: ``drop``,
 ``duplicate``, ``reorder``, ``frame_delay``, ``corrupt``, ``bad_crc``, ``wrong_counter``,
 ``wrong_dlc``, ``silent``, ``period``, ``babble`` (see that module). Timing faults: ``stall``
 busy-waits ``stall_s`` in the compute phase of every active cycle (``FaultEngine.stall``) and
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from firmware_bridge.link_faults import FaultyLink
+from firmware_bridge.links.faults import FaultyLink
 
 if TYPE_CHECKING:
     import numpy as np

@@ -10,7 +10,7 @@ Hook API (what the real-time loop calls, in this order)
 --------------------------------------------------------
 Set-up, before the loop::
 
-    link = FaultyLink(raw_link, bus)            # firmware_bridge.link_faults; the loop's link from now on
+    link = FaultyLink(raw_link, bus)            # firmware_bridge.links.faults; the loop's link from now on
     engine = FaultEngine(sensors.channel_names, dt_s=plant.dt, seed=seed, encoding=bus_encoding(bus),
                          counter_bits=encoder_counter_bits(sensors), plant=plant, drives=drives, link=link)
     load_scenario(path).inject_into(engine)     # and/or engine.inject(fault, trigger, duration)
@@ -61,8 +61,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from firmware_bridge.link_faults import BUS_KINDS, FaultyLink
-from firmware_bridge.messages import BusMap
+from firmware_bridge.links.faults import BUS_KINDS, FaultyLink
+from firmware_bridge.wire.messages import BusMap
 from hil.dynamics.plant import Plant
 from hil.faults.effects import Effect, LinkFault, Stall
 from hil.faults.params import check_fault

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from config_schema import MISSING, Document, Table, in_unit, is_integer, is_number, suggest
-from firmware_bridge.link_faults import BUS_KINDS, parse_bus_target
+from firmware_bridge.links.faults import BUS_KINDS, parse_bus_target
 from hil.faults.spec import (CHANNEL_UNITS, KINDS, SIGNAL_KINDS, TIMING_KINDS, Fault, FaultError,
                              channel_unit)
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple
 
 from config_schema import ConfigError, UserError
-from firmware_bridge.link_faults import BUS_KINDS
+from firmware_bridge.links.faults import BUS_KINDS
 
 SIGNAL_KINDS = ("stuck", "offset", "gain", "noise", "drift", "delay", "dropout", "nan", "saturation",
                 "bitflip", "quantisation", "slip")

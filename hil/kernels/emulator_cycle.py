@@ -8,7 +8,7 @@ The call stops before the plant step where the cycle needs Python: the watchdog 
 event to log, the pose to hold, brakes to close or open). It returns the outcome, the status word
 and how many sensor messages were saturated.
 """
-from firmware_bridge.messages import StatusFlag
+from firmware_bridge.wire.messages import StatusFlag
 
 from .cycle import OK as STEP_OK, drive_step_sense
 from .frame_codec import OK, OK_LOST, encode_frames, take_command

@@ -1,6 +1,6 @@
-"""The sensor frames of one cycle, encoded in one call from a codec table (firmware_bridge.codec_table).
+"""The sensor frames of one cycle, encoded in one call from a codec table (firmware_bridge.wire.codec_table).
 
-The same bytes as firmware_bridge.signals.SensorOutput.frames with Codec.encode: per due message,
+The same bytes as firmware_bridge.wire.signals.SensorOutput.frames with Codec.encode: per due message,
 each signal's value taken from its source (a measured channel, the status word, the cycle, the
 message's rolling counter), saturated at the signal's range (a message with any value beyond it
 counts once as saturated), a NaN in an integer signal withholds the message (refused; its counter
@@ -9,20 +9,22 @@ the bits placed little- or big-endian, then the CRC over the other payload bytes
 """
 import numpy as np
 
+from firmware_bridge.wire.codec_table import (CRC_8, CRC_16, DEC_COUNT, DEC_CRC, DEC_CRC_BYTE, DEC_DATA_ID, DEC_FIRST,
+                                              DEC_LENGTH, DSIG_BIG, DSIG_BITS, DSIG_FLOAT, DSIG_OFFSET, DSIG_RAW_MAX,
+                                              DSIG_RAW_MIN, DSIG_SCALE, DSIG_SHIFT, DSIG_SIGN, MSG_COUNTER_BITS,
+                                              MSG_COUNTER_ROW, MSG_CRC, MSG_CRC_BYTE, MSG_DATA_ID, MSG_DIVIDER,
+                                              MSG_LENGTH, MSG_OFFSET, SIG_BIG, SIG_BITS, SIG_FLOAT, SIG_MAX,
+                                              SIG_MESSAGE, SIG_MIN, SIG_OFFSET, SIG_SCALE, SIG_SHIFT, SIG_SOURCE,
+                                              SOURCE_COUNTER, SOURCE_CYCLE, SOURCE_STATUS)
+
 from .jit import kernel
 
-(MSG_LENGTH, MSG_DIVIDER, MSG_OFFSET, MSG_CRC, MSG_CRC_BYTE, MSG_DATA_ID, MSG_COUNTER_ROW,
- MSG_COUNTER_BITS) = range(8)
-SIG_MESSAGE, SIG_BIG, SIG_SHIFT, SIG_BITS, SIG_FLOAT, SIG_SOURCE = range(6)
-SIG_SCALE, SIG_OFFSET, SIG_MIN, SIG_MAX = range(4)
-SOURCE_STATUS, SOURCE_CYCLE, SOURCE_COUNTER = -1, -2, -3
-CRC_8, CRC_16 = 1, 2
 NOT_DUE, READY, REFUSED = 0, 1, -1       # per message result
 
 
 @kernel
 def _crc(payload, length, crc_kind, crc_byte, data_id, crc8, crc16):
-    """The CRC of the payload without its CRC bytes (firmware_bridge.codec.Codec._crc)."""
+    """The CRC of the payload without its CRC bytes (firmware_bridge.wire.codec.Codec._crc)."""
     if crc_kind == CRC_8:
         c = 0xFF
         for j in range(length):
@@ -112,9 +114,6 @@ def encode_frames(msg, sig, sigf, measured, status, cycle, counters, crc8, crc16
     return saturated
 
 
-DEC_LENGTH, DEC_CRC, DEC_CRC_BYTE, DEC_DATA_ID, DEC_FIRST, DEC_COUNT = range(6)
-DSIG_BIG, DSIG_SHIFT, DSIG_BITS, DSIG_SIGN, DSIG_FLOAT = range(5)
-DSIG_SCALE, DSIG_OFFSET, DSIG_RAW_MIN, DSIG_RAW_MAX = range(4)
 OK, BAD_LENGTH, BAD_CRC, BAD_NAN, BAD_RANGE = range(5)     # decode_frame's verdicts
 
 
@@ -175,7 +174,7 @@ SLOT_MESSAGE, SLOT_TAU, SLOT_VALUE = range(3)    # per torque slot: its message,
 def take_command(msg, sig, sigf, m, data, n, crc8, crc16, f32, u32, decoded, ctr, state, counts, stored,
                  slots, tau):
     """A frame of message m (payload data[:n]) through decode_frame and the rolling-counter check of
-    firmware_bridge.signals.CounterCheck (AUTOSAR E2E Profile 1, re-anchoring after ctr[m, CTR_SYNC]
+    firmware_bridge.wire.signals.CounterCheck (AUTOSAR E2E Profile 1, re-anchoring after ctr[m, CTR_SYNC]
     in-order rejected frames); a taken frame's values go to stored[first:first + count] (the message's
     signal rows) and its torque slots (per slot row of message m: tau[SLOT_TAU] = stored[SLOT_VALUE],
     a signal row). Returns OK, a decode_frame verdict, BAD_COUNTER, or OK_LOST / OK_RESYNC (taken;

@@ -23,7 +23,7 @@ from collections import deque
 
 import numpy as np
 
-from firmware_bridge.recording import BackgroundWriter
+from firmware_bridge.links.recording import BackgroundWriter
 from hil.logs.run_writers import MsgpackRunWriter
 from hil.logs.writer_process import WriterProcess
 
@@ -32,7 +32,7 @@ PROCESS_DEPTH = 1 << 15  # the writer process's ring: 3.3 s of rows at 10 kHz, 3
 
 
 class WriterThread:
-    """Rows and records to a writer thread (firmware_bridge.recording.BackgroundWriter) and a tap."""
+    """Rows and records to a writer thread (firmware_bridge.links.recording.BackgroundWriter) and a tap."""
 
     def __init__(self, path: str | None, header: dict, columns: int, depth: int, tap=None):
         self.writer = MsgpackRunWriter(path, header) if path else None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from firmware_bridge.messages import StatusFlag
+from firmware_bridge.wire.messages import StatusFlag
 
 __all__ = ["describe", "STATUS_BITS", "BRAKE_STATES"]
 

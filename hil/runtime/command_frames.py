@@ -1,16 +1,16 @@
 """The command frames taken in through one compiled call per frame (hil.kernels.frame_codec.take_command)
-on the bus map's decoder table (firmware_bridge.codec_table): decoding, the rolling-counter check and
+on the bus map's decoder table (firmware_bridge.wire.codec_table): decoding, the rolling-counter check and
 the store of the values (one array; the reader's per-message value arrays are views of it) and of the
-torques, with the rejection counts and counter verdicts of firmware_bridge.signals.CommandInput.feed,
+torques, with the rejection counts and counter verdicts of firmware_bridge.wire.signals.CommandInput.feed,
 which stays the reference the tests hold it to. Python keeps the id lookup (one dict get) and the
 counts of the reader (FrameReader), the rolling-counter state lives in the compiled call's table."""
 from __future__ import annotations
 
 import numpy as np
 
-from firmware_bridge.codec_table import decoder_table
-from firmware_bridge.link import Frame
-from firmware_bridge.signals import CommandInput, CounterCheck
+from firmware_bridge.links.base import Frame
+from firmware_bridge.wire.codec_table import decoder_table
+from firmware_bridge.wire.signals import CommandInput, CounterCheck
 from hil.kernels.frame_codec import (BAD_COUNTER, BAD_CRC, BAD_LENGTH, BAD_NAN, BAD_RANGE, CNT_LOST, CNT_RESYNCS,
                                      DEC_COUNT, DEC_FIRST, OK, OK_LOST, ST_LAST, ST_REJECTED, ST_RUN, take_command)
 

@@ -2,7 +2,7 @@
 
 The command line may hold placeholders for the link's far end (Endpoint): ``{port}`` (a plain
 device path: the pty or slcan pty, or the CAN channel), ``{link}`` (a link spec of
-firmware_bridge.connect, e.g. ``serial:/dev/pts/3``), ``{interface}`` and ``{channel}`` (the
+firmware_bridge.links.connect, e.g. ``serial:/dev/pts/3``), ``{interface}`` and ``{channel}`` (the
 python-can interface and channel; ``serial`` and the path for a serial link) and ``{bus}`` (the
 bus map file). Its output is read by two threads that keep the last lines (the firmware never
 blocks on a full pipe); a third waits for its exit and reports it, so that a firmware that dies
@@ -28,7 +28,7 @@ class Endpoint:
     """The firmware's end of the link."""
 
     kind: str           # serial | can | canfd
-    link: str           # link spec (firmware_bridge.connect)
+    link: str           # link spec (firmware_bridge.links.connect)
     port: str           # device path, or the CAN channel
     interface: str      # python-can interface, or "serial"
     channel: str        # CAN channel, or the serial device path

@@ -53,16 +53,16 @@ def build_emulator(arm: str | Path, bus: str | Path, link: str = "pty", options:
                    scenario: str | Path | None = None, heartbeat_s: float | None = None,
                    firmware_link: str | None = None, ideal_sensors: bool = False,
                    ideal_drives: bool = False, formulation: str = "aba") -> Built:
-    """The emulator of the arm preset `arm` behind `link` (a spec of firmware_bridge.connect, or
+    """The emulator of the arm preset `arm` behind `link` (a spec of firmware_bridge.links.connect, or
     "pty"/"slcan-pty" for a new pty pair), speaking the bus map `bus`, with the faults of the
     scenario file; the plant starts at rest (static deflection, holding torque). `ideal_sensors`:
     ideal encoders and tip IMU (hil.model.sensor_specs.default_sensors) instead of the preset's sensor
     models; `ideal_drives`: ideal torque drives instead of its motors (the loop benchmark's
     reference, `hil bench loop --models`); `formulation`: the plant's kernel (hil.dynamics.plant.FORMULATIONS)."""
-    from firmware_bridge.canopen import DriveNodes, is_canopen
-    from firmware_bridge.connect import check_link_fits, open_link, open_pty_pair_link
-    from firmware_bridge.messages import BusMap
-    from firmware_bridge.signals import CommandInput, SensorOutput
+    from firmware_bridge.canopen.network import DriveNodes, is_canopen
+    from firmware_bridge.links.connect import check_link_fits, open_link, open_pty_pair_link
+    from firmware_bridge.wire.messages import BusMap
+    from firmware_bridge.wire.signals import CommandInput, SensorOutput
     from hil.model.config import load_model
     from hil.devices.drives import DriveBank
     from hil.dynamics.integrator_plan import judge

@@ -8,7 +8,7 @@ plant steps on without commands (the watchdog acts), waiting ``lockstep_silent_p
 
 Which cycles are answered: those whose sensor frames, as they went out on the wire (after the bus
 faults), a receiver following the bus map's rules computes on (:class:`FirmwareCue`, the firmware
-side's own reader firmware_bridge.signals.SensorInput: CRC, the E2E counter with its resync, all
+side's own reader firmware_bridge.wire.signals.SensorInput: CRC, the E2E counter with its resync, all
 of a cycle's encoder frames). A cycle whose frames a bus fault withheld or damaged expects none,
 and neither does the first frame after a gap longer than the counter window (a bus-off): the
 receiver rejects it and takes up the new sequence with the next. A firmware that computes on frames
@@ -21,9 +21,9 @@ import time
 from typing import Any
 
 from config_schema import ConfigError
-from firmware_bridge.link import Frame
-from firmware_bridge.messages import BusMap
-from firmware_bridge.signals import SensorInput
+from firmware_bridge.links.base import Frame
+from firmware_bridge.wire.messages import BusMap
+from firmware_bridge.wire.signals import SensorInput
 
 KEEPALIVE_S = 1.0       # an unanswered sensor frame goes out again after this long (same counter)
 

@@ -21,7 +21,7 @@ sensor frame goes out again every second and after `lockstep_timeout_s` marks th
 a cycle whose sensor frames the firmware's receiver would not compute on (withheld or damaged by a
 bus fault, the first after a bus-off) expects no answer. `abort(reason)` fails the run.
 
-CANopen maps (firmware_bridge.canopen.DriveNodes as `protocol`): the nodes take NMT and SYNC
+CANopen maps (firmware_bridge.canopen.network.DriveNodes as `protocol`): the nodes take NMT and SYNC
 frames and drop RPDOs while not operational; lockstep steps once per SYNC (in any NMT state: the
 SYNC is the bus's clock), realtime/afap step on their own period and a SYNC only marks which
 cycle the operational nodes answer with their TPDOs (from the state after the step). Boot-up
@@ -38,11 +38,11 @@ from pathlib import Path
 
 import numpy as np
 
-from firmware_bridge.link import Frame, Link
-from firmware_bridge.link_faults import FaultyLink
-from firmware_bridge.messages import StatusFlag
-from firmware_bridge.recording import BusRecorder
-from firmware_bridge.signals import CommandInput, SensorOutput
+from firmware_bridge.links.base import Frame, Link
+from firmware_bridge.links.faults import FaultyLink
+from firmware_bridge.links.recording import BusRecorder
+from firmware_bridge.wire.messages import StatusFlag
+from firmware_bridge.wire.signals import CommandInput, SensorOutput
 from hil.devices.drives import DriveBank
 from hil.faults.engine import FaultEngine, bus_encoding, encoder_counter_bits
 from hil.model.spec import INTERFACE_VOLTAGE
@@ -82,7 +82,7 @@ class Emulator:
                  options: RuntimeOptions, header: dict | None = None, protocol=None,
                  scenario: Scenario | None = None, drives: DriveBank | None = None,
                  sensors: list[SensorSpec] | None = None):
-        """`protocol`: the CANopen nodes (firmware_bridge.canopen.DriveNodes) for a CANopen map, else None.
+        """`protocol`: the CANopen nodes (firmware_bridge.canopen.network.DriveNodes) for a CANopen map, else None.
         `scenario`: faults to inject (hil.faults.scenario); more can be injected at run time through
         `emulator.faults` (hil.faults.engine.FaultEngine), also from another thread. `drives`: default the
         model's motors (hil.devices.drives.DriveBank; ideal torque drives where a joint has none).

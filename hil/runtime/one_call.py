@@ -19,11 +19,12 @@ import time
 
 import numpy as np
 
-from firmware_bridge.messages import StatusFlag
+from firmware_bridge.wire.codec_table import DEC_LENGTH
+from firmware_bridge.wire.messages import StatusFlag
 from hil.kernels.emulator_cycle import (DONE, N_V, SAFE_DAMPING, SAFE_HOLD, SAFE_ZERO_TORQUE, STEP_FAILED, SUPERVISE,
                                         V_EFFICIENCY, V_GEAR, V_KE, V_KT, V_RESISTANCE, V_SUPPLY, V_VOLTAGE,
                                         emulator_cycle)
-from hil.kernels.frame_codec import CNT_LOST, CNT_RESYNCS, DEC_LENGTH, OK, OK_LOST
+from hil.kernels.frame_codec import CNT_LOST, CNT_RESYNCS, OK, OK_LOST
 from hil.kernels.jit import bound_call
 from hil.model.spec import INTERFACE_VOLTAGE
 from hil.runtime.command_frames import OTHER_DIRECTION, REJECTIONS, CompiledCommandInput

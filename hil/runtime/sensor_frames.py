@@ -1,14 +1,14 @@
 """The cycle's sensor frames from a compiled encoder (hil.kernels.frame_codec) run on the bus map's
-codec table (firmware_bridge.codec_table): the bytes, counters, saturation and refusal counts of
-firmware_bridge.signals.SensorOutput.frames, which stays the reference the tests hold it to.
+codec table (firmware_bridge.wire.codec_table): the bytes, counters, saturation and refusal counts of
+firmware_bridge.wire.signals.SensorOutput.frames, which stays the reference the tests hold it to.
 Python only wraps the due payloads into Frames."""
 from __future__ import annotations
 
 import numpy as np
 
-from firmware_bridge.codec_table import encoder_table
-from firmware_bridge.link import Frame
-from firmware_bridge.signals import SensorOutput
+from firmware_bridge.links.base import Frame
+from firmware_bridge.wire.codec_table import encoder_table
+from firmware_bridge.wire.signals import SensorOutput
 from hil.kernels.frame_codec import READY, REFUSED, encode_frames
 
 MAX_PAYLOAD = 64

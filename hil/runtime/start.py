@@ -14,7 +14,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from firmware_bridge.link import Frame
+from firmware_bridge.links.base import Frame
 from config_schema import UserError
 
 

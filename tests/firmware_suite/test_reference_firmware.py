@@ -18,7 +18,7 @@ another firmware, with the reason.
 import numpy as np
 import pytest
 
-from firmware_bridge.messages import StatusFlag
+from firmware_bridge.wire.messages import StatusFlag
 from hil.faults.spec import Duration, Trigger
 from hil.testing.harness import REFERENCE, EmulatorRun
 from hil.testing.pytest_plugin import command_line_settings

@@ -6,7 +6,7 @@ A node of a CANopen bus map is a CiA 402 drive when an RPDO of the map carries a
 communication area (CiA 301): 0x1000 device type (drive 0x00020192: CiA 402 servo drive; generic
 0), 0x1001 error register, 0x1003 pre-defined error field (newest first; write 0 to clear),
 0x1005 COB-ID SYNC, 0x1008/0x1009/0x100A device name and versions, 0x1014 COB-ID EMCY, 0x1017
-producer heartbeat time [ms], 0x1018 identity, RPDO1..4 and TPDO1..4 (firmware_bridge.pdo);
+producer heartbeat time [ms], 0x1018 identity, RPDO1..4 and TPDO1..4 (firmware_bridge.canopen.pdo);
 manufacturer area (generic nodes): 0x2000 acceleration (imu_ax..az) and 0x2001 angular rate
 (imu_gx..gz), raw INTEGER16 as on the bus map;
 device area (CiA 402 drives): 0x603F error code, 0x6040 controlword, 0x6041 statusword, 0x605A
@@ -18,7 +18,7 @@ target torque and 0x6072 max torque [per mille of the rated torque], 0x6076 moto
 
 Process values (0x6064, 0x606C, 0x2000, 0x2001) are those the node last sent in the map's layout
 (sampled at each SYNC). The drive applies ``clip(0x6071, -0x6072, 0x6072) x rated / 1000`` to its
-joint in Operation enabled only (firmware_bridge.cia402); the torque actual value is the torque the
+joint in Operation enabled only (firmware_bridge.canopen.cia402); the torque actual value is the torque the
 emulator applied. A fault (``fault(code)``) sends an EMCY (COB-ID 0x80 + node id: error code,
 error register, 5 zero bytes), sets 0x603F, 0x1001 and the fault bit; a fault reset, once the cause
 is gone, clears them and sends the EMCY "error reset" (code 0).
@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import cia402
-from .canopen_od import (ABORT_VALUE, ARRAY, INTEGER8, INTEGER16, INTEGER32, MAP_TYPES, UNSIGNED8, UNSIGNED16,
+from .od import (ABORT_VALUE, ARRAY, INTEGER8, INTEGER16, INTEGER32, MAP_TYPES, UNSIGNED8, UNSIGNED16,
                          UNSIGNED32, VISIBLE_STRING, DATA_TYPES, Entry, ObjectDictionary, SdoAbort)
-from .codec import Codec
-from .link import Frame
+from firmware_bridge.links.base import Frame
+from firmware_bridge.wire.codec import Codec
 from .pdo import RPDO, TPDO, Pdo
 from .sdo_server import SdoServer
 from config_schema import UserError

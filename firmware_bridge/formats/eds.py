@@ -17,10 +17,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from .canopen import DriveNodes, map_joint_names
-from .canopen_od import VAR, DictObject, Entry
-from .drive_node import DriveNode
-from .messages import BusMap
+from firmware_bridge.canopen.drive_node import DriveNode
+from firmware_bridge.canopen.network import DriveNodes, map_joint_names
+from firmware_bridge.canopen.od import VAR, DictObject, Entry
+from firmware_bridge.wire.messages import BusMap
 
 MANDATORY = (0x1000, 0x1001, 0x1018)
 BAUD_RATES_KBIT = (10, 20, 50, 125, 250, 500, 800, 1000)

@@ -12,7 +12,7 @@ import time
 
 import can
 
-from .link import Frame
+from .base import Frame
 
 
 class BackgroundWriter:

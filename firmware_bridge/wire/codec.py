@@ -11,15 +11,15 @@ Protection of a message (bus-map keys ``crc``, ``crc_byte``, ``counter``, ``coun
   CRC. With an 8-bit counter right after the CRC the frame is a Profile 5 frame (Offset =
   8 crc_byte bits, DataID = the id).
 * ``counter``: the rolling counter; the receiver's rules are those of
-  :class:`firmware_bridge.signals.CounterCheck`.
+  :class:`firmware_bridge.wire.signals.CounterCheck`.
 
 physical = raw * scale + offset. Encoding refuses values outside [min, max] and NaN in integer
 signals (a float32 signal carries NaN, for fault injection); decoding rejects frames with the
 wrong length, a bad CRC, NaN or out-of-range values, and (when asked) an unexpected counter,
 raising a :class:`DecodeError` whose ``kind`` is one of REJECTION_KINDS.
 
-Layouts come from bus maps (:mod:`firmware_bridge.bus_schema` reads them, ``BusMap`` in
-:mod:`firmware_bridge.messages` holds their codecs). Importing this module loads neither numpy nor
+Layouts come from bus maps (:mod:`firmware_bridge.wire.bus_schema` reads them, ``BusMap`` in
+:mod:`firmware_bridge.wire.messages` holds their codecs). Importing this module loads neither numpy nor
 numba: ``decode`` imports numpy when it allocates its output array.
 """
 from __future__ import annotations
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from enum import IntFlag
 from typing import TYPE_CHECKING, Any, Sequence
 
-from firmware_bridge.framing import crc16_ccitt_false
-from firmware_bridge.link import Frame
+from firmware_bridge.links.base import Frame
+from firmware_bridge.wire.framing import crc16_ccitt_false
 from config_schema import UserError
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""Bus-map files: ``configs/bus/<name>.toml`` (or a DBC file, :mod:`firmware_bridge.dbc`) read into validated
+"""Bus-map files: ``configs/bus/<name>.toml`` (or a DBC file, :mod:`firmware_bridge.formats.dbc`) read into validated
 message layouts.
 
 A bus map is shared by the emulator (plant side) and the firmware (controller side). Schema (every
@@ -18,7 +18,7 @@ key is checked; an unknown key is an error with the closest allowed name suggest
                other payload bytes; the default on CAN and serial buses) | "crc16" (CRC-16/CCITT-
                FALSE of all other payload bytes and the id as Data ID, little-endian in crc_byte
                and crc_byte + 1: AUTOSAR E2E Profile 5's CRC; the default on CAN FD buses); see
-               firmware_bridge.codec
+               firmware_bridge.wire.codec
       [[message.signal]]
                name, type (int8..int32, uint8..uint32, float32, bool), start_bit,
                length_bits (default: the type's width; at most that width; float32: 32),
@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from config_schema import MISSING, Document, Table, is_integer, suggest
-from firmware_bridge.codec import CRC_WIDTH, DIRECTIONS, TYPES, MessageSpec, SignalSpec, representable
-from firmware_bridge.framing import MAX_PAYLOAD
+from firmware_bridge.wire.codec import CRC_WIDTH, DIRECTIONS, TYPES, MessageSpec, SignalSpec, representable
+from firmware_bridge.wire.framing import MAX_PAYLOAD
 
 KINDS = ("can", "canfd", "serial")
 FD_LENGTHS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 20, 24, 32, 48, 64)
@@ -65,7 +65,7 @@ class BusSpec:
 
 
 def read_bus_map(data: dict, source: str) -> BusSpec:
-    """The bus map in ``data`` (parsed TOML, or a DBC file and its sidecar merged by firmware_bridge.dbc)."""
+    """The bus map in ``data`` (parsed TOML, or a DBC file and its sidecar merged by firmware_bridge.formats.dbc)."""
     return _Reader(Document(source)).bus_map(data)
 
 

@@ -8,7 +8,7 @@ transfer from either side. Block transfer (command specifiers 5 and 6) is not su
 answered with abort 0x05040001 (command specifier not valid), after which CiA 301 clients fall
 back to segmented transfer. A new initiate replaces a transfer in progress.
 
-Abort codes (firmware_bridge.canopen_od): 0x05030000 toggle bit not alternated, 0x05040001
+Abort codes (firmware_bridge.canopen.od): 0x05030000 toggle bit not alternated, 0x05040001
 command specifier not valid or a segment without a transfer, 0x06010001/0x06010002 read of a
 write-only / write of a read-only object, 0x06020000 object does not exist, 0x06090011 sub-index
 does not exist, 0x06070010 length does not match the data type (or the indicated size), and
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import struct
 
-from .canopen_od import ABORT_COMMAND, ABORT_LENGTH, ABORT_TOGGLE, ObjectDictionary, SdoAbort
+from .od import ABORT_COMMAND, ABORT_LENGTH, ABORT_TOGGLE, ObjectDictionary, SdoAbort
 
 SDO_REQUEST_BASE = 0x600        # master -> node (COB-ID + node id)
 SDO_RESPONSE_BASE = 0x580       # node -> master

@@ -1,6 +1,6 @@
 """The frames one writer sends, as a plain table: what a compiled encoder needs, no code.
 
-``encoder_table(writer, sources)`` lays out every message of a FrameWriter (firmware_bridge.signals)
+``encoder_table(writer, sources)`` lays out every message of a FrameWriter (firmware_bridge.wire.signals)
 and every signal of each, in message order, as rows of numbers that an executor in any language
 (the emulator's is numba-compiled, hil.kernels.frame_codec) runs to produce the same bytes as
 ``Codec.encode`` after the writer's saturation: per message its payload length, rate divider and
@@ -8,7 +8,9 @@ offset, CRC kind, byte and Data ID, the row of its counter signal; per signal it
 order, bit position in the payload integer (``SignalSpec.shift``; for big-endian signals in the
 big-endian integer), width, whether it is a float32, where its value comes from (a channel index
 of the caller's value array, or STATUS, CYCLE, COUNTER), scale, offset and range. The CRC tables
-are those of firmware_bridge.codec and firmware_bridge.framing. Plain lists and tuples only.
+are those of firmware_bridge.wire.codec and firmware_bridge.wire.framing. Plain lists and tuples only.
+The column numbers, source and CRC codes below are defined here only: the numba executor imports
+them (compile-time constants there).
 """
 from __future__ import annotations
 

@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from config_schema import ConfigError, Document, MISSING, Table, UserError, load_toml
-from firmware_bridge.bus_schema import BusSpec, read_bus_map
-from firmware_bridge.codec import CRC_WIDTH, MessageSpec, SignalSpec
+from firmware_bridge.wire.bus_schema import BusSpec, read_bus_map
+from firmware_bridge.wire.codec import CRC_WIDTH, MessageSpec, SignalSpec
 
 PLANT = "PLANT"
 FIRMWARE = "FIRMWARE"
@@ -212,7 +212,7 @@ def dbc_text(bus: BusSpec, source: str = "<map>") -> str:
 
 def sidecar_text(bus: BusSpec, dbc_name: str) -> str:
     """The sidecar TOML of :func:`dbc_text`'s DBC."""
-    lines = [f"# {dbc_name}: what the DBC cannot say (firmware_bridge.dbc). The DBC holds the frames,",
+    lines = [f"# {dbc_name}: what the DBC cannot say (firmware_bridge.formats.dbc). The DBC holds the frames,",
              "# signals, scaling, ranges, FD flags, bit rates and cycle times.", "",
              "[bus]", f"cycle_s = {bus.cycle_s!r}", f'plant_node = "{PLANT}"', ""]
     for spec in bus.messages:

@@ -20,7 +20,7 @@ send, so every receiver stamps a frame alike, as a hardware timestamp would. Dat
 decode exactly are dropped and counted in ``rx_malformed``. The bus is always CAN FD capable.
 
 Any python-can program can use it once this package is installed, through the entry point
-``[project.entry-points."can.interface"] udp_loopback = "firmware_bridge.udp_loopback:UdpLoopbackBus"``::
+``[project.entry-points."can.interface"] udp_loopback = "firmware_bridge.links.udp_loopback:UdpLoopbackBus"``::
 
     bus = can.Bus(interface="udp_loopback", channel="ella")   # node picked automatically
 """

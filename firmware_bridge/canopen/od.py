@@ -9,9 +9,9 @@ basic types: INTEGER8/16/32, UNSIGNED8/16/32, VISIBLE_STRING), an access type (`
 Values are Python ints (strings for VISIBLE_STRING). An entry may compute its value (``read``: a
 process value such as the statusword) or own its write (``write``: a hook that checks the value,
 raising :class:`SdoAbort` to refuse it, and stores it with its side effects). The SDO server
-(:mod:`firmware_bridge.sdo_server`) moves values as bytes through :meth:`ObjectDictionary.upload`
+(:mod:`firmware_bridge.canopen.sdo_server`) moves values as bytes through :meth:`ObjectDictionary.upload`
 and :meth:`ObjectDictionary.download`, which raise :class:`SdoAbort` with the CiA 301 abort code
-of whatever is wrong; the EDS writer (:mod:`firmware_bridge.eds`) lists the objects.
+of whatever is wrong; the EDS writer (:mod:`firmware_bridge.formats.eds`) lists the objects.
 """
 from __future__ import annotations
 

@@ -18,17 +18,17 @@ on both ends) or ``slcan-pty`` (this side an emulated slcan adapter, the firmwar
 """
 from __future__ import annotations
 
-from .link import Link
+from .base import Link
 from config_schema import UserError
 
 
 def open_link(spec: str) -> Link:
     kind, _, rest = spec.partition(":")
     if kind == "serial":
-        from .serial_link import SerialLink
+        from .serial import SerialLink
         return SerialLink(rest, name=spec)
     if kind == "serial-fd":
-        from .serial_link import SerialLink
+        from .serial import SerialLink
         if not rest.isdigit():
             raise UserError(f"link {spec!r}: expected serial-fd:N, N an open file descriptor")
         return SerialLink.from_fd(int(rest), name=spec)
@@ -39,7 +39,7 @@ def open_link(spec: str) -> Link:
             raise UserError(f"link {spec!r}: expected {kind}:INTERFACE:CHANNEL[,KEY=VALUE...]")
         return _can_link(spec, interface, channel, kind == "canfd", _options(spec, options))
     if kind == "slcan-adapter":
-        from .can_link import SlcanAdapterLink
+        from .can import SlcanAdapterLink
         return SlcanAdapterLink(int(rest) if rest.isdigit() else rest)
     raise UserError(f"link {spec!r}: expected serial:PATH, serial-fd:N, can:IF:CH, canfd:IF:CH or slcan-adapter:PATH")
 
@@ -67,7 +67,7 @@ def _can_link(spec: str, interface: str, channel: str, fd: bool, options: dict[s
     a ValueError naming the spec."""
     import can
 
-    from .can_link import CanLink
+    from .can import CanLink
     try:
         return CanLink(interface, channel, fd=fd, **options)
     except (can.CanError, ImportError, TypeError) as exc:
@@ -104,11 +104,11 @@ def open_pty_pair_link(kind: str, bus=None) -> tuple[Link, str]:
     meant for USB adapters and with non-blocking reads.
     """
     if kind == "pty":
-        from .serial_link import SerialLink, open_pty_pair
+        from .serial import SerialLink, open_pty_pair
         master, slave = open_pty_pair()
         return SerialLink.from_fd(master, name=f"pty {slave}"), f"serial:{slave}"
     if kind == "slcan-pty":
-        from .can_link import SlcanAdapterLink
+        from .can import SlcanAdapterLink
         link = SlcanAdapterLink.on_new_pty()
         fd = bus is not None and bus.kind == "canfd"
         bitrate = getattr(bus, "bitrate_bps", None) or 1_000_000

@@ -1,6 +1,6 @@
 """Bus message maps: which signal sits where in which frame, compiled into fast codecs.
 
-A bus map (``configs/bus/<name>.toml``, schema in :mod:`firmware_bridge.bus_schema`) is shared by
+A bus map (``configs/bus/<name>.toml``, schema in :mod:`firmware_bridge.wire.bus_schema`) is shared by
 the emulator (plant side) and the reference firmware (controller side)::
 
     bus = BusMap.load("configs/bus/compact_classic.toml")
@@ -8,12 +8,12 @@ the emulator (plant side) and the reference firmware (controller side)::
     frame = cmd.encode([1.5, -20.0, 0.3, 0], counter=cycle)      # values in signal order
     codec, values = bus.decode(frame)                            # raises DecodeError(kind)
 
-The codecs, their errors, the CRC and the counters are in :mod:`firmware_bridge.codec` and
+The codecs, their errors, the CRC and the counters are in :mod:`firmware_bridge.wire.codec` and
 importable from here. Errors in a map raise :class:`config_schema.ConfigError` naming file, key,
 value and the expected unit. This module also has the bus-load arithmetic and the CiA 301 service
 frames (SYNC, NMT, heartbeat). Importing it loads neither numpy nor numba.
 
-``python -m firmware_bridge.messages MAP.toml ...`` prints each map's layout and bus load.
+``python -m firmware_bridge.wire.messages MAP.toml ...`` prints each map's layout and bus load.
 """
 from __future__ import annotations
 
@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from config_schema import ConfigError, UserError, is_integer, load_toml, parse_toml
-from firmware_bridge.bus_schema import BusSpec, read_bus_map
-from firmware_bridge.codec import (DIRECTIONS, REJECTION_KINDS, Codec, DecodeError, EncodeError, MessageSpec, StatusFlag,
-                                   counter_delta, counter_next, crc8_sae_j1850)
-from firmware_bridge.framing import max_encoded_size
-from firmware_bridge.link import Frame
+from firmware_bridge.wire.bus_schema import BusSpec, read_bus_map
+from firmware_bridge.wire.codec import (DIRECTIONS, REJECTION_KINDS, Codec, DecodeError, EncodeError, MessageSpec,
+                                        StatusFlag, counter_delta, counter_next, crc8_sae_j1850)
+from firmware_bridge.links.base import Frame
+from firmware_bridge.wire.framing import max_encoded_size
 
 if TYPE_CHECKING:
     import numpy as np
@@ -56,7 +56,7 @@ class BusMap:
 
     @classmethod
     def from_spec(cls, spec: BusSpec, source: str) -> BusMap:
-        """The bus map of a validated ``spec`` (:mod:`firmware_bridge.bus_schema`)."""
+        """The bus map of a validated ``spec`` (:mod:`firmware_bridge.wire.bus_schema`)."""
         return cls(spec.kind, spec.bitrate_bps, spec.data_bitrate_bps, spec.cycle_s, spec.messages, source)
 
     @classmethod
@@ -77,8 +77,8 @@ class BusMap:
     @classmethod
     def from_dbc(cls, path: str | Path, sidecar: str | Path | None = None) -> BusMap:
         """Bus map from a DBC file and its TOML sidecar (default ``FILE.dbc.toml``; needs the optional
-        package ``cantools``); see :mod:`firmware_bridge.dbc`."""
-        from firmware_bridge.dbc import read_dbc
+        package ``cantools``); see :mod:`firmware_bridge.formats.dbc`."""
+        from firmware_bridge.formats.dbc import read_dbc
         return cls.from_spec(read_dbc(path, sidecar), str(path))
 
     def spec(self) -> BusSpec:
@@ -234,8 +234,8 @@ def describe(bus: BusMap) -> str:
 
 
 def protection_lines(bus: BusMap) -> list[str]:
-    """Each message's check and the damage that passes it (firmware_bridge.protection)."""
-    from firmware_bridge.protection import BIT_ERROR_RATE, protection
+    """Each message's check and the damage that passes it (firmware_bridge.wire.protection)."""
+    from firmware_bridge.wire.protection import BIT_ERROR_RATE, protection
 
     lines = [f"  protection (the probability that a damaged frame passes; independent bit errors at rate "
              f"{BIT_ERROR_RATE:g}, or a frame of random bytes):"]
@@ -261,7 +261,7 @@ def protection_lines(bus: BusMap) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print layout and bus load of each bus map given on the command line."""
-    parser = argparse.ArgumentParser(prog="python -m firmware_bridge.messages",
+    parser = argparse.ArgumentParser(prog="python -m firmware_bridge.wire.messages",
                                      description="Check bus maps and print their bus load.")
     parser.add_argument("maps", nargs="+", type=Path, help="bus map TOML files")
     args = parser.parse_args(argv)

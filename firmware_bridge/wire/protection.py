@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import comb
 
-from firmware_bridge.codec import CRC_WIDTH, Codec, crc8_sae_j1850, crc16_e2e_p05
-from firmware_bridge.framing import crc16_ccitt_false
+from firmware_bridge.wire.codec import CRC_WIDTH, Codec, crc8_sae_j1850, crc16_e2e_p05
+from firmware_bridge.wire.framing import crc16_ccitt_false
 
 BIT_ERROR_RATE = 1e-5       # the bit error rate the residual error is stated at
 MAX_WEIGHT = 4

@@ -6,7 +6,7 @@
 * :class:`SlcanAdapterLink` plays the USB-serial CAN adapter on the master side of a pty, so that
   firmware-host code using python-can's ``slcan`` interface on the slave side talks to the plant.
 
-Frames that a :class:`~firmware_bridge.link.Frame` cannot carry (remote and error frames) are
+Frames that a :class:`~firmware_bridge.links.base.Frame` cannot carry (remote and error frames) are
 dropped and counted in ``rx_framing_errors``; nothing is raised into the loop for a bad frame.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections import deque
 import can
 from can.util import CAN_FD_DLC
 
-from firmware_bridge.link import Frame, LinkCounters
+from firmware_bridge.links.base import Frame, LinkCounters
 
 _FD_CODE = {length: code for code, length in enumerate(CAN_FD_DLC)}
 

@@ -17,7 +17,7 @@ PDO-mappable, has another length or the wrong access for the direction (0x060400
 entries or 64 bits (0x06040042); a COB-ID changed while valid, in the restricted ranges of CiA
 301, or 29-bit, and an unsupported transmission type (0x06090030).
 
-The defaults are the bus map's layout (firmware_bridge.drive_node builds them); ``is_default``
+The defaults are the bus map's layout (firmware_bridge.canopen.drive_node builds them); ``is_default``
 says whether a PDO still has them, so that the emulator can send the map's frames unchanged.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ from __future__ import annotations
 import struct
 from typing import Callable
 
-from .canopen_od import (ABORT_CANNOT_MAP, ABORT_PDO_LENGTH, ABORT_UNSUPPORTED_ACCESS, ABORT_VALUE, UNSIGNED8,
+from .od import (ABORT_CANNOT_MAP, ABORT_PDO_LENGTH, ABORT_UNSUPPORTED_ACCESS, ABORT_VALUE, UNSIGNED8,
                          UNSIGNED32, Entry, ObjectDictionary, SdoAbort)
 
 RPDO, TPDO = "rpdo", "tpdo"
@@ -101,7 +101,7 @@ class Pdo:
 
     def receive(self, data: bytes) -> str | None:
         """Write an RPDO's data into the mapped objects; None if taken, else why not (a rejection kind of
-        firmware_bridge.codec.REJECTION_KINDS: "length", "range")."""
+        firmware_bridge.wire.codec.REJECTION_KINDS: "length", "range")."""
         if len(data) != self.length:
             return "length"
         values = self.struct.unpack(data)

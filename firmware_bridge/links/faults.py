@@ -50,9 +50,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from firmware_bridge.framing import cobs_encode, crc16_ccitt_false
-from firmware_bridge.link import Frame, Link, LinkCounters
-from firmware_bridge.messages import DIRECTIONS, BusMap, Codec, DecodeError
+from firmware_bridge.links.base import Frame, Link, LinkCounters
+from firmware_bridge.wire.framing import cobs_encode, crc16_ccitt_false
+from firmware_bridge.wire.messages import DIRECTIONS, BusMap, Codec, DecodeError
 from config_schema import UserError
 
 BUS_KINDS = ("drop", "duplicate", "reorder", "frame_delay", "corrupt", "bad_crc", "wrong_counter", "wrong_dlc",

@@ -2,7 +2,7 @@
 
 Real ports are opened and configured by pyserial; I/O then goes straight through ``os.read`` /
 ``os.write`` on the non-blocking fd, so both ends of a pty (pyserial on the slave path, a plain fd
-on the master) share one code path. See ``firmware_bridge.framing`` for the packet format.
+on the master) share one code path. See ``firmware_bridge.wire.framing`` for the packet format.
 """
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from collections import deque
 
 import serial
 
-from firmware_bridge.framing import MAX_PAYLOAD, StreamDecoder, encode_frame
-from firmware_bridge.link import Frame, LinkCounters
+from firmware_bridge.links.base import Frame, LinkCounters
+from firmware_bridge.wire.framing import MAX_PAYLOAD, StreamDecoder, encode_frame
 
 READ_SIZE = 2048        # bytes read (and decoded) by one recv() at most: bounded work per call
 
@@ -92,7 +92,7 @@ class SerialLink:
 
     def send_packet(self, packet: bytes) -> bool:
         """Write the wire bytes of one packet as given, delimiter included (the way
-        ``firmware_bridge.link_faults`` puts a packet with a damaged CRC on the line); the same
+        ``firmware_bridge.links.faults`` puts a packet with a damaged CRC on the line); the same
         whole-or-pending rules and counters as ``send``."""
         if self._pending and not self._flush_pending():
             self.counters.tx_dropped += 1

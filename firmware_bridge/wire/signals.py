@@ -5,7 +5,7 @@ rolling counter; sensors: any channel of hil.devices.sensors.SensorSuite by its 
 [counts], `vel_<joint>` [motor counts/s], `imu_ax..imu_az` [m/s^2], `imu_gx..imu_gz` [rad/s],
 `index_<joint>`, `abs_<joint>`, `strain_<name>`, `torque_<joint>`, `cur_<joint>`), `status`
 (StatusFlag bits) and `cycle`.
-Every rejected frame is counted by kind (firmware_bridge.messages.REJECTION_KINDS), never raised.
+Every rejected frame is counted by kind (firmware_bridge.wire.messages.REJECTION_KINDS), never raised.
 A writer's `exclude` names message ids another component produces (CANopen SYNC, heartbeats).
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 
 from config_schema import ConfigError, suggest
 
-from .link import Frame
+from firmware_bridge.links.base import Frame
 from .messages import REJECTION_KINDS, BusMap, Codec, DecodeError, EncodeError, counter_delta
 
 IMU_SIGNALS = ("imu_ax", "imu_ay", "imu_az", "imu_gx", "imu_gy", "imu_gz")

@@ -11,11 +11,12 @@ SYNC(k+1).
 """
 from __future__ import annotations
 
-from .canopen import (HEARTBEAT_FUNCTION, RPDO_FUNCTIONS, STATE_NAMES, TPDO_FUNCTIONS, function_of, is_canopen,
+from .network import (HEARTBEAT_FUNCTION, RPDO_FUNCTIONS, STATE_NAMES, TPDO_FUNCTIONS, function_of, is_canopen,
                       joint_nodes, node_of)
 from .drive_node import EMCY_BASE
-from .link import Frame
-from .messages import NMT_ID, NMT_START, NMT_STOP, STATE_BOOTUP, SYNC_ID, BusMap, nmt_frame, sync_frame
+from firmware_bridge.links.base import Frame
+from firmware_bridge.wire.messages import (NMT_ID, NMT_START, NMT_STOP, STATE_BOOTUP, SYNC_ID, BusMap, nmt_frame,
+                                           sync_frame)
 from .sdo_server import SDO_REQUEST_BASE, SDO_RESPONSE_BASE, download_confirmed, expedited_download
 from config_schema import UserError
 

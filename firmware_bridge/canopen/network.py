@@ -7,7 +7,7 @@ COB-IDs follow the CiA 301 predefined connection set: function code (``id & 0x78
 (:func:`is_canopen`) when it carries NMT and SYNC to the plant (``configs/bus/canopen_cst.toml``).
 
 Plant side, :class:`DriveNodes`: the nodes of the map (every node id with a PDO or a heartbeat in
-it), each a :class:`firmware_bridge.drive_node.DriveNode` with its object dictionary, SDO server,
+it), each a :class:`firmware_bridge.canopen.drive_node.DriveNode` with its object dictionary, SDO server,
 PDOs and, for the nodes whose RPDO carries a joint's torque, the CiA 402 drive. It is used by
 ``hil.runtime.loop.Emulator`` through a narrow hook:
 
@@ -29,7 +29,7 @@ PDOs and, for the nodes whose RPDO carries a joint's torque, the CiA 402 drive. 
   operational, reset; CiA 402 abort connection) until NMT start.
 
 ``attach(faults, applied_torque)`` binds the emulator's fault engine (the faults a drive detects on
-its joint raise EMCY and the CiA 402 fault: firmware_bridge.drive_node.detected_fault) and the
+its joint raise EMCY and the CiA 402 fault: firmware_bridge.canopen.drive_node.detected_fault) and the
 torque the plant applied (object 0x6077).
 
 NMT state machine per node (CiA 301): power-on -> boot-up message (heartbeat 0x00) ->
@@ -42,7 +42,7 @@ Heartbeats are produced on the clock (wall time, ``time.monotonic``) every ``hea
 changes its own), each node staggered by its ``rate_offset`` (``rate_offset / rate_divider`` of
 the period); 0 disables them (the boot-up message still goes out).
 
-The firmware side (NMT master, SYNC producer, drive enabling) is firmware_bridge.canopen_master.
+The firmware side (NMT master, SYNC producer, drive enabling) is firmware_bridge.canopen.master.
 """
 from __future__ import annotations
 
@@ -54,13 +54,14 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from .drive_node import DriveNode, NodeSpec, detected_fault
-from .link import Frame
-from .messages import (HEARTBEAT_BASE_ID, NMT_ID, NMT_PRE_OPERATIONAL, NMT_RESET_COMMUNICATION, NMT_RESET_NODE,
-                       NMT_START, NMT_STOP, STATE_BOOTUP, STATE_OPERATIONAL, STATE_PRE_OPERATIONAL, STATE_STOPPED,
-                       SYNC_ID, BusMap, Codec, heartbeat_frame)
+from firmware_bridge.links.base import Frame
+from firmware_bridge.wire.messages import (HEARTBEAT_BASE_ID, NMT_ID, NMT_PRE_OPERATIONAL, NMT_RESET_COMMUNICATION,
+                                           NMT_RESET_NODE, NMT_START, NMT_STOP, STATE_BOOTUP, STATE_OPERATIONAL,
+                                           STATE_PRE_OPERATIONAL, STATE_STOPPED, SYNC_ID, BusMap, Codec,
+                                           heartbeat_frame)
 from .pdo import RPDO, TPDO, Pdo
 from .sdo_server import SDO_REQUEST_BASE, SDO_RESPONSE_BASE
-from .signals import CommandInput
+from firmware_bridge.wire.signals import CommandInput
 from config_schema import UserError
 
 TPDO_FUNCTIONS = (0x180, 0x280, 0x380, 0x480)

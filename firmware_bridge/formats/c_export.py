@@ -3,13 +3,13 @@ serial framing the emulator checks.
 
 ``export_c(bus, name, out_dir)`` writes four files:
 
-* ``<name>.h``, ``<name>.c``: cantools' C generator run on the map's DBC (:mod:`firmware_bridge.dbc`;
+* ``<name>.h``, ``<name>.c``: cantools' C generator run on the map's DBC (:mod:`firmware_bridge.formats.dbc`;
   a serial map's payloads are laid out as DBC frames for it, with the packet's id byte as frame
   id): per message a struct of raw signal values, ``<name>_<message>_pack(dst, &msg, size)`` and
   ``_unpack``, and per signal ``_encode(double)`` (physical to raw, rounded to nearest, as the
   emulator's codec) and ``_decode(raw)``. A CAN map's CRC is a plain signal ``<message>_crc`` there.
 * ``<name>_protocol.h``, ``<name>_protocol.c``: what the generator does not cover, with the
-  algorithms of firmware_bridge.codec and firmware_bridge.framing: CRC-8 SAE J1850, CRC-16/CCITT-FALSE,
+  algorithms of firmware_bridge.wire.codec and firmware_bridge.wire.framing: CRC-8 SAE J1850, CRC-16/CCITT-FALSE,
   per protected message ``<name>_<message>_protect(frame)`` (computes and stores its CRC; call it
   after pack) and ``_crc_ok(frame)``, per message with a rolling counter its width, window and
   ``_counter_next``; on a serial map ``<name>_cobs_encode/_decode``, ``<name>_packet_write``
@@ -24,10 +24,10 @@ import dataclasses
 import re
 from pathlib import Path
 
-from firmware_bridge.bus_schema import BusSpec
-from firmware_bridge.codec import CRC_WIDTH, MessageSpec
-from firmware_bridge.dbc import dbc_text
-from firmware_bridge.framing import MAX_PAYLOAD, max_encoded_size
+from firmware_bridge.formats.dbc import dbc_text
+from firmware_bridge.wire.bus_schema import BusSpec
+from firmware_bridge.wire.codec import CRC_WIDTH, MessageSpec
+from firmware_bridge.wire.framing import MAX_PAYLOAD, max_encoded_size
 from config_schema import UserError
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

@@ -10,7 +10,7 @@ A packet on the wire is ``COBS(id + payload + crc16_be(id + payload)) + b"\\x00"
 """
 from __future__ import annotations
 
-from firmware_bridge.link import Frame, LinkCounters
+from firmware_bridge.links.base import Frame, LinkCounters
 
 DELIMITER = 0
 MAX_PAYLOAD = 255
