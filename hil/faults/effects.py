@@ -7,18 +7,22 @@ on the loop's thread; a signal effect's ``apply`` runs on the measured array eve
 is active (:mod:`hil.faults.signal_effects`). Plant and drive effects: :mod:`hil.faults.plant_effects`.
 
 Bus faults (target ``"to_plant"`` / ``"to_firmware"``, optionally ``":<message name or id>"``) act
-on frames through :class:`firmware_bridge.links.faults.FaultyLink`, the loop's link: ``drop``,
+on frames through :class:`firmware_bridge.link_faults.FaultyLink`, the loop's link: ``drop``,
 ``duplicate``, ``reorder``, ``frame_delay``, ``corrupt``, ``bad_crc``, ``wrong_counter``,
 ``wrong_dlc``, ``silent``, ``period``, ``babble`` (see that module). Timing faults: ``stall``
 busy-waits ``stall_s`` in the compute phase of every active cycle (``FaultEngine.stall``) and
 ``output_delay`` holds every sensor frame ``cycles`` cycles or ``delay_s`` (a to_firmware
-frame delay of the link).
+frame delay of the link). The bus and timing kinds are declared at the end (FAULT_KINDS, for
+:mod:`hil.faults.registry`).
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from firmware_bridge.links.faults import FaultyLink
+from config_schema import MISSING
+from firmware_bridge.links.faults import FaultyLink, parse_bus_target
+from hil.faults.fault import Fault, FaultError
+from hil.faults.kind import COUNT, INDEX, POSITIVE, PROBABILITY, BindContext, FaultKind, Param, integer, nonzero_integer
 
 if TYPE_CHECKING:
     import numpy as np
@@ -74,3 +78,54 @@ class LinkFault(Effect):
 
     def stop(self, engine: EffectHost) -> None:
         self.link.deactivate(self.effect)
+
+
+# ----------------------------------------------------------------------------- the bus and timing kinds
+def _on_link(link_kind: str | None = None, target: str | None = None) -> Callable[[BindContext], LinkFault]:
+    """The binder of a fault the link applies: its ``link_kind`` (default: the fault's kind) on
+    ``target`` (default: the fault's)."""
+    def bind(c: BindContext) -> LinkFault:
+        fault = c.fault
+        link = c.need("link")
+        try:
+            effect = link.bind(fault.name, link_kind or fault.kind, target or fault.target, c.p, c.rng, c.dt)
+        except (KeyError, ValueError) as exc:
+            raise c.error("target", fault.target, str(exc.args[0])) from None
+        return LinkFault(link, effect)
+    return bind
+
+
+def _one_delay(fault: Fault, values: dict[str, Any], keys: list[str]) -> None:
+    if (values["cycles"] is None) == (values["delay_s"] is None):
+        raise FaultError(fault.name, "cycles", fault.params.get("cycles", MISSING),
+                         "expected exactly one of cycles, delay_s")
+
+
+def _one_message(fault: Fault) -> None:
+    if parse_bus_target(fault.target)[1] is None:
+        raise FaultError(fault.name, "target", fault.target, "expected \"<direction>:<message name or id>\": "
+                                                             "the id babbled")
+
+
+_LINK = _on_link()
+_PROB_FRAME = Param("probability_per_frame", default=1.0, read=PROBABILITY)
+_DELAY = (Param("cycles", default=None, read=COUNT), Param("delay_s", "s", default=None, read=POSITIVE))
+
+# the bus kinds in the order of firmware_bridge.link_faults.BUS_KINDS, whose effects they bind
+FAULT_KINDS = (
+    FaultKind("drop", "bus", (_PROB_FRAME,), _LINK),
+    FaultKind("duplicate", "bus", (Param("copies", default=1, read=COUNT), _PROB_FRAME), _LINK),
+    FaultKind("reorder", "bus", (), _LINK),
+    FaultKind("frame_delay", "bus", _DELAY, _LINK, check=_one_delay),
+    FaultKind("corrupt", "bus", (Param("bytes", default=1, read=COUNT), _PROB_FRAME), _LINK),
+    FaultKind("bad_crc", "bus", (_PROB_FRAME,), _LINK),
+    FaultKind("wrong_counter", "bus", (Param("counter_offset", default=-1, read=nonzero_integer), _PROB_FRAME), _LINK),
+    FaultKind("wrong_dlc", "bus", (Param("length_bytes", read=INDEX),), _LINK),
+    FaultKind("silent", "bus", (), _LINK),
+    FaultKind("period", "bus", (Param("divider", read=integer(minimum=2)),), _LINK),
+    FaultKind("babble", "bus", (Param("rate_hz", "Hz", read=POSITIVE), Param("length_bytes", default=8, read=INDEX),
+                                Param("fill_byte", default=0xAA, read=integer(minimum=0, maximum=255, what="a byte"))),
+              _LINK, check_target=_one_message),
+    FaultKind("stall", "timing", (Param("stall_s", "s", read=POSITIVE),), lambda c: Stall(round(c.p["stall_s"] * 1e9))),
+    FaultKind("output_delay", "timing", _DELAY, _on_link("frame_delay", "to_firmware"), check=_one_delay),
+)

@@ -2,9 +2,10 @@
 
 A fault (:mod:`hil.faults.spec`: what, when, how long) is bound by :meth:`FaultEngine.inject` to
 an effect on a sensor channel (:mod:`hil.faults.signal_effects`), the plant or the drives
-(:mod:`hil.faults.plant_effects`), the link or the cycle's timing (:mod:`hil.faults.effects`);
-its parameters are checked by :mod:`hil.faults.params`. Scenario files (:mod:`hil.faults.scenario`)
-inject the faults they declare.
+(:mod:`hil.faults.plant_effects`), the link or the cycle's timing (:mod:`hil.faults.effects`):
+its kind's binder (:mod:`hil.faults.registry`) makes the effect in a
+:class:`hil.faults.kind.BindContext` of this engine; its parameters are checked by
+:mod:`hil.faults.params`. Scenario files (:mod:`hil.faults.scenario`) inject the faults they declare.
 
 Hook API (what the real-time loop calls, in this order)
 --------------------------------------------------------
@@ -53,7 +54,6 @@ any fault is active (a slip's persistent count offset is not an active fault).
 """
 from __future__ import annotations
 
-import copy
 import math
 import time
 from collections import deque
@@ -61,15 +61,16 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from firmware_bridge.links.faults import BUS_KINDS, FaultyLink
+from firmware_bridge.links.faults import FaultyLink
 from firmware_bridge.wire.messages import BusMap
 from hil.dynamics.plant import Plant
-from hil.faults.effects import Effect, LinkFault, Stall
+from hil.faults import registry
+from hil.faults.effects import Effect
+from hil.faults.fault import Duration, Fault, FaultEvent, Trigger
+from hil.faults.kind import BindContext
 from hil.faults.params import check_fault
-from hil.faults.plant_effects import DriveFault, DriveFaults, Payload, PlantArrays, StiffnessLoss, find_attachment
-from hil.faults.signal_effects import (BitFlip, Delay, Drift, Dropout, EncoderDisconnect, Gain, NaN, Noise, Offset,
-                                       Quantisation, Saturation, Slip, Stuck, wrap_count)
-from hil.faults.spec import SIGNAL_KINDS, Duration, Fault, FaultError, FaultEvent, Trigger
+from hil.faults.plant_effects import DriveFaults, PlantArrays
+from hil.faults.signal_effects import wrap_count
 from hil.model.sensor_specs import EncoderSpec, channel_names
 
 Encoding = Callable[[str], tuple[float, float, int, bool]]
@@ -174,6 +175,16 @@ class FaultEngine:
         self._plant_arrays = (PlantArrays(plant, drives) if getattr(plant, "km", None) is not None
                               else None)
 
+    @property
+    def drive_faults(self) -> DriveFaults | None:
+        """The drive faults' state (with drives), for the binders of drive faults."""
+        return self._drive_faults
+
+    @property
+    def plant_arrays(self) -> PlantArrays | None:
+        """The plant's kernel arrays under faults (with a Plant), for the binders of plant faults."""
+        return self._plant_arrays
+
     # ------------------------------------------------------------------ public API
     def channel(self, name: str) -> int:
         """Index of channel ``name`` in the measured/truth arrays."""
@@ -190,8 +201,9 @@ class FaultEngine:
         handle = len(self._entries)
         seq = np.random.SeedSequence(self.seed, spawn_key=(handle,))
         timing_rng, effect_rng = (np.random.default_rng(s) for s in seq.spawn(2))
-        source = self._trigger_source(fault, trigger)
-        effect = self._bind(fault, params, effect_rng)
+        context = BindContext(self, fault, params, effect_rng)
+        source = self._trigger_source(context, trigger)
+        effect = registry.kind(fault.kind).bind(context)
         text = "; ".join([fault.describe(), trigger.describe() if trigger else "at once",
                           duration.describe() if duration else "permanent"])
         self._entries.append(_Entry(handle, fault, trigger, duration, effect, timing_rng, text, source))
@@ -419,7 +431,7 @@ class FaultEngine:
         self.invalid[i] = self._dropouts[i] > 0
 
     # ------------------------------------------------------------------ binding
-    def _trigger_source(self, fault: Fault, trigger: Trigger | None) -> tuple[Any, str, int] | None:
+    def _trigger_source(self, c: BindContext, trigger: Trigger | None) -> tuple[Any, str, int] | None:
         """(owner, array attribute, index) a crossing trigger reads at each cycle start; looked up
         by attribute because the plant and the watch list may replace their arrays."""
         if trigger is None or trigger.kind != "crossing":
@@ -428,130 +440,19 @@ class FaultEngine:
         if sig == "t":
             return self, "_time", 0
         if sig.startswith("q_"):
-            plant = self._need(fault, "plant", "a q_<joint> trigger")
+            plant = c.need("plant", "a q_<joint> trigger")
             joints = plant.layout.joint_names
             if sig[2:] not in joints:
-                raise FaultError(fault.name, "trigger.signal", sig, "expected t, q_<joint> with joint in "
-                                 f"{', '.join(joints)}, <channel> or truth:<channel>")
+                raise c.error("trigger.signal", sig, "expected t, q_<joint> with joint in "
+                                                     f"{', '.join(joints)}, <channel> or truth:<channel>")
             return plant, "pos", joints.index(sig[2:])
         truth = sig.startswith("truth:")
-        i = self._channel_of(fault, sig.removeprefix("truth:"), "trigger.signal")
+        i = c.channel(sig.removeprefix("truth:"), "trigger.signal")
         kind = "_t" if truth else "_m"
         getattr(self, f"_watch{kind}").append(math.nan)       # the slot first: the loop may be reading
         getattr(self, f"_watch{kind}_idx").append(i)
         self._watching = True
         return self, f"_watch{kind}", len(getattr(self, f"_watch{kind}")) - 1
-
-    def _need(self, fault: Fault, what: str, why: str) -> Any:
-        obj = getattr(self, what)
-        if obj is None:
-            raise FaultError(fault.name, "kind", fault.kind, f"{why} needs the engine's {what} "
-                                                             f"(FaultEngine(..., {what}=...))")
-        return obj
-
-    def _channel_of(self, fault: Fault, name: str, key: str = "target") -> int:
-        if name not in self._channels:
-            raise FaultError(fault.name, key, name, "expected a sensor channel: " + ", ".join(self.channel_names))
-        return self._channels[name]
-
-    def _joint_of(self, fault: Fault) -> int:
-        names = self.plant.layout.joint_names if self.plant is not None else list(getattr(self.drives, "names", ()))
-        if fault.target not in names:
-            raise FaultError(fault.name, "target", fault.target, "expected a joint: " + ", ".join(names))
-        return names.index(fault.target)
-
-    def _bind(self, fault: Fault, p: dict[str, Any], rng: np.random.Generator) -> Effect:
-        kind = fault.kind
-        if kind in SIGNAL_KINDS:
-            return self._bind_signal(fault, p, rng)
-        if kind in BUS_KINDS or kind == "output_delay":
-            link = self._need(fault, "link", f"a {kind} fault")
-            target = "to_firmware" if kind == "output_delay" else fault.target
-            try:
-                effect = link.bind(fault.name, "frame_delay" if kind == "output_delay" else kind,
-                                   target, p, rng, self.dt)
-            except (KeyError, ValueError) as exc:
-                raise FaultError(fault.name, "target", fault.target, str(exc.args[0])) from None
-            return LinkFault(link, effect)
-        if kind == "stall":
-            return Stall(round(p["stall_s"] * 1e9))
-        if kind == "encoder_disconnect":
-            joint = fault.target.removeprefix("enc_")
-            vel = self._channels.get(f"vel_{joint}")
-            return EncoderDisconnect(self._channel_of(fault, f"enc_{joint}"), vel)
-        if kind in ("friction", "kt_loss", "brake"):
-            drives = self._need(fault, "drives", f"a {kind} fault")
-            factor = {"friction": p.get("friction_scale"), "kt_loss": p.get("kt_scale"), "brake": 1.0}[kind]
-            what = {"friction": "friction", "kt_loss": "kt", "brake": "brake"}[kind]
-            joint = self._joint_of(fault)
-            holding = getattr(drives, "brake_torque", None)      # a bank that says which joints have brakes
-            if kind == "brake" and holding is not None and not holding[joint] > 0:
-                raise FaultError(fault.name, "target", fault.target, "expected a joint with a holding brake "
-                                                                     "(brake_torque_N_m > 0 in its motor table)")
-            return DriveFault(self._drive_faults, what, joint, factor)
-        return self._bind_plant(fault, p)
-
-    def _bind_signal(self, fault: Fault, p: dict[str, Any], rng: np.random.Generator) -> Effect:
-        i = self._channel_of(fault, fault.target)
-        kind = fault.kind
-        if kind == "nan" and self._integer_coded(fault.target):
-            raise FaultError(fault.name, "target", fault.target,
-                             "expected a channel the bus carries as float32: an integer signal cannot carry "
-                             "NaN (dropout or stuck model a dead sensor there)")
-        if kind == "bitflip":
-            if self.encoding is None:
-                raise FaultError(fault.name, "kind", kind, "a bitflip fault needs the engine's encoding look-up")
-            try:
-                scale, offset, bits, signed = self.encoding(fault.target)
-            except KeyError as exc:
-                raise FaultError(fault.name, "target", fault.target, str(exc.args[0])) from None
-            if not 0 <= p["bit"] < bits:
-                raise FaultError(fault.name, "bit", p["bit"], f"expected a bit index 0..{bits - 1} "
-                                                              f"of the {bits}-bit signal {fault.target}")
-            return BitFlip(i, p["bit"], scale, offset, bits, signed)
-        make = {
-            "stuck": lambda: Stuck(i, p["value"]), "offset": lambda: Offset(i, p["offset"]),
-            "gain": lambda: Gain(i, p["gain"]), "noise": lambda: Noise(i, p["sigma"], rng),
-            "drift": lambda: Drift(i, p["rate"], self.dt), "delay": lambda: Delay(i, p["samples"]),
-            "dropout": lambda: Dropout(i, p["mode"] == "hold"), "nan": lambda: NaN(i),
-            "saturation": lambda: Saturation(i, p["low"], p["high"]),
-            "quantisation": lambda: Quantisation(i, p["lsb"]), "slip": lambda: Slip(i, p["slip"]),
-        }
-        return make[kind]()
-
-    def _integer_coded(self, channel: str) -> bool:
-        if self.encoding is None:
-            return False
-        try:
-            self.encoding(channel)
-        except KeyError:
-            return False
-        return True
-
-    def _bind_plant(self, fault: Fault, p: dict[str, Any]) -> Effect:
-        plant = self._need(fault, "plant", f"a {fault.kind} fault")
-        arrays = self._plant_arrays
-        if arrays is None:
-            raise FaultError(fault.name, "kind", fault.kind, f"a {fault.kind} fault needs a hil.dynamics.plant.Plant "
-                                                             "(its kernel arrays) as the engine's plant")
-        if fault.kind == "stiffness_loss":
-            bodies = plant.layout.body_names
-            flexible = [b for k, b in enumerate(bodies) if plant.km.nm[k] > 0]
-            if fault.target not in flexible:
-                raise FaultError(fault.name, "target", fault.target, "expected a flexible body: " + ", ".join(flexible))
-            return StiffnessLoss(arrays, bodies.index(fault.target), p["stiffness_scale"])
-        model = copy.deepcopy(plant.asm.model)
-        attachment = find_attachment(model, fault)
-        mass = 0.0 if fault.kind == "payload_drop" else p["mass_kg"]
-        inertia = p.get("inertia_kg_m2")
-        if inertia is None:
-            ratio = mass / attachment.mass_kg if attachment.mass_kg > 0 else 0.0
-            attachment.inertia_kg_m2 = np.asarray(attachment.inertia_kg_m2, float) * ratio
-        else:
-            attachment.inertia_kg_m2 = np.diag(inertia)
-        attachment.mass_kg = mass
-        changed, substeps = arrays.variant(model, fault.name)
-        return Payload(arrays, changed, substeps)
 
 
 def encoder_counter_bits(sensors: Any) -> dict[str, int]:

@@ -19,10 +19,12 @@
                        the damping ratio stays; frequencies fall by sqrt(stiffness_scale)
     ``brake``          joint ``target``: the holding brake engaged
 
-``encoder_disconnect`` acts on the encoder's channels: :mod:`hil.faults.signal_effects`.
+``encoder_disconnect`` acts on the encoder's channels: :mod:`hil.faults.signal_effects`. The
+kinds are declared at the end (FAULT_KINDS, for :mod:`hil.faults.registry`).
 """
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any, Callable
 
@@ -31,7 +33,9 @@ import numpy as np
 from hil.dynamics.integrator_plan import accurate_substeps
 from hil.dynamics.plant import Plant, apparent_inertias
 from hil.faults.effects import Effect, EffectHost
-from hil.faults.spec import Fault, FaultError
+from hil.faults.fault import Fault, FaultError
+from hil.faults.kind import FRACTION, NONNEG, POSITIVE, BindContext, FaultKind, Param, principal_moments
+from hil.faults.signal_effects import EncoderDisconnect
 from hil.model.assembly import assemble
 from hil.model.linearize import step_frequencies_hz
 
@@ -196,3 +200,73 @@ def find_attachment(model: Any, fault: Fault) -> Any:
         why = "is ambiguous" if found else "names no attachment"
         raise FaultError(fault.name, "target", fault.target, f"{why}; expected one of {names}")
     return found[0][1]
+
+
+# ----------------------------------------------------------------------------- the plant kinds
+def _drive_fault(what: str, scale: str | None) -> Callable[[BindContext], DriveFault]:
+    """The binder of a fault on a joint's drive: ``what`` (friction, kt, brake) scaled by the
+    parameter ``scale`` (a brake: engaged)."""
+    def bind(c: BindContext) -> DriveFault:
+        drives = c.need("drives")
+        factor = 1.0 if scale is None else c.p[scale]
+        joint = c.joint()
+        holding = getattr(drives, "brake_torque", None)      # a bank that says which joints have brakes
+        if what == "brake" and holding is not None and not holding[joint] > 0:
+            raise c.error("target", c.fault.target, "expected a joint with a holding brake "
+                                                    "(brake_torque_N_m > 0 in its motor table)")
+        return DriveFault(c.engine.drive_faults, what, joint, factor)
+    return bind
+
+
+def _plant_and_arrays(c: BindContext) -> tuple[Plant, PlantArrays]:
+    plant = c.need("plant")
+    arrays = c.engine.plant_arrays
+    if arrays is None:
+        raise c.error("kind", c.fault.kind, f"a {c.fault.kind} fault needs a hil.dynamics.plant.Plant "
+                                            "(its kernel arrays) as the engine's plant")
+    return plant, arrays
+
+
+def _bind_stiffness_loss(c: BindContext) -> StiffnessLoss:
+    plant, arrays = _plant_and_arrays(c)
+    bodies = plant.layout.body_names
+    flexible = [b for k, b in enumerate(bodies) if plant.km.nm[k] > 0]
+    if c.fault.target not in flexible:
+        raise c.error("target", c.fault.target, "expected a flexible body: " + ", ".join(flexible))
+    return StiffnessLoss(arrays, bodies.index(c.fault.target), c.p["stiffness_scale"])
+
+
+def _bind_payload(c: BindContext) -> Payload:
+    """A payload change (payload_drop: to mass 0), the model re-assembled now."""
+    plant, arrays = _plant_and_arrays(c)
+    model = copy.deepcopy(plant.asm.model)
+    attachment = find_attachment(model, c.fault)
+    mass = 0.0 if c.fault.kind == "payload_drop" else c.p["mass_kg"]
+    inertia = c.p.get("inertia_kg_m2")
+    if inertia is None:
+        ratio = mass / attachment.mass_kg if attachment.mass_kg > 0 else 0.0
+        attachment.inertia_kg_m2 = np.asarray(attachment.inertia_kg_m2, float) * ratio
+    else:
+        attachment.inertia_kg_m2 = np.diag(inertia)
+    attachment.mass_kg = mass
+    changed, substeps = arrays.variant(model, c.fault.name)
+    return Payload(arrays, changed, substeps)
+
+
+def _bind_encoder_disconnect(c: BindContext) -> EncoderDisconnect:
+    joint = c.fault.target.removeprefix("enc_")
+    return EncoderDisconnect(c.channel(f"enc_{joint}"), c.optional_channel(f"vel_{joint}"))
+
+
+FAULT_KINDS = (
+    FaultKind("payload", "plant", (Param("mass_kg", "kg", read=NONNEG),
+                                   Param("inertia_kg_m2", "kg m^2", default=None, read=principal_moments)),
+              _bind_payload),
+    FaultKind("payload_drop", "plant", (), _bind_payload),
+    FaultKind("friction", "plant", (Param("friction_scale", read=POSITIVE),),
+              _drive_fault("friction", "friction_scale")),
+    FaultKind("kt_loss", "plant", (Param("kt_scale", read=NONNEG),), _drive_fault("kt", "kt_scale")),
+    FaultKind("encoder_disconnect", "plant", (), _bind_encoder_disconnect),
+    FaultKind("stiffness_loss", "plant", (Param("stiffness_scale", read=FRACTION),), _bind_stiffness_loss),
+    FaultKind("brake", "plant", (), _drive_fault("brake", None)),
+)

@@ -40,9 +40,10 @@ from pathlib import Path
 from typing import Any
 
 from config_schema import MISSING, NAME_RE, ConfigError, Document, Table, bare_key, load_toml, parse_toml, suggest
+from hil.faults import registry
 from hil.faults.engine import FaultEngine
+from hil.faults.fault import DIRECTIONS, Duration, Fault, FaultError, Trigger, signal_unit
 from hil.faults.params import check_fault
-from hil.faults.spec import DIRECTIONS, KINDS, Duration, Fault, FaultError, Trigger, signal_unit
 from hil.logs.targets import Targets, read_verdict
 
 TOP_KEYS = ("scenario", "fault", "verdict")
@@ -119,7 +120,7 @@ def _fault(doc: Document, i: int, row: dict) -> ScenarioFault:
         raise doc.error(f"fault[{i}].name", name, f"{'required; ' if name is MISSING else ''}expected {_NAME_TEXT}")
     where = f"fault[{name}]"
     t = Table(doc, {k: v for k, v in row.items() if k in FAULT_KEYS}, where, f"fault.{name}", FAULT_KEYS)
-    kind = t.choice("kind", MISSING, KINDS)
+    kind = t.choice("kind", MISSING, registry.names())
     params = {k: v for k, v in row.items() if k not in FAULT_KEYS}
     fault = Fault(name, kind, t.raw("target", ""), params)
     try:

@@ -1,7 +1,8 @@
 """Signal faults: effects on the measured value of one sensor channel.
 
 Target: a sensor channel; values in the channel's unit, written in the keys as the sensor presets
-do (:mod:`hil.faults.params`). Several faults on one channel act in the order they became active,
+do (:mod:`hil.faults.params`). The kinds are declared at the end (FAULT_KINDS, for
+:mod:`hil.faults.registry`). Several faults on one channel act in the order they became active,
 each on the value as the previous left it; the engine applies them after sampling, to ``measured``
 as sampled (never to its own output of the previous cycle).
     ``stuck``          holds ``value_<unit>``, or without it the value sampled in the cycle it struck
@@ -38,10 +39,14 @@ as sampled (never to its own output of the previous cycle).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
+from config_schema import MISSING
 from hil.faults.effects import Effect, EffectHost
+from hil.faults.fault import Fault, FaultError
+from hil.faults.kind import COUNT, INDEX, NONNEG, POSITIVE, BindContext, FaultKind, Param, choice, nonzero_integer
 
 
 class Stuck(Effect):
@@ -231,3 +236,71 @@ def wrap_count(count: float, half: float) -> float:
     if not half:
         return count
     return (count + half) % (2.0 * half) - half
+
+
+# ----------------------------------------------------------------------------- the signal kinds
+def _bind_nan(c: BindContext) -> NaN:
+    i = c.channel()
+    if _integer_coded(c):
+        raise c.error("target", c.fault.target, "expected a channel the bus carries as float32: an integer "
+                                                "signal cannot carry NaN (dropout or stuck model a dead sensor there)")
+    return NaN(i)
+
+
+def _integer_coded(c: BindContext) -> bool:
+    if c.encoding is None:
+        return False
+    try:
+        c.encoding(c.fault.target)
+    except KeyError:
+        return False
+    return True
+
+
+def _bind_bitflip(c: BindContext) -> BitFlip:
+    i, fault, bit = c.channel(), c.fault, c.p["bit"]
+    if c.encoding is None:
+        raise c.error("kind", fault.kind, "a bitflip fault needs the engine's encoding look-up")
+    try:
+        scale, offset, bits, signed = c.encoding(fault.target)
+    except KeyError as exc:
+        raise c.error("target", fault.target, str(exc.args[0])) from None
+    if not 0 <= bit < bits:
+        raise c.error("bit", bit, f"expected a bit index 0..{bits - 1} of the {bits}-bit signal {fault.target}")
+    return BitFlip(i, bit, scale, offset, bits, signed)
+
+
+def _check_saturation(fault: Fault, values: dict[str, Any], keys: list[str]) -> None:
+    low_key, high_key = keys
+    low, high = values["low"], values["high"]
+    if low is None and high is None:
+        raise FaultError(fault.name, low_key, MISSING, f"expected {low_key} and/or {high_key}")
+    if low is not None and high is not None and low > high:
+        raise FaultError(fault.name, high_key, high, f"expected {high_key} >= {low_key} = {low:g}")
+
+
+def _encoder_channel(fault: Fault) -> None:
+    if not fault.target.startswith("enc_"):
+        raise FaultError(fault.name, "target", fault.target, "expected an encoder channel enc_<joint>")
+
+
+FAULT_KINDS = (
+    FaultKind("stuck", "signal", (Param("value", "@", default=None),), lambda c: Stuck(c.channel(), c.p["value"])),
+    FaultKind("offset", "signal", (Param("offset", "@"),), lambda c: Offset(c.channel(), c.p["offset"])),
+    FaultKind("gain", "signal", (Param("gain"),), lambda c: Gain(c.channel(), c.p["gain"])),
+    FaultKind("noise", "signal", (Param("sigma", "@", read=NONNEG),),
+              lambda c: Noise(c.channel(), c.p["sigma"], c.rng)),
+    FaultKind("drift", "signal", (Param("rate", "@/s"),), lambda c: Drift(c.channel(), c.p["rate"], c.dt)),
+    FaultKind("delay", "signal", (Param("samples", "cycles", read=COUNT),),
+              lambda c: Delay(c.channel(), c.p["samples"])),
+    FaultKind("dropout", "signal", (Param("mode", default="zero", read=choice("zero", "hold")),),
+              lambda c: Dropout(c.channel(), c.p["mode"] == "hold")),
+    FaultKind("nan", "signal", (), _bind_nan),
+    FaultKind("saturation", "signal", (Param("low", "@", default=None), Param("high", "@", default=None)),
+              lambda c: Saturation(c.channel(), c.p["low"], c.p["high"]), check=_check_saturation),
+    FaultKind("bitflip", "signal", (Param("bit", read=INDEX),), _bind_bitflip),
+    FaultKind("quantisation", "signal", (Param("lsb", "@", read=POSITIVE),),
+              lambda c: Quantisation(c.channel(), c.p["lsb"])),
+    FaultKind("slip", "signal", (Param("slip", "@", read=nonzero_integer),), lambda c: Slip(c.channel(), c.p["slip"]),
+              check_target=_encoder_channel),
+)

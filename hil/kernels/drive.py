@@ -1,7 +1,11 @@
-"""One cycle of the motor drives on flat arrays (the model: hil.devices.drives, whose DriveBank
-builds the parameter array and calls drive_step, or hil.kernels.cycle fuses it with the plant step)."""
+"""One cycle of the motor drives and their brakes on flat arrays (the model: hil.devices.drives, whose
+DriveBank builds the parameter array and calls drive_step or drive_and_brake_step, and stop_joint for a
+stiff joint its brake stops; or hil.kernels.cycle fuses drive_step with the plant step)."""
 import numpy as np
-from numba import njit
+
+from .aba import forward_dynamics
+from .jit import kernel
+from .layout import JOINT_ROTOR_HELD, JOINT_TORQUE_DRIVEN
 
 MODE_TORQUE, MODE_CURRENT, MODE_VOLTAGE = 0, 1, 2
 
@@ -17,7 +21,7 @@ O_TAU, O_CURRENT, O_MOTOR, O_BRAKE, O_RATE = range(5)
 F_LIMITED, F_HELD, F_STOP = range(3)
 
 
-@njit(cache=True)
+@kernel
 def _clamp(x, limit):
     if x > limit:
         return limit, True
@@ -26,7 +30,7 @@ def _clamp(x, limit):
     return x, False
 
 
-@njit(cache=True)
+@kernel
 def drive_step(par, command, vel, vidx, kt_scale, out, limited):
     """One cycle of every drive (the model: hil.devices.drives). out rows: link torque, end-of-step
     current, step-average motor torque; limited[k]: joint k was clamped. Returns any(limited)."""
@@ -67,3 +71,67 @@ def drive_step(par, command, vel, vidx, kt_scale, out, limited):
         limited[k] = lim
         any_limited |= lim
     return any_limited
+
+
+@kernel
+def drive_and_brake_step(par, command, vel, vidx, kt_scale, out, flags, drive, tau_joint):
+    """drive_step, then brake_step: one call per cycle while any brake is engaged (every array
+    argument costs the call from Python). Returns (any joint limited, any stiff joint to stop)."""
+    any_limited = drive_step(par, command, vel, vidx, kt_scale, out, flags[F_LIMITED])
+    return any_limited, brake_step(par, vel, vidx, out, flags, drive, tau_joint)
+
+
+@kernel
+def brake_step(par, vel, vidx, out, flags, drive, tau_joint):
+    """Stick or slip every engaged brake for the coming step (hil.devices.drives' docstring), after drive_step
+    wrote this cycle's torques. flags[F_HELD, k]: joint k's motor coordinate is held; out[O_BRAKE]
+    the brake torque T_b = R - tau holding it. A Spong rotor is stopped and held here (it has no
+    inertial coupling); a stiff joint to be held is marked in flags[F_STOP] for stop_joint, and the
+    return value says whether there is one."""
+    held = flags[F_HELD]
+    any_stop = False
+    for k in range(held.shape[0]):
+        hold = par[k, P_HOLD]
+        if hold == 0.0:
+            continue
+        i = vidx[k]
+        if held[k]:
+            t_b = tau_joint[k] - out[O_TAU, k]
+            if abs(t_b) <= hold:
+                out[O_BRAKE, k] = t_b
+            else:
+                held[k] = False
+                drive[k] = JOINT_TORQUE_DRIVEN
+                out[O_BRAKE, k] = 0.0
+            continue
+        v = vel[i]
+        v_prev = out[O_RATE, k]
+        out[O_RATE, k] = v
+        if abs(v) < par[k, P_STICK] and (abs(v) <= abs(v_prev) or v * v_prev < 0.0):
+            held[k] = True
+            out[O_RATE, k] = 0.0     # a coordinate freed from rest then speeds up away from 0
+            out[O_BRAKE, k] = 0.0
+            if i == k:
+                flags[F_STOP, k] = True
+                any_stop = True
+            else:
+                vel[i] = 0.0
+                drive[k] = JOINT_ROTOR_HELD
+    return any_stop
+
+
+@kernel
+def stop_joint(mi, mf, w, t, pos, vel, tau, k, probe, acc0, acc1):
+    """Stop free stiff joint k by an impulsive torque at the joint: every free rate jumps by
+    -v_k c / c_k, c = M^-1 e_k the arm's acceleration per unit torque at the joint (the difference of
+    two articulated-body solves `probe` N m apart; held joints stay held). A perfectly inelastic
+    stop: it keeps the momenta of the other free coordinates and takes out the kinetic energy
+    1/2 v_k^2 / c_k. tau: a scratch copy of the drive torques; w: a work array of its own (the
+    plant's holds the last step's reactions)."""
+    forward_dynamics(mi, mf, w, t, pos, vel, tau, pos, vel, 0.0, 0.0, acc0)
+    tau[k] += probe
+    forward_dynamics(mi, mf, w, t, pos, vel, tau, pos, vel, 0.0, 0.0, acc1)
+    scale = -vel[k] / (acc1[k] - acc0[k])
+    for i in range(vel.shape[0]):
+        vel[i] += scale * (acc1[i] - acc0[i])
+    vel[k] = 0.0

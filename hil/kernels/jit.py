@@ -38,9 +38,16 @@ class KernelCache(FunctionCache):
             return self._load_overload(sig, target_context)
 
 
-def kernel(fn):
+def kernel(fn=None, *, refcount: bool = False):
     """@njit(cache=True), without numba's reference counting, loaded from the cache without numba's
-    compiler registries (module docstring)."""
+    compiler registries (module docstring). ``@kernel(refcount=True)``: a function that allocates
+    (an array, a list) or returns a view, which needs the counting: plain @njit(cache=True), its
+    cache entries loaded with the registries (for what is not in the per-cycle path: a reference
+    implementation, a check)."""
+    if fn is None:
+        return lambda f: kernel(f, refcount=refcount)
+    if refcount:
+        return njit(cache=True)(fn)
     if not _LOAD_WITHOUT_REGISTRIES:
         return njit(cache=True, **_NO_REFCOUNT)(fn)
     compiled = njit(**_NO_REFCOUNT)(fn)

@@ -270,7 +270,8 @@ N_FIT = 2
 
 # the DAE kernel's rows (hil.kernels.screw_dae_arrays): dae_body columns, the widths of the other rows, and the
 # unknowns of one link's block (its inboard interaction wrench, its spatial acceleration, its modal accelerations);
-# the widths are plain functions in Python and inlined in the kernels (register_jitable)
+# the widths are plain functions in Python and inlined in the kernels (register_jitable, not @kernel: helpers
+# compiled into each kernel that calls them, never entry points of their own)
 DAE_PARENT, DAE_NM, DAE_MO, DAE_NODE0, DAE_NODE1, DAE_NMP = range(6)
 DAE_BODY_COLS = 6
 

@@ -9,7 +9,6 @@ with it, where the articulated-body algorithm uses the structure of X.
 Prescribed joints are moved to the right-hand side. Not for the real-time path: its buffers
 grow with nq^2.
 """
-from numba import njit
 
 from .aba import forward_kinematics, joint_torques, prepare
 from .jit import kernel
@@ -228,7 +227,7 @@ def bias_forces(mi, mf, w, el_pos, el_vel, h):
                 w[at(Fp + r)] += s
 
 
-@njit(cache=True)
+@kernel(refcount=True)       # it allocates: the list of free coordinates
 def forward_dynamics_dense(mi, mf, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, acc):
     """Same contract as aba.forward_dynamics, via M qdd = -h solved by Cholesky."""
     nb = mi[DIM_NB]

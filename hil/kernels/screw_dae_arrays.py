@@ -89,7 +89,7 @@ def pack(km) -> None:
     km.dae_gravity[:] = km.gravity
 
 
-@njit(inline="always")
+@njit(inline="always")      # not @kernel: inlined into its callers (a kernel cannot return a view), no entry point
 def _block(a, o, n):
     """The n entries of the flat array a from offset o (a 1-d view; inlined into views, so that the view
     is not returned from a compiled function, which kernels without reference counting cannot do)."""

@@ -4,7 +4,8 @@ One call per plant step over flat per-channel tables built by hil.devices.sensor
 models are stated there). Allocation-free; the standard normals come in through `z`.
 """
 import numpy as np
-from numba import njit
+
+from .jit import kernel
 
 # channel kinds
 ENC = 0        # incremental encoder counter
@@ -33,14 +34,14 @@ N_STATE = 4
 S_PREV, S_COUNT = range(2)
 
 
-@njit(cache=True)
+@kernel
 def _wrap(count, bits):
     """A signed two's-complement counter of `bits` bits showing `count`."""
     half = np.int64(1) << (bits - 1)
     return (count + half) % (half << 1) - half
 
 
-@njit(cache=True)
+@kernel
 def _ideal(pos, vel, stations, fj, current, ich, fch, sf, gi, gm, lin_idx, lin_coef, jaxis):
     for c in range(ich.shape[0]):
         src = ich[c, I_SRC]
@@ -69,7 +70,7 @@ def _ideal(pos, vel, stations, fj, current, ich, fch, sf, gi, gm, lin_idx, lin_c
                                 + gm[g, 1, a, 2] * sf[c0 + 2, S_NOW])
 
 
-@njit(cache=True)
+@kernel
 def _analog(c, first, sample, z, fch, sf, truth, measured):
     r = fch[c, F_RANGE]
     walk = 0.0 if first else sf[c, S_WALK] + fch[c, F_WALK] * z[2 * c + 1]
@@ -87,7 +88,7 @@ def _analog(c, first, sample, z, fch, sf, truth, measured):
         measured[c] = min(max(y, -r), r)
 
 
-@njit(cache=True)
+@kernel
 def _index_latch(c, e, ich, si):
     """The latch of index channel c after encoder channel e moved from S_PREV to S_COUNT: the
     marks sit at counts idx + k cpr; the last one crossed (upwards the highest, downwards the
@@ -101,7 +102,7 @@ def _index_latch(c, e, ich, si):
         si[c, S_COUNT] = idx + (k_now + 1) * cpr
 
 
-@njit(cache=True)
+@kernel
 def sense(step, first, pos, vel, stations, fj, current, z, ich, fch, sf, si, gi, gm, lin_idx, lin_coef, jaxis,
           truth, measured):
     """Advance every channel by one plant step (`first`: start-up, every channel samples and its
