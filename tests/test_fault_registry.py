@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from config_schema import ConfigError
-from firmware_bridge import link_faults
+from firmware_bridge.links import faults as link_faults
 from hil.faults import registry, spec
 from hil.faults.effects import Effect
 from hil.faults.engine import FaultEngine
