@@ -36,7 +36,7 @@ def _checked(emu, bus: BusMap) -> list[int]:
     fed the same arguments; returns the list of frames compared, per call."""
     ref = SensorOutput(bus, emu.plant.layout.joint_names)
     ref.bind(emu.sensors.channel_names)
-    compiled = emu._sensor_frames
+    compiled = emu.sensor_frames
     seen = []
 
     def both(cycle, measured, status):
@@ -45,7 +45,7 @@ def _checked(emu, bus: BusMap) -> list[int]:
         assert got == expected, f"cycle {cycle}: compiled {got} != reference {expected}"
         seen.append(len(got))
         return got
-    emu._sensor_frames = both
+    emu.sensor_frames = both
     return seen
 
 
@@ -92,7 +92,7 @@ def test_a_diverging_table_is_caught(model):
     ref.bind(names)
     out.bind(names)
     compiled = CompiledSensorFrames(out, names)
-    compiled._sig[0, 1] ^= 1
+    compiled.sig[0, 1] ^= 1
     measured = np.arange(len(names), dtype=float) + 1000.0
     assert compiled.frames(3, measured, 1) != ref.frames(3, measured, 1)
 
@@ -264,16 +264,16 @@ def test_fused_cycle_equals_the_separate_calls_under_plant_faults(model):
     then, and back) and a noise fault."""
     bus = BusMap.load(ROOT / "configs" / "bus" / "full_fd.toml")
     (fused, fw_a), (ref, fw_b) = _rig(model, bus, PLANT_FAULTS), _rig(model, bus, PLANT_FAULTS)
-    ref._fused.enabled = False
+    ref.fused.enabled = False
     applied = []
     for cycle in range(300):
-        applied.append(fused._fused.applies)
+        applied.append(fused.fused.applies)
         for emu, fw in ((fused, fw_a), (ref, fw_b)):
             fw.answer()
             emu.step_once()
         for a, b in ((fused.plant.pos, ref.plant.pos), (fused.plant.vel, ref.plant.vel),
                      (fused.sensors.measured, ref.sensors.measured), (fused.sensors.truth, ref.sensors.truth),
-                     (fused.drives._out, ref.drives._out), (fused.sensors.station_out, ref.sensors.station_out)):
+                     (fused.drives.outputs, ref.drives.outputs), (fused.sensors.station_out, ref.sensors.station_out)):
             assert a.tobytes() == b.tobytes(), f"cycle {cycle}"
         assert fused.plant.t == ref.plant.t and fused.drives.torque_limited == ref.drives.torque_limited
     assert sum(applied) > 200 and not all(applied)      # the brake switched to the separate calls and back
@@ -284,7 +284,7 @@ def test_a_diverging_fused_cycle_is_caught(model):
     """The comparison above can fail: the fused call with the sensors' noise left undrawn differs."""
     bus = BusMap.load(ROOT / "configs" / "bus" / "full_fd.toml")
     (fused, fw_a), (ref, fw_b) = _rig(model, bus, PLANT_FAULTS), _rig(model, bus, PLANT_FAULTS)
-    ref._fused.enabled = False
+    ref.fused.enabled = False
     fused.sensors.rng = np.random.default_rng(99)
     for emu, fw in ((fused, fw_a), (ref, fw_b)):
         fw.answer()

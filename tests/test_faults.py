@@ -649,7 +649,7 @@ def test_substep_change_restabilizes_friction_and_brakes_for_the_substep_in_forc
         h = plant.dt / substeps
         ramp = drives.brake_kinetic * h / (kappa * drives.inertia)
         np.testing.assert_allclose(drives.brake_velocity[braked], ramp[braked], rtol=1e-12)
-        np.testing.assert_array_equal(drives._par[:, P_STICK], drives.brake_velocity)
+        np.testing.assert_array_equal(drives.par[:, P_STICK], drives.brake_velocity)
         np.testing.assert_array_equal(plant.km.jpar[:, JP_BRAKE_VS], drives.brake_velocity)
 
     assert_stable_for(nominal)

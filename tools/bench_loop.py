@@ -286,7 +286,7 @@ def inprocess_comparison(cycles: int, bus_path: str = LINKS["pty"][0], arm: str 
     rigs[STAGE_CALLS][0].one_call = None         # decode, supervise, drives-plant-sensors, encode called apart
     rigs[PYTHON_STAGES] = _emulator(model, bus, "models", WARMUP_CYCLES + cycles)
     emu = rigs[PYTHON_STAGES][0]                 # the Python stages the compiled ones replace
-    emu._sensor_frames, emu._feed, emu._fused.enabled = emu.sensors_out.frames, emu.commands.feed, False
+    emu.sensor_frames, emu.feed, emu.fused.enabled = emu.sensors_out.frames, emu.commands.feed, False
     emu.one_call = None
     for emu, _ in rigs.values():
         emu.stage_clock = StageClock(WARMUP_CYCLES + cycles)

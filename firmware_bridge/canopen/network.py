@@ -155,12 +155,12 @@ class PdoCommandInput(CommandInput):
         owner = None if frame.is_extended_id else self.owners.get(frame.arbitration_id)
         if owner is None:
             if not frame.is_extended_id and frame.arbitration_id in self._map_rpdos:
-                self.reader._reject("unknown_id")
+                self.reader.reject("unknown_id")
                 return False
             return super().feed(frame)
         kind = owner[1].receive(frame.data)
         if kind is not None:
-            self.reader._reject(kind)
+            self.reader.reject(kind)
             return False
         self.reader.accepted += 1
         self.arrival_s = frame.timestamp

@@ -207,13 +207,13 @@ class Codec:
         self.counter_max_delta = spec.counter_max_delta
         self.signal_names = tuple(s.name for s in spec.signals)
         self.units = tuple(s.unit for s in spec.signals)
-        self._index = {n: i for i, n in enumerate(self.signal_names)}
-        self.counter_index = None if spec.counter is None else self._index[spec.counter]
+        self.signal_index = {n: i for i, n in enumerate(self.signal_names)}
+        self.counter_index = None if spec.counter is None else self.signal_index[spec.counter]
         self.counter_bits = 0 if spec.counter is None else spec.signals[self.counter_index].length_bits
         self._has_big = any(s.byte_order == "big" for s in spec.signals)
         self._enc = tuple(self._enc_entry(s, s.minimum, s.maximum) for s in spec.signals)
         self._enc_unchecked = tuple(self._enc_entry(s, *representable(s)) for s in spec.signals)
-        self._dec = tuple(self._dec_entry(s) for s in spec.signals)
+        self.decode_rows = tuple(self._dec_entry(s) for s in spec.signals)
 
     @staticmethod
     def _enc_entry(s: SignalSpec, lo: float, hi: float) -> tuple:
@@ -233,7 +233,7 @@ class Codec:
     def index(self, signal: str) -> int:
         """Position of ``signal`` in this message's value arrays."""
         try:
-            return self._index[signal]
+            return self.signal_index[signal]
         except KeyError:
             raise KeyError(f"message {self.name} has no signal {signal!r}; "
                            f"signals: {', '.join(self.signal_names)}") from None
@@ -312,8 +312,8 @@ class Codec:
                                          f"0x{stored:0{2 * w}X}, computed 0x{computed:0{2 * w}X}")
         le = int.from_bytes(data, "little")
         be = int.from_bytes(data, "big") if self._has_big else 0
-        res = _new_values(len(self._dec)) if out is None else out
-        for i, (big, shift, mask, sign, is_float, scale, offset, lo, hi) in enumerate(self._dec):
+        res = _new_values(len(self.decode_rows)) if out is None else out
+        for i, (big, shift, mask, sign, is_float, scale, offset, lo, hi) in enumerate(self.decode_rows):
             r = ((be if big else le) >> shift) & mask
             if is_float:
                 r = _F32.unpack(_U32.pack(r))[0]

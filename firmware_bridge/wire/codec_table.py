@@ -90,7 +90,7 @@ def decoder_table(codecs) -> DecoderTable:
         crc = CRC_NONE if c.crc_byte is None else (CRC_8 if c.crc == "crc8" else CRC_16)
         messages.append((c.length, crc, -1 if c.crc_byte is None else c.crc_byte, c.data_id, len(rows),
                          len(c.spec.signals)))
-        for big, shift, mask, sign, is_float, scale, offset, lo, hi in c._dec:
+        for big, shift, mask, sign, is_float, scale, offset, lo, hi in c.decode_rows:
             rows.append((int(big), shift, mask.bit_length(), sign, int(is_float)))
             values.append((scale, offset, lo, hi))
     return DecoderTable(tuple(messages), tuple(rows), tuple(values))

@@ -109,7 +109,7 @@ class BusMap:
 
     def find(self, signal: str) -> tuple[tuple[Codec, int], ...]:
         """Every (codec, index) that carries ``signal`` (counters may appear in several)."""
-        hits = tuple((c, c._index[signal]) for c in self.codecs if signal in c._index)
+        hits = tuple((c, c.signal_index[signal]) for c in self.codecs if signal in c.signal_index)
         if not hits:
             raise KeyError(f"{self.source}: no signal {signal!r}")
         return hits

@@ -72,7 +72,7 @@ class CounterCheck:
 
     def __init__(self) -> None:
         self.last: dict[int, int] = {}
-        self._rejected: dict[int, tuple[int, int]] = {}    # message -> (last rejected counter, run length)
+        self.rejected_runs: dict[int, tuple[int, int]] = {}    # message -> (last rejected counter, run length)
         self.lost = 0
         self.resyncs = 0
 
@@ -89,17 +89,17 @@ class CounterCheck:
         if 1 <= delta <= codec.counter_max_delta:
             self.last[key] = value
             self.lost += delta - 1
-            self._rejected.pop(key, None)
+            self.rejected_runs.pop(key, None)
             return True
-        last_rejected, run = self._rejected.get(key, (None, 0))
+        last_rejected, run = self.rejected_runs.get(key, (None, 0))
         in_order = last_rejected is not None and counter_delta(last_rejected, value, codec.counter_bits) == 1
         run = run + 1 if in_order else 1
         if run >= self.SYNC_FRAMES:
             self.last[key] = value
             self.resyncs += 1
-            self._rejected.pop(key, None)
+            self.rejected_runs.pop(key, None)
             return True
-        self._rejected[key] = (value, run)
+        self.rejected_runs[key] = (value, run)
         return False
 
 
@@ -121,7 +121,7 @@ class FrameReader:
         other direction (ignored), both counted."""
         codec = self.bus.by_id(frame.arbitration_id, frame.is_extended_id)
         if codec is None:
-            self._reject("unknown_id")
+            self.reject("unknown_id")
         elif codec.direction != self.direction:
             self.ignored += 1
         else:
@@ -136,20 +136,20 @@ class FrameReader:
         try:
             values = codec.decode(frame)
         except DecodeError as exc:
-            self._reject(exc.kind)
+            self.reject(exc.kind)
             return None
         return codec if self.take(codec, values) else None
 
     def take(self, codec: Codec, values) -> bool:
         """Decoded `values` of `codec` past the rolling-counter check: kept and counted (else a rejection)."""
         if not self.counters.accept(codec, values[codec.counter_index] if codec.counter_index is not None else 0):
-            self._reject("counter")
+            self.reject("counter")
             return False
         self.values[id(codec)][:] = values
         self.accepted += 1
         return True
 
-    def _reject(self, kind: str) -> None:
+    def reject(self, kind: str) -> None:
         self.rejected[kind] += 1
         self.rejected_total += 1
 

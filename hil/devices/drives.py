@@ -199,23 +199,23 @@ class DriveBank:
         self.interfaces = tuple(s.interface for s in self.specs)
         self.gear = np.array([j.gear_ratio for j in joints], float)
         self.inertia = apparent_inertias(plant)
-        self._vidx = np.array([lay.motor_index(k) if lay.motor_of_joint[k] >= 0 else k for k in range(nj)], np.int64)
-        self._par = np.array([_parameters(s, self.gear[k], self.inertia[k], plant.dt)
+        self.vidx = np.array([lay.motor_index(k) if lay.motor_of_joint[k] >= 0 else k for k in range(nj)], np.int64)
+        self.par = np.array([_parameters(s, self.gear[k], self.inertia[k], plant.dt)
                               for k, s in enumerate(self.specs)]).reshape(nj, N_PAR)
-        self._out = np.zeros((5, nj))
-        self.tau, self.current, self.motor_torque, self.brake_reaction = self._out[:O_RATE]
+        self.outputs = np.zeros((5, nj))
+        self.tau, self.current, self.motor_torque, self.brake_reaction = self.outputs[:O_RATE]
         self._flags = np.zeros((3, nj), bool)
         self.limited, self.brake_held = self._flags[F_LIMITED], self._flags[F_HELD]
         self.torque_limited = False
         self.kt_scale = np.ones(nj)
         self.friction_scale = np.ones(nj)
         self.brake_engaged = np.zeros(nj, bool)
-        self._braking = False                   # any brake engaged: update() lets the brakes stick or slip
+        self.braking = False                   # any brake engaged: update() lets the brakes stick or slip
         self.brake_torque = np.array([s.brake_torque_N_m for s in self.specs], float)
         self.brake_kinetic = np.array([s.brake_torque_N_m if s.brake_kinetic_N_m is None else s.brake_kinetic_N_m
                                        for s in self.specs], float)
         self.brake_velocity = self._brake_smoothing()
-        self._par[:, P_STICK] = self.brake_velocity
+        self.par[:, P_STICK] = self.brake_velocity
         km = plant.km
         self._drive, self._tau_joint = km.drive, plant.joint_torques
         self._work = make_work(km)                       # stop_joint's, so that the plant's keeps its reactions
@@ -234,13 +234,13 @@ class DriveBank:
         from the plant at the step start; then let each engaged brake stick or slip (module
         docstring). Returns `tau`, the link-side torques for the plant step."""
         plant = self.plant
-        if self._braking:
-            self.torque_limited, stop = drive_and_brake_step(self._par, command, plant.vel, self._vidx, self.kt_scale,
-                                                             self._out, self._flags, self._drive, self._tau_joint)
+        if self.braking:
+            self.torque_limited, stop = drive_and_brake_step(self.par, command, plant.vel, self.vidx, self.kt_scale,
+                                                             self.outputs, self._flags, self._drive, self._tau_joint)
             if stop:
                 self._stop_joints()
         else:
-            self.torque_limited = drive_step(self._par, command, plant.vel, self._vidx, self.kt_scale, self._out,
+            self.torque_limited = drive_step(self.par, command, plant.vel, self.vidx, self.kt_scale, self.outputs,
                                              self.limited)
         return self.tau
 
@@ -250,7 +250,7 @@ class DriveBank:
         the plant's reset would keep a stiff joint the brake holds at its held angle."""
         for k in np.flatnonzero(self.brake_held):
             self._free(k)
-        self._out[:] = 0.0
+        self.outputs[:] = 0.0
         self.limited[:] = False
         self.torque_limited = False
 
@@ -262,11 +262,11 @@ class DriveBank:
         if engaged and not self.brake_torque[k] > 0:
             raise UserError(f"joint {self.names[k]!r} has no brake (brake_torque_N_m = 0)")
         self.brake_engaged[k] = engaged
-        self._braking = bool(self.brake_engaged.any())
-        self._par[k, P_HOLD] = self.brake_torque[k] if engaged else 0.0
+        self.braking = bool(self.brake_engaged.any())
+        self.par[k, P_HOLD] = self.brake_torque[k] if engaged else 0.0
         self.plant.km.jpar[k, JP_BRAKE] = self.brake_kinetic[k] if engaged else 0.0
         if engaged:
-            self._out[O_RATE, k] = self.plant.vel[self._vidx[k]]    # a slow coordinate sticks at the next update
+            self.outputs[O_RATE, k] = self.plant.vel[self.vidx[k]]    # a slow coordinate sticks at the next update
         elif self.brake_held[k]:
             self._free(k)
 
@@ -288,7 +288,7 @@ class DriveBank:
         """Let go of a held motor coordinate (at rest; the plant integrates it again)."""
         self.brake_held[k] = False
         self._drive[k] = JOINT_TORQUE_DRIVEN
-        self._out[O_BRAKE, k] = 0.0
+        self.outputs[O_BRAKE, k] = 0.0
 
     def command_for_torque(self, tau: np.ndarray, out: np.ndarray) -> np.ndarray:
         """Each drive's command for the link-side torques `tau` (the emulator's safe states): the
@@ -298,7 +298,7 @@ class DriveBank:
         out[:] = tau
         for k, spec in enumerate(self.specs):
             if spec.interface == INTERFACE_VOLTAGE:
-                n, v = self.gear[k], self.plant.vel[self._vidx[k]]
+                n, v = self.gear[k], self.plant.vel[self.vidx[k]]
                 volts = (spec.resistance_ohm * tau[k] / (n * spec.gear_efficiency * spec.torque_constant_N_m_A)
                          + spec.back_emf_V_s_rad * n * v)
                 out[k] = min(max(volts / spec.supply_V, -1.0), 1.0)
@@ -328,7 +328,7 @@ class DriveBank:
         joint's Coulomb smoothing floor at the current friction scales (Plant.stabilize_friction at
         this bank's inertias). Allocates a few small arrays; no compilation."""
         self.brake_velocity[:] = self._brake_smoothing()
-        self._par[:, P_STICK] = self.brake_velocity
+        self.par[:, P_STICK] = self.brake_velocity
         self.plant.km.jpar[:, JP_BRAKE_VS] = self.brake_velocity
         self.plant.stabilize_friction(self.inertia)
 
@@ -361,9 +361,9 @@ class DriveBank:
             return
         plant = self.plant
         vel = plant.vel.copy()
-        drive_and_brake_step(self._par.copy(), np.zeros(len(self.names)), vel, self._vidx, self.kt_scale.copy(),
-                             self._out.copy(), self._flags.copy(), self._drive.copy(), self._tau_joint.copy())
-        stiff = [int(k) for k in braked if self._vidx[k] == k]
+        drive_and_brake_step(self.par.copy(), np.zeros(len(self.names)), vel, self.vidx, self.kt_scale.copy(),
+                             self.outputs.copy(), self._flags.copy(), self._drive.copy(), self._tau_joint.copy())
+        stiff = [int(k) for k in braked if self.vidx[k] == k]
         if stiff:
             acc, tau = self._scratch
             vel[stiff[0]] = 1.0

@@ -186,7 +186,7 @@ class SensorSuite:
         self._lin_coef = np.array(t.lin_coef, float).reshape(-1)
         self._gi = np.array(t.groups, np.int64).reshape(-1, 3)
         self._gm = np.array(t.group_mats, float).reshape(-1, 2, 3, 3)
-        self._z = np.zeros(2 * n)
+        self.noise = np.zeros(2 * n)
         self.truth = np.zeros(n)
         self.sampled = np.zeros(n)
         self.measured = np.zeros(n)
@@ -214,16 +214,16 @@ class SensorSuite:
 
     def _sense(self, first: bool, draw: bool = True) -> None:
         if draw:
-            self.rng.standard_normal(out=self._z)
+            self.rng.standard_normal(out=self.noise)
         p = self.plant
-        k.sense(self.step_count, first, p.pos, p.vel, *self._tables)
+        k.sense(self.step_count, first, p.pos, p.vel, *self.tables)
         self.measured[:] = self.sampled
 
     def _bind_tables(self) -> None:
         """The kernel's arguments after the state, looked up once (the plant keeps its work and
         model arrays for its lifetime; pos and vel are passed per call: Plant.reset replaces them)."""
         p = self.plant
-        self._tables = (self.station_out, p.wrenches, self.current_source, self._z, self._ich, self._fch, self._sf,
+        self.tables = (self.station_out, p.wrenches, self.current_source, self.noise, self._ich, self._fch, self._sf,
                         self._si, self._gi, self._gm, self._lin_idx, self._lin_coef, p.km.axis, self.truth, self.sampled)
 
     # ------------------------------------------------------------------ access

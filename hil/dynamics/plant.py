@@ -61,7 +61,7 @@ class Plant:
         self.km = self.asm.km
         self.layout = self.asm.layout
         self.work = make_work(self.km)
-        self._kernel = (self.km.mi, self.km.mf, self.work.w)      # what every kernel call takes first
+        self.kernel_args = (self.km.mi, self.km.mf, self.work.w)      # what every kernel call takes first
         self.dae = formulation == "screw-dae"    # the DAE kernel: its blocks dae_* of the same arrays
         # the step, the step with output stations, a station's kinematics and the solve, with the plant's
         # formulation (the DAE's modules imported only for it: start-up imports what it runs)
@@ -75,10 +75,10 @@ class Plant:
         if self.plan.method == "euler":
             warnings.warn("forward Euler amplifies every undamped mode each step; use it only to reproduce seed 000",
                           ForwardEulerWarning, stacklevel=2)
-        self._method = METHODS[self.plan.method]
+        self.method = METHODS[self.plan.method]
         # the step kernel of the plan's method: the fitted midpoint's own (no method code), so that only its
         # code is loaded (the step of every method is a larger load); the DAE's takes the code
-        self._method_arg = (self._method,)
+        self._method_arg = (self.method,)
         if self.plan.method == "fitted_midpoint" and not self.dae:
             self._advance, self._method_arg = fitted_midpoint.advance, ()
         if self.plan.method == "fitted_midpoint":
@@ -88,7 +88,7 @@ class Plant:
         self._e = np.zeros(3)
         self._p = np.zeros(2)
         self._st = np.zeros(STATION_FIELDS)
-        self._out_index: np.ndarray | None = None       # output stations (output_stations)
+        self.out_index: np.ndarray | None = None       # output stations (output_stations)
         self.station_out = np.zeros((0, STATION_FIELDS))
         self.reset()
         # the configured Coulomb smoothing v_s (a lower bound) and the joints whose friction moves them
@@ -171,13 +171,13 @@ class Plant:
         """Compile (or load from the cache) and run the step kernel once, on a copy of the state (the
         step with output stations: output_stations)."""
         p, v = self.pos.copy(), self.vel.copy()
-        self._advance(*self._kernel, 0.0, p, v, self.tau, self.dt, self.plan.substeps, *self._method_arg)
+        self._advance(*self.kernel_args, 0.0, p, v, self.tau, self.dt, self.plan.substeps, *self._method_arg)
         self.evaluate()
 
     def _warm_up_sampled(self) -> None:
         """output_stations' step kernel, as _warm_up (each costs the start-up a cache load)."""
         p, v = self.pos.copy(), self.vel.copy()
-        self._step_and_sample(*self._kernel, 0.0, p, v, self.tau, self.dt, self.plan.substeps, self._method,
+        self._step_and_sample(*self.kernel_args, 0.0, p, v, self.tau, self.dt, self.plan.substeps, self.method,
                               np.zeros(1, np.int64), np.zeros((1, STATION_FIELDS)))
         self.evaluate()
 
@@ -185,11 +185,11 @@ class Plant:
         """Make the stations with these indices (``layout.station_names``) outputs of every step and
         return their buffer, (n, 24) in the layout of station()'s fields, filled now and after each
         step() within the same kernel call. A later call replaces the set."""
-        self._out_index = np.ascontiguousarray(stations, dtype=np.int64)
-        self.station_out = np.zeros((len(self._out_index), STATION_FIELDS))
+        self.out_index = np.ascontiguousarray(stations, dtype=np.int64)
+        self.station_out = np.zeros((len(self.out_index), STATION_FIELDS))
         self._warm_up_sampled()
-        for i, s in enumerate(self._out_index):
-            self._station_state(*self._kernel, s, self.station_out[i])
+        for i, s in enumerate(self.out_index):
+            self._station_state(*self.kernel_args, s, self.station_out[i])
         return self.station_out
 
     def step(self, tau: np.ndarray | None = None) -> None:
@@ -197,12 +197,12 @@ class Plant:
         stations, their kinematics at the new instant are computed in the same kernel call."""
         if tau is not None:
             self.tau[:] = tau
-        if self._out_index is None:
-            ok = self._advance(*self._kernel, self.t, self.pos, self.vel, self.tau, self.dt, self.plan.substeps,
+        if self.out_index is None:
+            ok = self._advance(*self.kernel_args, self.t, self.pos, self.vel, self.tau, self.dt, self.plan.substeps,
                                *self._method_arg)
         else:
-            ok = self._step_and_sample(*self._kernel, self.t, self.pos, self.vel, self.tau, self.dt,
-                                       self.plan.substeps, self._method, self._out_index, self.station_out)
+            ok = self._step_and_sample(*self.kernel_args, self.t, self.pos, self.vel, self.tau, self.dt,
+                                       self.plan.substeps, self.method, self.out_index, self.station_out)
         self.t += self.dt
         if not ok:
             raise SimulationError(f"t = {self.t:.6f} s: non-finite state or singular inertia "
@@ -212,29 +212,29 @@ class Plant:
     def evaluate(self) -> np.ndarray:
         """Solve the accelerations at the current state (with the plant's formulation; the
         articulated-body work buffers that station(), energy() and power() read are filled too)."""
-        evaluate(*self._kernel, self.t, self.pos, self.vel, self.tau, self.acc)
+        evaluate(*self.kernel_args, self.t, self.pos, self.vel, self.tau, self.acc)
         if self._dae_solve is not None:
-            self._dae_solve(*self._kernel, self.t, self.pos, self.vel, self.tau, self.pos,
+            self._dae_solve(*self.kernel_args, self.t, self.pos, self.vel, self.tau, self.pos,
                                        self.vel, 0.0, 0.0, self.acc)
         return self.acc
 
     def energy(self) -> tuple[float, float, float]:
         """(kinetic, gravity potential, elastic) energy in J at the current state."""
-        prepare(*self._kernel, self.t, self.pos, self.vel)
-        forward_kinematics(*self._kernel)
-        energy(*self._kernel, self._e)
+        prepare(*self.kernel_args, self.t, self.pos, self.vel)
+        forward_kinematics(*self.kernel_args)
+        energy(*self.kernel_args, self._e)
         return float(self._e[0]), float(self._e[1]), float(self._e[2])
 
     def power(self) -> tuple[float, float]:
         """(drive power in, dissipated power) in W at the current state."""
         self.evaluate()
-        power(*self._kernel, self.tau, self._p)
+        power(*self.kernel_args, self.tau, self._p)
         return float(self._p[0]), float(self._p[1])
 
     def station(self, name: str) -> dict[str, np.ndarray]:
         """World kinematics of a named station (call evaluate() first for the current state)."""
         s = self.layout.station_names.index(name)
-        station_state(*self._kernel, s, self._st)
+        station_state(*self.kernel_args, s, self._st)
         o = self._st
         return {"position": o[0:3].copy(), "rotation": o[3:12].reshape(3, 3).copy(), "velocity": o[12:15].copy(),
                 "angular_velocity": o[15:18].copy(), "specific_force": o[18:21].copy(),

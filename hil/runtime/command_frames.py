@@ -27,50 +27,50 @@ class CompiledCommandInput:
         reader = commands.reader
         codecs = reader.bus.messages(reader.direction)
         table = decoder_table(codecs)
-        self._msg = np.array(table.message_rows, np.int64).reshape(-1, 6)
-        self._sig = np.array(table.signal_rows, np.int64).reshape(-1, 5)
-        self._sigf = np.array(table.signal_values, float).reshape(-1, 4)
+        self.msg = np.array(table.message_rows, np.int64).reshape(-1, 6)
+        self.sig = np.array(table.signal_rows, np.int64).reshape(-1, 5)
+        self.sigf = np.array(table.signal_values, float).reshape(-1, 4)
         self._crc8 = np.array(table.crc8, np.int64)
         self._crc16 = np.array(table.crc16, np.int64)
         self._f32 = np.zeros(1, np.float32)
         self._u32 = self._f32.view(np.uint32)
         index = {id(c): m for m, c in enumerate(codecs)}
-        self._lookup = {(c.arbitration_id, c.is_extended_id): index.get(id(c), OTHER_DIRECTION)
+        self.lookup = {(c.arbitration_id, c.is_extended_id): index.get(id(c), OTHER_DIRECTION)
                         for c in reader.bus.codecs}
         self._ctr = np.array([(-1 if c.counter_index is None else c.counter_index, c.counter_bits,
                                c.counter_max_delta, CounterCheck.SYNC_FRAMES) for c in codecs], np.int64).reshape(-1, 4)
         self._state = np.zeros((len(codecs), 3), np.int64)
         for m, c in enumerate(codecs):          # the reader's counter state so far (none on a fresh reader)
             last = reader.counters.last.get(id(c))
-            rejected, run = reader.counters._rejected.get(id(c), (None, 0))
+            rejected, run = reader.counters.rejected_runs.get(id(c), (None, 0))
             self._state[m, ST_LAST] = -1 if last is None else last
             self._state[m, ST_REJECTED], self._state[m, ST_RUN] = -1 if rejected is None else rejected, run
-        self._counts = np.array([reader.counters.lost, reader.counters.resyncs], np.int64)
+        self.counts = np.array([reader.counters.lost, reader.counters.resyncs], np.int64)
         self._decoded = np.zeros(max([1] + [len(c.signal_names) for c in codecs]))   # one frame's values (scratch)
         # every message's values in one array, in signal-row order; the reader's value arrays become views of it
-        self._stored = np.zeros(len(self._sig))
+        self._stored = np.zeros(len(self.sig))
         for m, c in enumerate(codecs):
-            first, count = self._msg[m, DEC_FIRST], self._msg[m, DEC_COUNT]
+            first, count = self.msg[m, DEC_FIRST], self.msg[m, DEC_COUNT]
             self._stored[first:first + count] = reader.values[id(c)]
             reader.values[id(c)] = self._stored[first:first + count]
-        self._slots = np.array([(m, k, self._msg[m, DEC_FIRST] + i) for m, c in enumerate(codecs)
+        self._slots = np.array([(m, k, self.msg[m, DEC_FIRST] + i) for m, c in enumerate(codecs)
                                 for k, (owner, i) in enumerate(commands.slots) if owner is c], np.int64).reshape(-1, 3)
         # take_command's arguments after the payload, bound once (the compiled cycle, hil.runtime.one_call,
         # takes the frames in on the same tables and counter state)
         self.tables = (self._crc8, self._crc16, self._f32, self._u32, self._decoded, self._ctr, self._state,
-                       self._counts, self._stored, self._slots, commands.tau)
+                       self.counts, self._stored, self._slots, commands.tau)
         for m, c in enumerate(codecs):      # compile or load before real time (a wrong length: no state touched)
             self._take(m, bytes(c.length + 1))
 
     def _take(self, m: int, data: bytes) -> int:
-        return take_command(self._msg, self._sig, self._sigf, m, data, len(data), *self.tables)
+        return take_command(self.msg, self.sig, self.sigf, m, data, len(data), *self.tables)
 
     def feed(self, frame: Frame) -> bool:
         """Take one frame; True if it was a valid command."""
         reader = self.commands.reader
-        m = self._lookup.get((frame.arbitration_id, frame.is_extended_id))
+        m = self.lookup.get((frame.arbitration_id, frame.is_extended_id))
         if m is None:
-            reader._reject("unknown_id")
+            reader.reject("unknown_id")
             return False
         if m == OTHER_DIRECTION:
             reader.ignored += 1
@@ -78,9 +78,9 @@ class CompiledCommandInput:
         verdict = self._take(m, frame.data)
         if verdict != OK:
             if verdict < OK_LOST:
-                reader._reject(REJECTIONS[verdict])
+                reader.reject(REJECTIONS[verdict])
                 return False
-            reader.counters.lost, reader.counters.resyncs = int(self._counts[CNT_LOST]), int(self._counts[CNT_RESYNCS])
+            reader.counters.lost, reader.counters.resyncs = int(self.counts[CNT_LOST]), int(self.counts[CNT_RESYNCS])
         reader.accepted += 1
         self.commands.arrival_s = frame.timestamp
         return True

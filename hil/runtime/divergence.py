@@ -40,7 +40,7 @@ class DivergenceGuard:
                 k = lay.body_names.index(body.name)
                 a = lay.mode_offsets[k]
                 lengths[a:a + len(lay.mode_labels[k])] = body.beam.length_m
-        self._reach = np.where(lengths > 0, lengths, np.inf)     # a modal coordinate beyond this: diverged
+        self.reach = np.where(lengths > 0, lengths, np.inf)     # a modal coordinate beyond this: diverged
         self.event: dict | None = None
 
     def keep(self) -> None:
@@ -62,11 +62,11 @@ class DivergenceGuard:
 
     def deflection_problem(self, cycle: int) -> str | None:
         """A link deflecting beyond its length (looked at every CHECK_EVERY cycles), else None."""
-        if cycle % CHECK_EVERY or not np.any(np.abs(self._eta) > self._reach):
+        if cycle % CHECK_EVERY or not np.any(np.abs(self._eta) > self.reach):
             return None
-        k = int(np.argmax(np.abs(self._eta) / self._reach))
+        k = int(np.argmax(np.abs(self._eta) / self.reach))
         return (f"t = {self.plant.t:.6f} s: a link deflects {abs(self._eta[k]):.3g} m, beyond its own length "
-                f"{self._reach[k]:g} m (modal coordinate {k}): outside the small-deflection range of its modes")
+                f"{self.reach[k]:g} m (modal coordinate {k}): outside the small-deflection range of its modes")
 
     def cause(self, command: np.ndarray, applied: np.ndarray, joints: list[str], problem: str) -> str:
         """Why the plant diverged in this step: the command's magnitude, or the integration."""

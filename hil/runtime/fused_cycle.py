@@ -11,7 +11,7 @@ import numpy as np
 from hil.devices.drives import DriveBank
 from hil.devices.sensors import SensorSuite
 from hil.dynamics.plant import Plant
-from hil.kernels.cycle import OK, drive_step_sense, step_and_sample
+from hil.kernels.cycle import OK, drive_step_sense
 from hil.runtime.divergence import CHECK_EVERY, DivergenceGuard
 
 
@@ -22,25 +22,25 @@ class FusedCycle:
     def __init__(self, plant: Plant, drives: DriveBank, sensors: SensorSuite, guard: DivergenceGuard):
         self.plant, self.drives, self.sensors = plant, drives, sensors
         nj = plant.layout.n_joints
-        self._drive_args = (drives._par, drives._vidx, drives.kt_scale, drives._out, drives.limited)
+        self.drive_args = (drives.par, drives.vidx, drives.kt_scale, drives.outputs, drives.limited)
         self.guard = guard
         self.enabled = True             # False: always the separate calls (the reference, for comparisons)
-        self._reach = np.ascontiguousarray(guard._reach)
+        self._reach = np.ascontiguousarray(guard.reach)
         self._eta0 = nj
-        self._sense_args = sensors._tables[1:] + (sensors.measured,)     # fj ... sampled, then measured
+        self.sense_args = sensors.tables[1:] + (sensors.measured,)     # fj ... sampled, then measured
         # the call's arguments that stay the same arrays all run, bound once (a payload fault changes the substeps)
-        self._stations = (plant._out_index, plant.station_out)
-        self._guard_args = (self._eta0, self._reach, *guard.kept())
+        self.stations = (plant.out_index, plant.station_out)
+        self.guard_args = (self._eta0, self._reach, *guard.kept())
         self._warm_up()
 
     def _warm_up(self) -> None:
         """Compile (or load from the cache) and run the call once before real time, on copies of
         every state it advances; the plant's work arrays are then solved again at its state."""
         p, s = self.plant, self.sensors
-        par, vidx, kt, out, limited = self._drive_args
-        fj, current, z, ich, fch, sf, si, gi, gm, lin_idx, lin_coef, axis, truth, sampled, measured = self._sense_args
-        drive_step_sense(par, np.zeros(len(limited)), vidx, kt, out.copy(), limited.copy(), *p._kernel, p.t,
-                         p.pos.copy(), p.vel.copy(), p.tau.copy(), p.dt, p.plan.substeps, p._method, p._out_index,
+        par, vidx, kt, out, limited = self.drive_args
+        fj, current, z, ich, fch, sf, si, gi, gm, lin_idx, lin_coef, axis, truth, sampled, measured = self.sense_args
+        drive_step_sense(par, np.zeros(len(limited)), vidx, kt, out.copy(), limited.copy(), *p.kernel_args, p.t,
+                         p.pos.copy(), p.vel.copy(), p.tau.copy(), p.dt, p.plan.substeps, p.method, p.out_index,
                          p.station_out.copy(), True, self._eta0, self._reach, p.pos.copy(), p.vel.copy(),
                          s.step_count + 1, fj, current, z, ich, fch, sf.copy(), si.copy(), gi, gm, lin_idx, lin_coef,
                          axis, truth.copy(), sampled.copy(), measured.copy())
@@ -50,22 +50,22 @@ class FusedCycle:
     def applies(self) -> bool:
         """Enabled, no brake engaged, the ABA formulation, output stations set (SensorSuite sets them)."""
         p = self.plant
-        return (self.enabled and not self.drives._braking and p._step_and_sample is step_and_sample
-                and p._out_index is not None)
+        return (self.enabled and not self.drives.braking and not p.dae
+                and p.out_index is not None)
 
     def step(self, command: np.ndarray, cycle: int, draw: bool = True) -> int:
         """One cycle with the drives' `command`; on OK the plant, drives and sensors have advanced as
         with the separate calls, otherwise the drives have and the plant is back before the step.
         `draw` False: the sensor noise of this step was drawn already (hil.runtime.one_call)."""
         p, s, d = self.plant, self.sensors, self.drives
-        par, vidx, kt, out, limited = self._drive_args
+        par, vidx, kt, out, limited = self.drive_args
         self.guard.kept_t = p.t          # with the position and velocity the call keeps
         if draw:
-            s.rng.standard_normal(out=s._z)
+            s.rng.standard_normal(out=s.noise)
         verdict, d.torque_limited = drive_step_sense(
-            par, command, vidx, kt, out, limited, *p._kernel, p.t, p.pos, p.vel, p.tau, p.dt, p.plan.substeps,
-            p._method, *self._stations, cycle % CHECK_EVERY == 0, *self._guard_args, s.step_count + 1,
-            *self._sense_args)
+            par, command, vidx, kt, out, limited, *p.kernel_args, p.t, p.pos, p.vel, p.tau, p.dt, p.plan.substeps,
+            p.method, *self.stations, cycle % CHECK_EVERY == 0, *self.guard_args, s.step_count + 1,
+            *self.sense_args)
         p.t += p.dt
         if verdict == OK:
             s.step_count += 1

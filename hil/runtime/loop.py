@@ -100,10 +100,10 @@ class Emulator:
         self.sensors = SensorSuite(plant, sensors, seed=options.seed, current_source=self.drives.current)
         sensors_out.bind(self.sensors.channel_names)
         compiled_out = CompiledSensorFrames(sensors_out, self.sensors.channel_names)
-        self._sensor_frames = compiled_out.frames
+        self.sensor_frames = compiled_out.frames
         # a CANopen map's RPDOs go through their node's PDO mapping (PdoCommandInput), in Python
         compiled_in = CompiledCommandInput(commands) if type(commands) is CommandInput else None
-        self._feed = commands.feed if compiled_in is None else compiled_in.feed
+        self.feed = commands.feed if compiled_in is None else compiled_in.feed
         # the faults' seed: the run's, else the scenario's, else the model's
         seed = next(s for s in (options.seed, scenario and scenario.seed, plant.asm.model.sensor_seed) if s is not None)
         self.faults = FaultEngine(self.sensors.channel_names, dt_s=plant.dt, seed=seed,
@@ -112,8 +112,8 @@ class Emulator:
         if scenario is not None:
             scenario.inject_into(self.faults)
         self._events_logged = 0
-        self._announced = ~0 if options.announce_faults else ~int(StatusFlag.FAULT_ACTIVE)   # status bits sent
-        self._limited_cycles = 0
+        self.announced = ~0 if options.announce_faults else ~int(StatusFlag.FAULT_ACTIVE)   # status bits sent
+        self.limited_cycles = 0
         self.watchdog = Watchdog(options.watchdog_s)
         self.header = header or {}
         self.stats = CycleStats(options.stats_capacity)
@@ -135,10 +135,10 @@ class Emulator:
         self.resent_frames = 0              # lockstep: unanswered sensor frames sent again
         self.dropped_while_silent = 0
         self.held_fresh = False             # a command taken in while waiting (lockstep, start)
-        self._rejected_now = False          # a command frame was rejected this cycle
+        self.rejected_now = False          # a command frame was rejected this cycle
         self._received: list[Frame] = []    # this cycle's frames (reused)
         self.divergence = DivergenceGuard(plant, self.drives)
-        self._fused = FusedCycle(plant, self.drives, self.sensors, self.divergence)
+        self.fused = FusedCycle(plant, self.drives, self.sensors, self.divergence)
         self.overrun_causes = OverrunCauses(options.period_s, None)
         self._last_work: tuple[int, int, int] | None = None   # last cycle: start, compute, I/O ns
         self._wait_from: int | None = None          # when the latest pacer wait began (monotonic ns)
@@ -154,9 +154,9 @@ class Emulator:
             self.link.tap = self._cue.see
         nj = plant.layout.n_joints
         self._safe_before = np.zeros(nj, bool)   # protocol: joints in the safe state last cycle
-        self._braked = (self.drives.brake_torque > 0) & (options.safe_state == "brake")
+        self.braked = (self.drives.brake_torque > 0) & (options.safe_state == "brake")
         self._brakes_closed = np.zeros(nj, bool)   # by the safe state (watchdog trip or a stopped drive node)
-        self._any_braked, self._any_brake_closed = bool(self._braked.any()), False    # their any(), kept
+        self._any_braked, self.any_brake_closed = bool(self.braked.any()), False    # their any(), kept
         self.tau = np.zeros(nj)
         self.hold_q = plant.q().copy()
         self.hold_tau = plant.tau[:nj].copy()     # the torque holding the arm at start (Plant.equilibrium_eta)
@@ -231,7 +231,7 @@ class Emulator:
         rejected = self.commands.reader.rejected_total
         for frame in frames:
             fresh |= self.take_frame(frame)
-        self._rejected_now = self.commands.reader.rejected_total > rejected
+        self.rejected_now = self.commands.reader.rejected_total > rejected
         return fresh
 
     def take_frame(self, frame: Frame) -> bool:
@@ -242,7 +242,7 @@ class Emulator:
 
     def take_command(self, frame: Frame) -> bool:
         """Feed a frame to the command reader; True if it was a valid command (its age tracked)."""
-        if not self._feed(frame):
+        if not self.feed(frame):
             return False
         self.age.taken(int(frame.timestamp * 1e9) if frame.timestamp > 0 else time.monotonic_ns())
         return True
@@ -277,30 +277,30 @@ class Emulator:
             kp, kd = self.opt.hold_gains
             self.tau[:] = self.hold_tau + kp * (self.hold_q - self.plant.q()) - kd * qd
         else:                               # joints with a holding brake: brake, no torque; else damping
-            self.tau[:] = np.where(self._braked, 0.0, -self.opt.brake_damping_N_m_s_rad * qd)
+            self.tau[:] = np.where(self.braked, 0.0, -self.opt.brake_damping_N_m_s_rad * qd)
 
     def _update_brakes(self) -> None:
         """Safe state "brake": a joint's holding brake is closed while the watchdog is tripped or its
         drive node is in the safe state, open otherwise (through the fault engine, so that a brake
         fault's brake stays closed, and vice versa)."""
         nodes = self.protocol is not None and self.protocol.any_safe
-        if not (self.in_safe_state or nodes or self._any_brake_closed) or not self._any_braked:
+        if not (self.in_safe_state or nodes or self.any_brake_closed) or not self._any_braked:
             return
-        want = self._braked & (self.in_safe_state | (self.protocol.safe if nodes else False))
+        want = self.braked & (self.in_safe_state | (self.protocol.safe if nodes else False))
         for k in np.flatnonzero(want != self._brakes_closed):
             self.faults.hold_brake(int(k), bool(want[k]))
         self._brakes_closed[:] = want
-        self._any_brake_closed = bool(want.any())
+        self.any_brake_closed = bool(want.any())
 
     def _status(self) -> int:
         status = _RUNNING
         if self.watchdog.tripped:
             status |= _COMMAND_TIMEOUT
-        if self._rejected_now:
+        if self.rejected_now:
             status |= _COMMAND_REJECTED
         if self.drives.torque_limited:
             status |= _TORQUE_LIMITED
-            self._limited_cycles += 1
+            self.limited_cycles += 1
         if self.faults.any_active or self.diverged:
             status |= _FAULT_ACTIVE
         return status
@@ -328,7 +328,7 @@ class Emulator:
         self.diverged = True
         if first:
             self.hold_q[:] = self.plant.q()
-            self._announced = ~0                # a drive fault: FAULT_ACTIVE goes to the firmware too
+            self.announced = ~0                # a drive fault: FAULT_ACTIVE goes to the firmware too
             if self.logger is not None:
                 self.logger.event(event)
         self._update_brakes()
@@ -339,7 +339,7 @@ class Emulator:
     def _fused_step(self, command: np.ndarray, draw: bool) -> np.ndarray:
         """The cycle's compute in one call (hil.runtime.fused_cycle; `draw`: the sensor noise not yet drawn)."""
         self.faults.stall()
-        if self._fused.step(command, self.cycle, draw) == OK:
+        if self.fused.step(command, self.cycle, draw) == OK:
             return self.drives.tau
         return self._recover_step()
 
@@ -354,9 +354,9 @@ class Emulator:
         """Frames from the measured sensor channels (after any change a fault engine made to them)."""
         measured = self.sensors.measured
         if self.protocol is None:
-            return self._sensor_frames(self.cycle, measured, status)
+            return self.sensor_frames(self.cycle, measured, status)
         # CANopen: boot-up, heartbeats due, TPDOs answering a SYNC
-        return self.protocol.transmit(lambda k: self._sensor_frames(k, measured, status))
+        return self.protocol.transmit(lambda k: self.sensor_frames(k, measured, status))
 
     def send_frames(self, frames: list[Frame]) -> bool:
         """Send frames; True if any went out on the wire (a bus fault may withhold them)."""
@@ -439,7 +439,7 @@ class Emulator:
                 clk and clk.mark(5)
                 tau = self._recover_step()
                 clk and clk.mark(6, through=7)
-            elif self._fused.applies:                 # drives, plant, sensors: one call (the "plant" stage)
+            elif self.fused.applies:                 # drives, plant, sensors: one call (the "plant" stage)
                 clk and clk.mark(5)
                 tau = self._fused_step(self._applied_torque(), draw)
                 clk and clk.mark(6, through=7)
@@ -456,7 +456,7 @@ class Emulator:
             t2 = time.monotonic_ns()
             clk and clk.mark(8)
             status = self._status()
-            frames = self._encode(status & self._announced)
+            frames = self._encode(status & self.announced)
         clk and clk.mark(9)
         if self.opt.mode != "lockstep":     # commands that arrived while the plant stepped answer older frames
             self._read_into(self._early)
@@ -580,7 +580,7 @@ class Emulator:
             "log_dropped": 0 if self.logger is None else self.logger.dropped,
             "log": None if self.logger is None else self.logger.report(),
             "faults": self.faults.summary(),
-            "drives": {"torque_limited_cycles": self._limited_cycles},
+            "drives": {"torque_limited_cycles": self.limited_cycles},
             "joints": list(self.plant.layout.joint_names), "q": self.plant.q().tolist(),
             "tip": self.sensors.tip.tolist(),
             "read_to_send_us": self._latency_summary(),

@@ -65,8 +65,8 @@ class OneCall:
         self.command_frames, self.sensor_frames = command_frames, sensor_frames
         self.capacity = 2 * emu.opt.receive_frames      # the cycle's frames and those read just before sending
         self._reader = command_frames.commands.reader
-        self._lookup = command_frames._lookup
-        self._width = int(command_frames._msg[:, DEC_LENGTH].max())      # the longest command payload
+        self._lookup = command_frames.lookup
+        self._width = int(command_frames.msg[:, DEC_LENGTH].max())      # the longest command payload
         self._frames = np.zeros((self.capacity, self._width), np.uint8)
         self._bytes = memoryview(self._frames).cast("B")
         self._frame_msg = np.zeros(self.capacity, np.int64)
@@ -76,27 +76,27 @@ class OneCall:
         self._msg_items, self._len_items, self._verdict_items = map(memoryview, (
             self._frame_msg, self._frame_len, self._verdicts))
         self._taken: list = []
-        fused, p, opt = emu._fused, emu.plant, emu.opt
+        fused, p, opt = emu.fused, emu.plant, emu.opt
         self.fused = fused
         sp = np.array([_SAFE_MODES[opt.safe_state], *map(float, opt.hold_gains), opt.brake_damping_N_m_s_rad])
         crc8, crc16, f32, u32, decoded, ctr, state, counts, stored, slots, command = command_frames.tables
         enc = sensor_frames
         bound = dict(
             frames=self._frames, frame_msg=self._frame_msg, frame_len=self._frame_len, n_frames=0,
-            verdicts=self._verdicts, msg=command_frames._msg, sig=command_frames._sig, sigf=command_frames._sigf,
+            verdicts=self._verdicts, msg=command_frames.msg, sig=command_frames.sig, sigf=command_frames.sigf,
             crc8=crc8, crc16=crc16, f32=f32, u32=u32, decoded=decoded, ctr=ctr, ctr_state=state, counts=counts,
             stored=stored, slots=slots, command=command, t=p.t, held_fresh=False, last_valid_s=0.0, tripped=False,
             timeout_s=float(emu.watchdog.timeout_s), sp=sp, hold_tau=emu.hold_tau, hold_q=emu.hold_q,
-            braked=emu._braked, conv=_conversions(emu.drives), safe=emu.tau,
-            **dict(zip(("par", "vidx", "kt_scale", "dout", "limited"), fused._drive_args)),
-            **dict(zip(("mi", "mf", "w"), p._kernel)), pos=p.pos, vel=p.vel, tau=p.tau, dt=p.dt,
-            nsub=p.plan.substeps, method=p._method, **dict(zip(("stations", "out"), fused._stations)),
+            braked=emu.braked, conv=_conversions(emu.drives), safe=emu.tau,
+            **dict(zip(("par", "vidx", "kt_scale", "dout", "limited"), fused.drive_args)),
+            **dict(zip(("mi", "mf", "w"), p.kernel_args)), pos=p.pos, vel=p.vel, tau=p.tau, dt=p.dt,
+            nsub=p.plan.substeps, method=p.method, **dict(zip(("stations", "out"), fused.stations)),
             check_every=CHECK_EVERY,
-            **dict(zip(("eta0", "reach", "kept_pos", "kept_vel"), fused._guard_args)), step=0,
+            **dict(zip(("eta0", "reach", "kept_pos", "kept_vel"), fused.guard_args)), step=0,
             **dict(zip(("fj", "current", "z", "ich", "fch", "sf", "si", "gi", "gm", "lin_idx", "lin_coef", "jaxis",
-                        "truth", "sampled", "measured"), fused._sense_args)),
-            status=0, announced=0, emsg=enc._msg, esig=enc._sig, esigf=enc._sigf, cycle=0, counters=enc._counters,
-            payload=enc._payload, result=enc._result)
+                        "truth", "sampled", "measured"), fused.sense_args)),
+            status=0, announced=0, emsg=enc.msg, esig=enc.sig, esigf=enc.sigf, cycle=0, counters=enc.counters,
+            payload=enc.payload, result=enc.result)
         self._args = [bound[name] for name in _ARG]
         self._call = bound_call(emulator_cycle, tuple(self._args))
         self.fresh, self.cmd_age_us, self.status, self.t1, self.t2 = False, float("nan"), 0, 0, 0
@@ -106,7 +106,7 @@ class OneCall:
         """This cycle is on the common path (module docstring)."""
         emu = self.emu
         faults = emu.faults
-        return (len(frames) <= self.capacity and self.fused.applies and not emu.diverged and not emu._any_brake_closed
+        return (len(frames) <= self.capacity and self.fused.applies and not emu.diverged and not emu.any_brake_closed
                 and not faults.stall_ns and faults.signals_idle)
 
     def run(self, frames: list, t0: int, clk) -> int:
@@ -119,7 +119,7 @@ class OneCall:
         for frame in frames:
             m = self._lookup.get((frame.arbitration_id, frame.is_extended_id))
             if m is None:
-                reader._reject("unknown_id")
+                reader.reject("unknown_id")
                 rejected = True
             elif m == OTHER_DIRECTION:
                 reader.ignored += 1
@@ -138,17 +138,17 @@ class OneCall:
         a[_POS], a[_VEL], a[_NSUB], a[_STEP] = p.pos, p.vel, p.plan.substeps, s.step_count + 1
         a[_STATUS] = _RUNNING | (_FAULT_ACTIVE if emu.faults.any_active else 0) | (_COMMAND_REJECTED if rejected
                                                                                 else 0)
-        a[_ANNOUNCED], a[_CYCLE] = emu._announced, cycle
+        a[_ANNOUNCED], a[_CYCLE] = emu.announced, cycle
         fresh, emu.held_fresh = emu.held_fresh, False
         self.fused.guard.kept_t = t
-        s.rng.standard_normal(out=s._z)     # drawn once per plant step (the fallback then draws no more)
+        s.rng.standard_normal(out=s.noise)     # drawn once per plant step (the fallback then draws no more)
         clk and clk.mark(3, through=5)
         self.t1 = time.monotonic_ns()
         outcome, status, saturated = self._call(*a)
         clk and clk.mark(6, through=8)
         if n:
             fresh, rejected = self._count(n, fresh, rejected)
-        emu._rejected_now = rejected
+        emu.rejected_now = rejected
         self.fresh, self.cmd_age_us = fresh, emu.age.cycle_start(t0)
         if outcome == SUPERVISE:
             return outcome
@@ -161,7 +161,7 @@ class OneCall:
             return outcome
         s.step_count += 1
         if limited:
-            emu._limited_cycles += 1
+            emu.limited_cycles += 1
         if emu.faults.watching:             # crossing triggers read the channels (nothing changes them)
             emu.faults.apply_signals(s.measured, s.truth)
         emu.cycle = cycle + 1
@@ -179,7 +179,7 @@ class OneCall:
         for k in range(n):
             verdict = verdicts[k]
             if verdict != OK and verdict < OK_LOST:
-                reader._reject(REJECTIONS[verdict])
+                reader.reject(REJECTIONS[verdict])
                 rejected = True
                 continue
             counted |= verdict != OK
@@ -189,6 +189,6 @@ class OneCall:
             emu.age.taken(int(stamp * 1e9) if stamp > 0 else time.monotonic_ns())
             fresh = True
         if counted:
-            counts = self.command_frames._counts
+            counts = self.command_frames.counts
             reader.counters.lost, reader.counters.resyncs = int(counts[CNT_LOST]), int(counts[CNT_RESYNCS])
         return fresh, rejected

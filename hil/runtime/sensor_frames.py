@@ -21,26 +21,26 @@ class CompiledSensorFrames:
     def __init__(self, out: SensorOutput, channel_names: list[str]):
         self.writer = out.writer
         table = encoder_table(self.writer.codecs, {n: i for i, n in enumerate(channel_names)})
-        self._msg = np.array(table.message_rows, np.int64).reshape(-1, 8)
-        self._sig = np.array(table.signal_rows, np.int64).reshape(-1, 6)
-        self._sigf = np.array(table.signal_values, float).reshape(-1, 4)
+        self.msg = np.array(table.message_rows, np.int64).reshape(-1, 8)
+        self.sig = np.array(table.signal_rows, np.int64).reshape(-1, 6)
+        self.sigf = np.array(table.signal_values, float).reshape(-1, 4)
         self._crc8 = np.array(table.crc8, np.int64)
         self._crc16 = np.array(table.crc16, np.int64)
         self._ids = table.frame_ids
         self._lengths = [row[0] for row in table.message_rows]
-        self._counters = np.array([self.writer.counter[id(c)] for c in self.writer.codecs], np.int64)
+        self.counters = np.array([self.writer.counter[id(c)] for c in self.writer.codecs], np.int64)
         self._f32 = np.zeros(1, np.float32)
         self._u32 = self._f32.view(np.uint32)
-        self._payload = np.zeros((len(self._ids), MAX_PAYLOAD), np.uint8)
-        self._result = np.zeros(len(self._ids), np.int64)
-        self._rows = [self._payload[m, :n] for m, n in enumerate(self._lengths)]     # each message's bytes
+        self.payload = np.zeros((len(self._ids), MAX_PAYLOAD), np.uint8)
+        self.result = np.zeros(len(self._ids), np.int64)
+        self._rows = [self.payload[m, :n] for m, n in enumerate(self._lengths)]     # each message's bytes
         self.frames(0, np.zeros(max(1, len(channel_names))), 0, dry=True)    # compile or load before real time
 
     def frames(self, cycle: int, measured: np.ndarray, status: int, dry: bool = False) -> list[Frame]:
         """The frames due in `cycle` carrying `measured`; `dry`: compute only (warm-up), no state kept."""
-        counters = self._counters.copy() if dry else self._counters
-        saturated = encode_frames(self._msg, self._sig, self._sigf, measured, status, cycle, counters,
-                                  self._crc8, self._crc16, self._f32, self._u32, self._payload, self._result)
+        counters = self.counters.copy() if dry else self.counters
+        saturated = encode_frames(self.msg, self.sig, self.sigf, measured, status, cycle, counters,
+                                  self._crc8, self._crc16, self._f32, self._u32, self.payload, self.result)
         if dry:
             return []
         return self.wrap(saturated)
@@ -50,7 +50,7 @@ class CompiledSensorFrames:
         messages counted in the writer."""
         self.writer.saturated += saturated
         out = []
-        for m, r in enumerate(self._result.tolist()):
+        for m, r in enumerate(self.result.tolist()):
             if r == READY:
                 arbitration_id, is_fd, is_extended_id = self._ids[m]
                 out.append(Frame(arbitration_id, self._rows[m].tobytes(), is_fd, is_extended_id))
