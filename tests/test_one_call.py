@@ -167,9 +167,9 @@ def _state(emu, sent: list[Frame]) -> dict:
         "writer": (writer.saturated, writer.refused),
         "watchdog": (emu.watchdog.tripped, emu.watchdog.trips, emu.watchdog.last_valid_s, emu.watchdog.events),
         "age": (emu.age._answered, emu.age.count, emu.age.missed),
-        "flags": (emu.rejected_now, emu.limited_cycles, emu.drives.torque_limited, emu.held_fresh, emu.cycle),
+        "flags": (emu.supervisor.rejected_now, emu.supervisor.limited_cycles, emu.drives.torque_limited, emu.held_fresh, emu.cycle),
         "state": (emu.plant.pos.tobytes(), emu.plant.vel.tobytes(), emu.plant.t, emu.sensors.step_count,
-                  emu.drives.outputs.tobytes(), emu.tau.tobytes()),
+                  emu.drives.outputs.tobytes(), emu.supervisor.tau.tobytes()),
     }
 
 
@@ -240,7 +240,7 @@ def test_the_script_covers_every_rejection(model, tmp_path_factory):
     counts = emu.commands.counters()
     assert all(n > 0 for n in counts["rejected"].values()), counts
     assert counts["lost"] > 0 and counts["resyncs"] > 0 and counts["ignored"] > 0, counts
-    assert emu.watchdog.trips == 2 and emu.limited_cycles > 0
+    assert emu.watchdog.trips == 2 and emu.supervisor.limited_cycles > 0
 
 
 def test_a_status_without_the_running_bit_is_caught(model, monkeypatch):

@@ -45,7 +45,7 @@ from hil.logs.run_writers import open_writer
 from hil.model.assembly import Assembled, assemble
 from hil.model.config import load_model
 from hil.kernels import oracle
-from hil.model.assembly import make_work
+from hil.model.kernel_arrays import make_work
 from hil.model.linearize import servo_modes_hz, stiffness_and_mass
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -111,7 +111,7 @@ from typing import Sequence
 import numpy as np
 
 from config_schema import Problem, UserError, raise_problem
-from hil.model.assembly import make_work
+from hil.model.kernel_arrays import make_work
 from hil.model.spec import (INTERFACE_CURRENT, INTERFACE_TORQUE, INTERFACE_VOLTAGE, INTERFACES, DriveSpec,
                     drive_problems)
 from hil.dynamics.plant import REAL_AXIS_STABILITY, Plant, apparent_inertias

@@ -1,10 +1,6 @@
-"""Turn a Model (hil.model.spec) into the flat arrays the numba kernels read.
-
-KernelModel holds the model in two flat arrays, ``mi`` (int64) and ``mf`` (float64), laid out by
-hil.kernels.layout; Work holds every scratch buffer of the kernels in one flat array ``w``, so a
-step allocates nothing and crosses into numba with three arrays. Python reads and writes the
-named blocks through views (``km.view("jpar")`` or ``km.jpar``), which the drives and fault
-effects change in place while the kernels run.
+"""Turn a Model (hil.model.spec) into the flat arrays the numba kernels read (hil.model.kernel_arrays):
+the beams' modes, the joints' data and profiles, the lumped nodes of every body with their modal
+stiffness and damping, the joint and output stations, and the initial state.
 """
 from __future__ import annotations
 
@@ -14,6 +10,7 @@ import numpy as np
 
 from config_schema import UserError, raise_problem
 from hil.model import spec as md
+from hil.model.kernel_arrays import KernelModel, Work, make_work
 from hil.model.modal import BeamModes, beam_modes
 from hil.kernels import layout as lay_
 from hil.kernels import screw_dae_arrays
@@ -21,81 +18,8 @@ from hil.kernels.layout import (JOINT_PRESCRIBED, JOINT_TORQUE_DRIVEN, JP_COUL_V
                                 JP_BACKLASH, N_JP, N_FIT, MOTION_CONSTANT, MOTION_SPINUP, MOTION_CYCLOIDAL,
                                 MOTION_TABLE)
 
-
-class _Blocks:
-    """Named views into flat arrays (the blocks of hil.kernels.layout)."""
-
-    def __init__(self, views: dict[str, np.ndarray]):
-        self._views = views
-
-    def view(self, name: str) -> np.ndarray:
-        """The block `name` as a numpy view of its flat array (writes reach the kernels)."""
-        try:
-            return self._views[name]
-        except KeyError:
-            raise KeyError(f"no kernel array {name!r}; arrays: {', '.join(self._views)}") from None
-
-    def __getattr__(self, name: str) -> np.ndarray:
-        views = self.__dict__.get("_views")
-        if views is not None and name in views:
-            return views[name]
-        raise AttributeError(name)
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        """Every block, name -> view."""
-        return dict(self._views)
-
-
-def _views(arrays: dict[str, np.ndarray], where: dict) -> dict[str, np.ndarray]:
-    out = {}
-    for name, (array, at, shape) in where.items():
-        if array in arrays:
-            n = int(np.prod(shape, dtype=np.int64))
-            out[name] = arrays[array][at:at + n].reshape(shape)
-    return out
-
-
-class KernelModel(_Blocks):
-    """An assembled model as the kernels read it: ``mi`` (sizes, block offsets, integer blocks) and
-    ``mf`` (float blocks); every kernel takes ``(km.mi, km.mf, work.w, ...)``."""
-
-    def __init__(self, sizes: lay_.Sizes, blocks: dict[str, np.ndarray]):
-        self.sizes = sizes
-        self.where, self.lengths = lay_.offsets(sizes)
-        self.mi = np.zeros(self.lengths["mi"], np.int64)
-        self.mf = np.zeros(self.lengths["mf"])
-        self.mi[:lay_.N_DIMS] = sizes
-        for name, (array, at, shape) in self.where.items():
-            self.mi[lay_.slot(name)] = at
-        super().__init__(_views({"mi": self.mi, "mf": self.mf}, self.where))
-        for name, view in self._views.items():
-            value = np.asarray(blocks[name])
-            if value.shape != view.shape:
-                raise ValueError(f"kernel array {name}: shape {value.shape}, the layout expects {view.shape}")
-            view[...] = value
-
-    def copy(self) -> KernelModel:
-        """An independent copy (its own mi and mf)."""
-        return KernelModel(self.sizes, self._views)
-
-    @property
-    def dims(self) -> np.ndarray:
-        """The sizes (hil.kernels.layout DIM_*), a view of the header of mi."""
-        return self.mi[:lay_.N_DIMS]
-
-
-class Work(_Blocks):
-    """Every scratch buffer of the kernels for one model, in one flat array ``w`` (named views too)."""
-
-    def __init__(self, km: KernelModel):
-        self.w = np.zeros(km.lengths["w"])
-        super().__init__(_views({"w": self.w}, km.where))
-
-
-def make_work(km: KernelModel) -> Work:
-    """All scratch buffers of the kernels for this model."""
-    return Work(km)
-
+# KernelModel, Work and make_work live in hil.model.kernel_arrays; they stay importable from here
+__all__ = ["Assembled", "KernelModel", "Layout", "Work", "assemble", "axis_matrix", "make_work", "rpy_matrix"]
 
 
 def rpy_matrix(rpy: np.ndarray) -> np.ndarray:

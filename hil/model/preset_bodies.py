@@ -324,53 +324,9 @@ class BodyReader:
                     rotary_inertia=rotary, polar_moment_m4=polar, quadrature_points=quad)
         n = beam.n_modes
 
-        expected = (f"a non-negative modal damping ratio (dimensionless) or a list of {n} of them "
-                    f"(one per mode: {counts['bending_y']} bending_y, {counts['bending_z']} bending_z, "
-                    f"{counts['torsion']} torsion, {counts['axial']} axial)")
-        zeta = b.raw("damping_ratio", 0.0)
-        if is_number(zeta):
-            zeta_arr = np.full(n, float(zeta))
-        elif isinstance(zeta, list) and all(is_number(z) for z in zeta):
-            if len(zeta) != n:
-                raise b.error("damping_ratio", zeta, f"expected {expected}; got {len(zeta)} values")
-            zeta_arr = np.array([float(z) for z in zeta], dtype=float)
-        else:
-            raise b.error("damping_ratio", zeta, f"expected {expected}")
-        if not np.all(np.isfinite(zeta_arr)) or np.any(zeta_arr < 0):
-            raise b.error("damping_ratio", zeta, f"expected {expected}")
-        beam.damping_ratio = zeta_arr
-
+        beam.damping_ratio = _damping_ratios(b, counts, n)
         if b.has("user_shapes"):
-            if family != "user":
-                raise b.error("user_shapes", b.raw("user_shapes"),
-                              'expected no user_shapes unless family = "user"')
-            us = b.table("user_shapes", MODE_KINDS)
-            shapes = {}
-            for kind in MODE_KINDS:
-                if not us.has(kind):
-                    continue
-                nk = counts[kind]
-                if nk == 0:
-                    raise us.error(kind, us.raw(kind),
-                                   f"expected no {kind} shapes (modes.{kind} = 0)")
-                st = us.table(kind, USER_SHAPE_KEYS)
-                x = st.vector("x_m", n=None, unit="m")
-                if (len(x) < 2 or np.any(np.diff(x) <= 0) or abs(x[0]) > _REL_TOL * length
-                        or abs(x[-1] - length) > _REL_TOL * length):
-                    raise st.error("x_m", st.raw("x_m"),
-                                   f"expected at least 2 strictly increasing stations in m "
-                                   f"from 0 to {fmt_float(length)} (the beam length)")
-                vals = st.raw("values", MISSING)
-                exp_v = (f"{nk} rows (one per {kind} mode) of {len(x)} numbers "
-                         f"(shape values at x_m, per unit modal coordinate)")
-                if (not isinstance(vals, list) or len(vals) != nk
-                        or not all(isinstance(r, list) and len(r) == len(x)
-                                   and all(is_number(v) and math.isfinite(float(v)) for v in r)
-                                   for r in vals)):
-                    raise st.error("values", vals,
-                                   f"{'required; ' if vals is MISSING else ''}expected {exp_v}")
-                shapes[kind] = (x, np.array(vals, dtype=float))
-            beam.user_shapes = shapes
+            beam.user_shapes = _user_shapes(b, counts, length, family)
         if family == "user":
             have = beam.user_shapes or {}
             for kind in MODE_KINDS:
@@ -379,6 +335,59 @@ class BodyReader:
                                          f'required with family = "user" and modes.{kind} = '
                                          f"{counts[kind]}; expected a table with x_m (m) and values")
         return beam
+
+
+def _damping_ratios(b: Table, counts: dict[str, int], n: int) -> np.ndarray:
+    """The beam's modal damping ratios: one for all n modes, or one per mode."""
+    expected = (f"a non-negative modal damping ratio (dimensionless) or a list of {n} of them "
+                f"(one per mode: {counts['bending_y']} bending_y, {counts['bending_z']} bending_z, "
+                f"{counts['torsion']} torsion, {counts['axial']} axial)")
+    zeta = b.raw("damping_ratio", 0.0)
+    if is_number(zeta):
+        zeta_arr = np.full(n, float(zeta))
+    elif isinstance(zeta, list) and all(is_number(z) for z in zeta):
+        if len(zeta) != n:
+            raise b.error("damping_ratio", zeta, f"expected {expected}; got {len(zeta)} values")
+        zeta_arr = np.array([float(z) for z in zeta], dtype=float)
+    else:
+        raise b.error("damping_ratio", zeta, f"expected {expected}")
+    if not np.all(np.isfinite(zeta_arr)) or np.any(zeta_arr < 0):
+        raise b.error("damping_ratio", zeta, f"expected {expected}")
+    return zeta_arr
+
+
+def _user_shapes(b: Table, counts: dict[str, int], length: float, family: str) -> dict:
+    """The beam's tabulated mode shapes per kind: (x_m, values), checked against its mode counts."""
+    if family != "user":
+        raise b.error("user_shapes", b.raw("user_shapes"),
+                      'expected no user_shapes unless family = "user"')
+    us = b.table("user_shapes", MODE_KINDS)
+    shapes = {}
+    for kind in MODE_KINDS:
+        if not us.has(kind):
+            continue
+        nk = counts[kind]
+        if nk == 0:
+            raise us.error(kind, us.raw(kind),
+                           f"expected no {kind} shapes (modes.{kind} = 0)")
+        st = us.table(kind, USER_SHAPE_KEYS)
+        x = st.vector("x_m", n=None, unit="m")
+        if (len(x) < 2 or np.any(np.diff(x) <= 0) or abs(x[0]) > _REL_TOL * length
+                or abs(x[-1] - length) > _REL_TOL * length):
+            raise st.error("x_m", st.raw("x_m"),
+                           f"expected at least 2 strictly increasing stations in m "
+                           f"from 0 to {fmt_float(length)} (the beam length)")
+        vals = st.raw("values", MISSING)
+        exp_v = (f"{nk} rows (one per {kind} mode) of {len(x)} numbers "
+                 f"(shape values at x_m, per unit modal coordinate)")
+        if (not isinstance(vals, list) or len(vals) != nk
+                or not all(isinstance(r, list) and len(r) == len(x)
+                           and all(is_number(v) and math.isfinite(float(v)) for v in r)
+                           for r in vals)):
+            raise st.error("values", vals,
+                           f"{'required; ' if vals is MISSING else ''}expected {exp_v}")
+        shapes[kind] = (x, np.array(vals, dtype=float))
+    return shapes
 
 
 def station_position(t: Table, length: float | None, body_name: str, key: str = "station_m") -> float:

@@ -41,12 +41,11 @@ import numpy as np
 from firmware_bridge.links.base import Frame, Link
 from firmware_bridge.links.faults import FaultyLink
 from firmware_bridge.links.recording import BusRecorder
-from firmware_bridge.wire.messages import StatusFlag
 from firmware_bridge.wire.signals import CommandInput, SensorOutput
 from hil.devices.drives import DriveBank
 from hil.faults.engine import FaultEngine, bus_encoding, encoder_counter_bits
 from hil.model.spec import INTERFACE_VOLTAGE
-from hil.dynamics.plant import Plant, SimulationError, wrench_columns
+from hil.dynamics.plant import Plant, SimulationError
 from hil.kernels.cycle import OK
 from hil.runtime.command_age import CommandAge
 from hil.runtime.cycle_stats import CycleStats, series_summary
@@ -62,6 +61,8 @@ from hil.runtime.fused_cycle import FusedCycle
 from hil.runtime.one_call import DONE, STEP_FAILED, TAKE_IN, OneCall
 from hil.runtime.sensor_frames import CompiledSensorFrames
 from hil.runtime.stages import StageClock
+from hil.runtime.supervisor import Supervisor
+from hil.runtime.cycle_record import CycleRecord
 from hil.runtime.stalls import Heartbeat, OverrunCauses, thread_usage, usage_between
 from hil.logs import writer_process
 from hil.logs.run_logger import RunLogger
@@ -69,10 +70,6 @@ from hil.faults.scenario import Scenario
 from hil.model.sensor_specs import SensorSpec
 from hil.devices.sensors import SensorSuite
 
-# the status bits as plain ints (IntFlag arithmetic costs about a microsecond per cycle)
-_RUNNING, _COMMAND_TIMEOUT, _COMMAND_REJECTED, _TORQUE_LIMITED, _FAULT_ACTIVE = map(int, (
-    StatusFlag.RUNNING, StatusFlag.COMMAND_TIMEOUT, StatusFlag.COMMAND_REJECTED, StatusFlag.TORQUE_LIMITED,
-    StatusFlag.FAULT_ACTIVE))
 
 
 class Emulator:
@@ -111,10 +108,6 @@ class Emulator:
                                   counter_bits=encoder_counter_bits(self.sensors))
         if scenario is not None:
             scenario.inject_into(self.faults)
-        self._events_logged = 0
-        self.announced = ~0 if options.announce_faults else ~int(StatusFlag.FAULT_ACTIVE)   # status bits sent
-        self.limited_cycles = 0
-        self.watchdog = Watchdog(options.watchdog_s)
         self.header = header or {}
         self.stats = CycleStats(options.stats_capacity)
         # read-to-send latency: a command frame taken off the link -> the first sensor frame computed with it
@@ -135,7 +128,6 @@ class Emulator:
         self.resent_frames = 0              # lockstep: unanswered sensor frames sent again
         self.dropped_while_silent = 0
         self.held_fresh = False             # a command taken in while waiting (lockstep, start)
-        self.rejected_now = False          # a command frame was rejected this cycle
         self._received: list[Frame] = []    # this cycle's frames (reused)
         self.divergence = DivergenceGuard(plant, self.drives)
         self.fused = FusedCycle(plant, self.drives, self.sensors, self.divergence)
@@ -143,7 +135,6 @@ class Emulator:
         self._last_work: tuple[int, int, int] | None = None   # last cycle: start, compute, I/O ns
         self._wait_from: int | None = None          # when the latest pacer wait began (monotonic ns)
         self._usage_from = None                     # the loop thread's usage then (hil.runtime.stalls.thread_usage)
-        self.diverged = False               # latched: the plant blew up, the safe state holds to the end
         self.receive_budget = ReceiveBudget(options.receive_frames,
                                             options.receive_budget_s if options.mode == "realtime" else None)
         self.recorder: BusRecorder | None = None
@@ -152,32 +143,26 @@ class Emulator:
         self._cue = firmware_cue(bus, plant.layout.joint_names) if options.mode == "lockstep" and protocol is None else None
         if self._cue is not None:
             self.link.tap = self._cue.see
-        nj = plant.layout.n_joints
-        self._safe_before = np.zeros(nj, bool)   # protocol: joints in the safe state last cycle
-        self.braked = (self.drives.brake_torque > 0) & (options.safe_state == "brake")
-        self._brakes_closed = np.zeros(nj, bool)   # by the safe state (watchdog trip or a stopped drive node)
-        self._any_braked, self.any_brake_closed = bool(self.braked.any()), False    # their any(), kept
-        self.tau = np.zeros(nj)
-        self.hold_q = plant.q().copy()
-        self.hold_tau = plant.tau[:nj].copy()     # the torque holding the arm at start (Plant.equilibrium_eta)
-        commands.tau[:] = self.hold_tau          # until the first command: as if the drives held the arm
+        self.supervisor = Supervisor(plant, self.drives, self.faults, options, protocol)
+        commands.tau[:] = self.supervisor.hold_tau     # until the first command: as if the drives held the arm
         self._settle_drives()
-        self.columns = (["cycle", "t", "status"] + [f"tau_cmd_{j}" for j in plant.layout.joint_names]
-                        + [f"tau_{j}" for j in plant.layout.joint_names]
-                        + [f"q_{j}" for j in plant.layout.joint_names] + [f"qd_{j}" for j in plant.layout.joint_names]
-                        + [f"eta_{body}_{mode}" for body, labels in zip(plant.layout.body_names, plant.layout.mode_labels)
-                           for mode in labels]                           # modal coordinates: the links' shape
-                        + [f"brake_{j}" for j in plant.layout.joint_names]     # 0 open, 1 closed, 2 holding
-                        + [c for name in self.sensors.channel_names for c in (name, f"{name}_true")]
-                        + ["tip_x", "tip_y", "tip_z", "lateness_us", "compute_us", "io_us", "cmd_age_us"]
-                        + (wrench_columns(plant.layout.joint_names) if options.log_wrenches else []))
-        self._wrench_row = plant.wrenches[:nj].reshape(-1) if options.log_wrenches else None   # a view
+        self.record = CycleRecord(plant, self.drives, self.sensors, self.faults, options.log_wrenches)
+        self.columns = self.record.columns
         self.logger: RunLogger | None = None
         self.stage_clock: StageClock | None = None    # per-stage timestamps (hil.runtime.stages), when set
         self.live = None        # a tap on the logger's thread (hil.viz.live.LiveView), set before run()
-        self._eta = plant.pos[nj:nj + plant.layout.n_eta]     # a view made once (the plant steps pos in place)
         # the common path's cycle in one call (hil.runtime.one_call); None: always the stages below
         self.one_call = OneCall(self, compiled_in, compiled_out) if compiled_in and protocol is None else None
+
+    @property
+    def watchdog(self) -> Watchdog:
+        """The command watchdog (the supervisor's)."""
+        return self.supervisor.watchdog
+
+    @property
+    def hold_tau(self) -> np.ndarray:
+        """The joint torques holding the arm at its start pose (the supervisor's)."""
+        return self.supervisor.hold_tau
 
     def _settle_drives(self, steps: int = 200) -> None:
         """The drives' electrical state holding the arm at rest before the first cycle (a voltage
@@ -231,7 +216,7 @@ class Emulator:
         rejected = self.commands.reader.rejected_total
         for frame in frames:
             fresh |= self.take_frame(frame)
-        self.rejected_now = self.commands.reader.rejected_total > rejected
+        self.supervisor.rejected_now = self.commands.reader.rejected_total > rejected
         return fresh
 
     def take_frame(self, frame: Frame) -> bool:
@@ -247,69 +232,6 @@ class Emulator:
         self.age.taken(int(frame.timestamp * 1e9) if frame.timestamp > 0 else time.monotonic_ns())
         return True
 
-    def _applied_torque(self) -> np.ndarray:
-        """The drives' commands: as received, or in the safe state the safe torques, converted to
-        each drive's command (a voltage drive's duty)."""
-        nodes_safe = self.protocol is not None and self.protocol.any_safe
-        if not self.in_safe_state and not nodes_safe:
-            return self.commands.tau
-        self._safe_torque()
-        self.drives.command_for_torque(self.tau, out=self.tau)
-        if not self.in_safe_state:          # only the joints of stopped drives in the safe state
-            keep = ~self.protocol.safe
-            self.tau[keep] = self.commands.tau[keep]
-        return self.tau
-
-    def _hold_newly_safe_joints(self) -> None:
-        """Protocol: the pose at which a drive was stopped is the one safe_state "hold" keeps."""
-        safe = self.protocol.safe
-        if self.protocol.any_safe or self._safe_before.any():
-            newly = safe & ~self._safe_before
-            if newly.any():
-                self.hold_q[newly] = self.plant.q()[newly]
-            self._safe_before[:] = safe
-
-    def _safe_torque(self) -> None:
-        qd = self.plant.vel[: len(self.tau)]
-        if self.opt.safe_state == "zero_torque":
-            self.tau[:] = 0.0
-        elif self.opt.safe_state == "hold":
-            kp, kd = self.opt.hold_gains
-            self.tau[:] = self.hold_tau + kp * (self.hold_q - self.plant.q()) - kd * qd
-        else:                               # joints with a holding brake: brake, no torque; else damping
-            self.tau[:] = np.where(self.braked, 0.0, -self.opt.brake_damping_N_m_s_rad * qd)
-
-    def _update_brakes(self) -> None:
-        """Safe state "brake": a joint's holding brake is closed while the watchdog is tripped or its
-        drive node is in the safe state, open otherwise (through the fault engine, so that a brake
-        fault's brake stays closed, and vice versa)."""
-        nodes = self.protocol is not None and self.protocol.any_safe
-        if not (self.in_safe_state or nodes or self.any_brake_closed) or not self._any_braked:
-            return
-        want = self.braked & (self.in_safe_state | (self.protocol.safe if nodes else False))
-        for k in np.flatnonzero(want != self._brakes_closed):
-            self.faults.hold_brake(int(k), bool(want[k]))
-        self._brakes_closed[:] = want
-        self.any_brake_closed = bool(want.any())
-
-    def _status(self) -> int:
-        status = _RUNNING
-        if self.watchdog.tripped:
-            status |= _COMMAND_TIMEOUT
-        if self.rejected_now:
-            status |= _COMMAND_REJECTED
-        if self.drives.torque_limited:
-            status |= _TORQUE_LIMITED
-            self.limited_cycles += 1
-        if self.faults.any_active or self.diverged:
-            status |= _FAULT_ACTIVE
-        return status
-
-    @property
-    def in_safe_state(self) -> bool:
-        """All joints in the safe state: the watchdog tripped, or the plant diverged (latched)."""
-        return self.watchdog.tripped or self.diverged
-
     def _step_plant(self, tau: np.ndarray) -> np.ndarray:
         """The plant step; a divergence (hil.runtime.divergence) restores the last good state, latches
         the safe state and steps with its torques instead. Returns the torque applied."""
@@ -323,16 +245,11 @@ class Emulator:
         if problem is None:
             return tau
         guard.restore()
-        first = not self.diverged
         event = guard.latch(self.cycle, guard.cause(self.commands.tau, tau, self.plant.layout.joint_names, problem))
-        self.diverged = True
-        if first:
-            self.hold_q[:] = self.plant.q()
-            self.announced = ~0                # a drive fault: FAULT_ACTIVE goes to the firmware too
-            if self.logger is not None:
-                self.logger.event(event)
-        self._update_brakes()
-        tau = self.drives.update(self._applied_torque())
+        if self.supervisor.latch_divergence() and self.logger is not None:
+            self.logger.event(event)
+        self.supervisor.update_brakes()
+        tau = self.drives.update(self.supervisor.applied_torque(self.commands.tau))
         self.plant.step(tau)
         return tau
 
@@ -381,34 +298,6 @@ class Emulator:
         self.last_sensor_frames = frames
         self.age.sent(time.monotonic_ns())
 
-    def _log(self, tau: np.ndarray, status: int, lateness: int, compute: int, io: int, cmd_age_us: float) -> None:
-        if self.logger is None:
-            return
-        lay = self.plant.layout
-        nj = lay.n_joints
-        r = self.logger.row()
-        r[0], r[1], r[2] = self.cycle, self.plant.t, status
-        i = 3
-        for block in (self.commands.tau, tau, self.plant.q(), self.plant.vel[:nj], self._eta):
-            r[i:i + len(block)] = block
-            i += len(block)
-        np.add(self.drives.brake_engaged, self.drives.brake_held, out=r[i:i + nj])
-        i += nj
-        n = len(self.sensors.measured)          # each channel as measured, then its ground truth
-        r[i:i + 2 * n:2] = self.sensors.measured
-        r[i + 1:i + 2 * n:2] = self.sensors.truth
-        i += 2 * n
-        r[i:i + 3] = self.sensors.tip
-        r[i + 3:i + 7] = lateness * 1e-3, compute * 1e-3, io * 1e-3, cmd_age_us
-        if self._wrench_row is not None:
-            r[i + 7:] = self._wrench_row
-        self.logger.put(r)
-        if len(self.faults.events) > self._events_logged:
-            for e in self.faults.events_since(self._events_logged):
-                self.logger.event({"event": e.action, "cycle": e.cycle, "t": e.t_s, "fault": e.fault,
-                                   "detail": e.description})
-            self._events_logged = len(self.faults.events)
-
     def step_once(self, lateness_ns: int = 0) -> None:
         """One cycle: receive -> decode -> supervise -> drives -> plant step -> sense -> signal faults
         -> encode -> send -> log (fault triggers first; a stall fault in the compute phase)."""
@@ -431,7 +320,7 @@ class Emulator:
         else:
             clk and clk.mark(3)
             if outcome != STEP_FAILED:      # (a failed step's cycle was supervised in the call)
-                self._supervise(fresh)
+                self.supervisor.supervise(fresh, self.cycle, self.logger)
             t1 = time.monotonic_ns()
             clk and clk.mark(4)
             draw = outcome == TAKE_IN       # else the call drew the sensor noise
@@ -441,10 +330,10 @@ class Emulator:
                 clk and clk.mark(6, through=7)
             elif self.fused.applies:                 # drives, plant, sensors: one call (the "plant" stage)
                 clk and clk.mark(5)
-                tau = self._fused_step(self._applied_torque(), draw)
+                tau = self._fused_step(self.supervisor.applied_torque(self.commands.tau), draw)
                 clk and clk.mark(6, through=7)
             else:
-                tau = self.drives.update(self._applied_torque())
+                tau = self.drives.update(self.supervisor.applied_torque(self.commands.tau))
                 clk and clk.mark(5)
                 self.faults.stall()
                 tau = self._step_plant(tau)
@@ -455,8 +344,8 @@ class Emulator:
             self.cycle += 1
             t2 = time.monotonic_ns()
             clk and clk.mark(8)
-            status = self._status()
-            frames = self._encode(status & self.announced)
+            status = self.supervisor.status()
+            frames = self._encode(status & self.supervisor.announced)
         clk and clk.mark(9)
         if self.opt.mode != "lockstep":     # commands that arrived while the plant stepped answer older frames
             self._read_into(self._early)
@@ -466,27 +355,12 @@ class Emulator:
         if fresh and self.commands.arrival_s > 0:
             self.latency_ns[self.latency_count % len(self.latency_ns)] = t3 - int(self.commands.arrival_s * 1e9)
             self.latency_count += 1
-        self._log(tau, status, lateness_ns, t2 - t1, (t1 - t0) + (t3 - t2), cmd_age_us)
+        if self.logger is not None:
+            self.record.put(self.logger, self.cycle, self.commands.tau, tau, status, lateness_ns, t2 - t1,
+                            (t1 - t0) + (t3 - t2), cmd_age_us)
         self.stats.record(lateness_ns, t2 - t1, (t1 - t0) + (t3 - t2), t3 - t0)
         clk and clk.mark(11)
         self._last_work = (t0, t2 - t1, (t1 - t0) + (t3 - t2))
-
-    def _supervise(self, fresh: bool) -> None:
-        """The command watchdog, the poses of drives that stopped (CANopen) and the holding brakes."""
-        self._check_watchdog(fresh)
-        if self.protocol is not None:
-            self._hold_newly_safe_joints()
-        self._update_brakes()
-
-    def _check_watchdog(self, fresh: bool) -> None:
-        was_tripped = self.watchdog.tripped
-        tripped = self.watchdog.check(self.plant.t, fresh)
-        if tripped and not was_tripped:
-            self.hold_q[:] = self.plant.q()          # the pose at the trip, held by safe_state "hold"
-        if tripped != was_tripped:
-            if self.logger is not None:
-                self.logger.event({"event": "watchdog_" + ("tripped" if tripped else "cleared"),
-                                   "cycle": self.cycle, "t": self.plant.t})
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> dict:
@@ -576,11 +450,11 @@ class Emulator:
             "link": self.link.counters.as_dict(), "commands": self.commands.counters(),
             "receive": self.receive_budget.summary(),
             "diverged": self.divergence.event,
-            "watchdog": {"trips": self.watchdog.trips, "events": self.watchdog.events},
+            "watchdog": {"trips": self.supervisor.watchdog.trips, "events": self.supervisor.watchdog.events},
             "log_dropped": 0 if self.logger is None else self.logger.dropped,
             "log": None if self.logger is None else self.logger.report(),
             "faults": self.faults.summary(),
-            "drives": {"torque_limited_cycles": self.limited_cycles},
+            "drives": {"torque_limited_cycles": self.supervisor.limited_cycles},
             "joints": list(self.plant.layout.joint_names), "q": self.plant.q().tolist(),
             "tip": self.sensors.tip.tolist(),
             "read_to_send_us": self._latency_summary(),

@@ -76,7 +76,7 @@ class OneCall:
         self._msg_items, self._len_items, self._verdict_items = map(memoryview, (
             self._frame_msg, self._frame_len, self._verdicts))
         self._taken: list = []
-        fused, p, opt = emu.fused, emu.plant, emu.opt
+        fused, p, opt, sup = emu.fused, emu.plant, emu.opt, emu.supervisor
         self.fused = fused
         sp = np.array([_SAFE_MODES[opt.safe_state], *map(float, opt.hold_gains), opt.brake_damping_N_m_s_rad])
         crc8, crc16, f32, u32, decoded, ctr, state, counts, stored, slots, command = command_frames.tables
@@ -86,8 +86,8 @@ class OneCall:
             verdicts=self._verdicts, msg=command_frames.msg, sig=command_frames.sig, sigf=command_frames.sigf,
             crc8=crc8, crc16=crc16, f32=f32, u32=u32, decoded=decoded, ctr=ctr, ctr_state=state, counts=counts,
             stored=stored, slots=slots, command=command, t=p.t, held_fresh=False, last_valid_s=0.0, tripped=False,
-            timeout_s=float(emu.watchdog.timeout_s), sp=sp, hold_tau=emu.hold_tau, hold_q=emu.hold_q,
-            braked=emu.braked, conv=_conversions(emu.drives), safe=emu.tau,
+            timeout_s=float(sup.watchdog.timeout_s), sp=sp, hold_tau=sup.hold_tau, hold_q=sup.hold_q,
+            braked=sup.braked, conv=_conversions(emu.drives), safe=sup.tau,
             **dict(zip(("par", "vidx", "kt_scale", "dout", "limited"), fused.drive_args)),
             **dict(zip(("mi", "mf", "w"), p.kernel_args)), pos=p.pos, vel=p.vel, tau=p.tau, dt=p.dt,
             nsub=p.plan.substeps, method=p.method, **dict(zip(("stations", "out"), fused.stations)),
@@ -106,7 +106,8 @@ class OneCall:
         """This cycle is on the common path (module docstring)."""
         emu = self.emu
         faults = emu.faults
-        return (len(frames) <= self.capacity and self.fused.applies and not emu.diverged and not emu.any_brake_closed
+        return (len(frames) <= self.capacity and self.fused.applies and not emu.supervisor.diverged
+                and not emu.supervisor.any_brake_closed
                 and not faults.stall_ns and faults.signals_idle)
 
     def run(self, frames: list, t0: int, clk) -> int:
@@ -131,14 +132,15 @@ class OneCall:
                 msgs[n], lens[n] = m, size
                 taken.append(frame)
                 n += 1
-        p, s, wd, cycle = emu.plant, emu.sensors, emu.watchdog, emu.cycle
+        p, s, sup, cycle = emu.plant, emu.sensors, emu.supervisor, emu.cycle
+        wd = sup.watchdog
         t = p.t
         a = self._args
         a[_N_FRAMES], a[_T], a[_HELD], a[_LAST_VALID], a[_TRIPPED] = n, t, emu.held_fresh, wd.last_valid_s, wd.tripped
         a[_POS], a[_VEL], a[_NSUB], a[_STEP] = p.pos, p.vel, p.plan.substeps, s.step_count + 1
         a[_STATUS] = _RUNNING | (_FAULT_ACTIVE if emu.faults.any_active else 0) | (_COMMAND_REJECTED if rejected
                                                                                 else 0)
-        a[_ANNOUNCED], a[_CYCLE] = emu.announced, cycle
+        a[_ANNOUNCED], a[_CYCLE] = sup.announced, cycle
         fresh, emu.held_fresh = emu.held_fresh, False
         self.fused.guard.kept_t = t
         s.rng.standard_normal(out=s.noise)     # drawn once per plant step (the fallback then draws no more)
@@ -148,7 +150,7 @@ class OneCall:
         clk and clk.mark(6, through=8)
         if n:
             fresh, rejected = self._count(n, fresh, rejected)
-        emu.rejected_now = rejected
+        sup.rejected_now = rejected
         self.fresh, self.cmd_age_us = fresh, emu.age.cycle_start(t0)
         if outcome == SUPERVISE:
             return outcome
@@ -161,7 +163,7 @@ class OneCall:
             return outcome
         s.step_count += 1
         if limited:
-            emu.limited_cycles += 1
+            sup.limited_cycles += 1
         if emu.faults.watching:             # crossing triggers read the channels (nothing changes them)
             emu.faults.apply_signals(s.measured, s.truth)
         emu.cycle = cycle + 1
