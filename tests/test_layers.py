@@ -209,15 +209,18 @@ FOREIGN_PRIVATE = {
 
 
 def private_reaches(source: str) -> list[tuple[int, str]]:
-    """(line, attribute) of every reach into another module's private state: ``x._name`` on anything
-    but self or cls, where this module sets no ``self._name`` of its own (its classes' private
-    attributes are its own business)."""
+    """(line, name) of every reach into another module's private state: ``x._name`` on anything but
+    self or cls, where this module sets no ``self._name`` of its own (its classes' private attributes
+    are its own business), and ``from m import _name``."""
     tree = ast.parse(source)
     own = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
            and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")}
-    return [(node.lineno, node.attr) for node in ast.walk(tree)
-            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
-            and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")) and node.attr not in own]
+    reaches = [(node.lineno, node.attr) for node in ast.walk(tree)
+               if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+               and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")) and node.attr not in own]
+    imported = [(node.lineno, alias.name) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                for alias in node.names if alias.name.startswith("_") and not alias.name.startswith("__")]
+    return sorted(reaches + imported)
 
 
 def test_no_module_reaches_into_another_modules_private_state():
@@ -230,4 +233,5 @@ def test_the_scan_flags_a_planted_reach_into_private_state():
     planted = ("class Loop:\n    def __init__(self):\n        self._cycle = 0\n\n"
                "def drive(emu, link):\n    emu._rejected_now = True\n    link._slave_fd = 3\n    return emu._cycle\n")
     assert private_reaches(planted) == [(6, "_rejected_now"), (7, "_slave_fd")]
+    assert private_reaches("from .integrate import STAGES, _stage_state\n") == [(1, "_stage_state")]
     assert private_reaches("def f(self):\n    self._x = 1\n    return self._x\n") == []

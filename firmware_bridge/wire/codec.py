@@ -87,14 +87,14 @@ def _crc8_table(poly: int = 0x1D) -> tuple[int, ...]:
     return tuple(table)
 
 
-_CRC8 = _crc8_table()
+CRC8_TABLE = _crc8_table()
 
 
 def crc8_sae_j1850(data: bytes) -> int:
     """CRC-8 SAE J1850 (poly 0x1D, init 0xFF, not reflected, xorout 0xFF; check 0x4B)."""
     crc = 0xFF
     for b in data:
-        crc = _CRC8[crc ^ b]
+        crc = CRC8_TABLE[crc ^ b]
     return crc ^ 0xFF
 
 

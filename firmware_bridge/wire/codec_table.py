@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .codec import _CRC8
-from .framing import _CRC16_TABLE
+from .codec import CRC8_TABLE
+from .framing import CRC16_TABLE
 
 SOURCE_STATUS, SOURCE_CYCLE, SOURCE_COUNTER = -1, -2, -3
 CRC_NONE, CRC_8, CRC_16 = 0, 1, 2
@@ -36,8 +36,8 @@ class EncoderTable:
     signal_rows: tuple[tuple[int, ...], ...]
     signal_values: tuple[tuple[float, ...], ...]
     frame_ids: tuple[tuple[int, bool, bool], ...]     # (arbitration id, is_fd, is_extended_id)
-    crc8: tuple[int, ...] = _CRC8
-    crc16: tuple[int, ...] = tuple(_CRC16_TABLE)
+    crc8: tuple[int, ...] = CRC8_TABLE
+    crc16: tuple[int, ...] = tuple(CRC16_TABLE)
 
 
 def encoder_table(codecs, sources: dict[str, int]) -> EncoderTable:
@@ -74,8 +74,8 @@ class DecoderTable:
     message_rows: tuple[tuple[int, ...], ...]
     signal_rows: tuple[tuple[int, ...], ...]
     signal_values: tuple[tuple[float, ...], ...]
-    crc8: tuple[int, ...] = _CRC8
-    crc16: tuple[int, ...] = tuple(_CRC16_TABLE)
+    crc8: tuple[int, ...] = CRC8_TABLE
+    crc16: tuple[int, ...] = tuple(CRC16_TABLE)
 
 
 DEC_LENGTH, DEC_CRC, DEC_CRC_BYTE, DEC_DATA_ID, DEC_FIRST, DEC_COUNT = range(6)

@@ -78,12 +78,12 @@ def _crc16_table() -> tuple[int, ...]:
     return tuple(table)
 
 
-_CRC16_TABLE = _crc16_table()
+CRC16_TABLE = _crc16_table()
 
 
 def crc16_ccitt_false(data: bytes, crc: int = 0xFFFF) -> int:
     """CRC-16/CCITT-FALSE of ``data``, table-driven (equal to ``binascii.crc_hqx(data, 0xFFFF)``)."""
-    table = _CRC16_TABLE
+    table = CRC16_TABLE
     for byte in data:
         crc = ((crc << 8) & 0xFF00) ^ table[(crc >> 8) ^ byte]
     return crc

@@ -42,13 +42,11 @@ and centrifugal terms, foreshortening, joint springs) is the explicit predictor 
 |lambda h| <= 2; the joint friction is implicit and needs none. Cost: two forward-dynamics evaluations
 per substep (RK4: four) and O(n_m^2) per body.
 """
-import numpy as np
 
 from .jit import kernel
 from . import profiles
 from .aba import forward_dynamics_blocks
-from .layout import (DIM_NB, DIM_NM, DIM_NQ, FIT_B, JOINT_PRESCRIBED, MF_FITTED, W_ACC, W_PE, W_PS, W_VS, at, drive_of,
-                     first_mode, modes_of)
+from .layout import (DIM_NB, DIM_NM, DIM_NQ, FIT_B, MF_FITTED, W_ACC, W_PE, W_PS, W_VS, at, first_mode, modes_of)
 
 
 @kernel
@@ -97,19 +95,6 @@ def advance(mi, mf, w, t, pos, vel, tau, dt, nsub):
     ok = True
     for s in range(nsub):
         ok &= substep(mi, mf, w, t + s * h, h, pos, vel, tau)
-    return finish(mi, mf, t + dt, pos, vel) and ok
+    return profiles.end_of_step(mi, mf, t + dt, pos, vel) and ok
 
 
-@kernel
-def finish(mi, mf, t, pos, vel):
-    """Put the prescribed joints on their profile at t; False on a non-finite state."""
-    for k in range(mi[DIM_NB]):
-        if drive_of(mi, k) == JOINT_PRESCRIBED:
-            q, qd, _ = profiles.evaluate(mi, mf, k, t)
-            pos[k] = q
-            vel[k] = qd
-    ok = True
-    for i in range(mi[DIM_NQ]):
-        if not (np.isfinite(pos[i]) and np.isfinite(vel[i])):
-            ok = False
-    return ok

@@ -13,20 +13,19 @@
 
 Every method is written as stages around a single forward_dynamics call site.
 """
-import numpy as np
 
 from .jit import kernel
 from . import fitted_midpoint, profiles
 from .aba import forward_dynamics
-from .layout import (DIM_NB, DIM_NQ, JOINT_PRESCRIBED, METHOD_FITTED, METHOD_IMEX, METHOD_RK4, MI_DRIVE, W_ACC, W_K1,
+from .layout import (DIM_NQ, METHOD_FITTED, METHOD_IMEX, METHOD_RK4, W_ACC, W_K1,
                      W_K2, W_K3, W_K4, W_PE, W_PS, W_VS)
 
 
-_STAGES = (4, 2, 1)
+STAGES = (4, 2, 1)
 
 
 @kernel
-def _stage_state(method, stage, h, nq, pos, vel, acc_prev, k1, k2, ps, vs, pe):
+def stage_state(method, stage, h, nq, pos, vel, acc_prev, k1, k2, ps, vs, pe):
     """State, time offset and implicit coefficients at which stage `stage` evaluates."""
     if method == METHOD_RK4:
         if stage == 0:
@@ -86,8 +85,8 @@ def advance(mi, mf, w, t, pos, vel, tau, dt, nsub, method):
     ok = True
     for s in range(nsub):
         ts = t + s * h
-        for stage in range(_STAGES[method]):
-            dts = _stage_state(method, stage, h, nq, pos, vel, acc, k1, k2, ps, vs, pe)
+        for stage in range(STAGES[method]):
+            dts = stage_state(method, stage, h, nq, pos, vel, acc, k1, k2, ps, vs, pe)
             # IMEX evaluates the elastic forces at the explicit midpoint predictor
             el_pos = pe if imex else ps
             el_vel = vel if imex else vs
@@ -114,12 +113,4 @@ def advance(mi, mf, w, t, pos, vel, tau, dt, nsub, method):
             for i in range(nq):
                 pos[i] += h * vel[i]
                 vel[i] += h * acc[i]
-    for k in range(mi[DIM_NB]):
-        if mi[mi[MI_DRIVE] + k] == JOINT_PRESCRIBED:
-            q, qd, _ = profiles.evaluate(mi, mf, k, t + dt)
-            pos[k] = q
-            vel[k] = qd
-    for i in range(nq):
-        if not (np.isfinite(pos[i]) and np.isfinite(vel[i])):
-            ok = False
-    return ok
+    return profiles.end_of_step(mi, mf, t + dt, pos, vel) and ok

@@ -19,9 +19,9 @@ Five evaluations per substep, four when the next substep of the same step reuses
 import numpy as np
 
 from .jit import kernel
-from . import fitted_midpoint
+from . import fitted_midpoint, profiles
 from .aba import forward_dynamics
-from .integrate import _stage_state
+from .integrate import stage_state
 from .layout import (DIM_NQ, METHOD_FITTED, METHOD_IMEX, METHOD_RK4, W_ACC, W_K1, W_K2, W_K3, W_K4, W_PE, W_PS,
                      W_VS)
 
@@ -98,7 +98,7 @@ def advance(mi, mf, w, t, pos, vel, tau0, table_t, table_tau, dt, nsub, method, 
                 ok &= _imex_substep(mi, mf, w, ts, h, pos, vel, tau_s)
     scratch[OUT, 0] = worst
     scratch[OUT, 1] = taken
-    return fitted_midpoint.finish(mi, mf, t + dt, pos, vel) and ok
+    return profiles.end_of_step(mi, mf, t + dt, pos, vel) and ok
 
 
 @kernel
@@ -143,7 +143,7 @@ def _rk4_substep(mi, mf, w, ts, h, pos, vel, tau0, table_t, table_tau, reuse_k5,
     tau_s = scratch[TAU, : tau0.shape[0]]
     ok = True
     for stage in range(4):
-        dts = _stage_state(METHOD_RK4, stage, h, nq, pos, vel, acc, k1, k2, ps, vs, pe)
+        dts = stage_state(METHOD_RK4, stage, h, nq, pos, vel, acc, k1, k2, ps, vs, pe)
         if stage == 0 and reuse_k5:
             for i in range(nq):
                 acc[i] = scratch[K5, i]
@@ -187,7 +187,7 @@ def _imex_substep(mi, mf, w, ts, h, pos, vel, tau):
     pe, acc = w[mi[W_PE]:mi[W_PE] + nq], w[mi[W_ACC]:mi[W_ACC] + nq]
     ok = True
     for stage in range(2):
-        dts = _stage_state(METHOD_IMEX, stage, h, nq, pos, vel, acc, k1, k2, ps, vs, pe)
+        dts = stage_state(METHOD_IMEX, stage, h, nq, pos, vel, acc, k1, k2, ps, vs, pe)
         ok &= forward_dynamics(mi, mf, w, ts + dts, ps, vs, tau, pe, vel, 0.25 * h * h, 0.5 * h, acc)
     for i in range(nq):
         pos[i] += h * vel[i] + 0.5 * h * h * acc[i]

@@ -1,8 +1,8 @@
 """Prescribed joint-angle laws evaluated inside the kernels (angle, rate, acceleration)."""
 import numpy as np
 from .jit import kernel
-from .layout import (MF_PROF_PAR, MF_TAB_C, MF_TAB_T, MI_PROF_KIND, MI_TAB_N, MI_TAB_OFF, MOTION_CYCLOIDAL,
-                     MOTION_SPINUP, MOTION_TABLE, at)
+from .layout import (DIM_NB, DIM_NQ, JOINT_PRESCRIBED, MF_PROF_PAR, MF_TAB_C, MF_TAB_T, MI_PROF_KIND, MI_TAB_N,
+                     MI_TAB_OFF, MOTION_CYCLOIDAL, MOTION_SPINUP, MOTION_TABLE, at, drive_of)
 
 
 @kernel
@@ -64,3 +64,18 @@ def evaluate(mi, mf, k, t):
     else:
         q, qd, qdd = 0.0, 0.0, 0.0
     return q0 + q, qd, qdd
+
+
+@kernel
+def end_of_step(mi, mf, t, pos, vel):
+    """The tail of every step: the prescribed joints put on their profile at t; False on a non-finite state."""
+    for k in range(mi[DIM_NB]):
+        if drive_of(mi, k) == JOINT_PRESCRIBED:
+            q, qd, _ = evaluate(mi, mf, k, t)
+            pos[k] = q
+            vel[k] = qd
+    ok = True
+    for i in range(mi[DIM_NQ]):
+        if not (np.isfinite(pos[i]) and np.isfinite(vel[i])):
+            ok = False
+    return ok

@@ -1,11 +1,10 @@
 """The plant's step with the screw-theoretic DAE kernel: the integrators of hil.kernels.integrate
 around hil.kernels.screw_dae.forward_dynamics, and the output stations from its solution."""
-import numpy as np
 
 from .jit import kernel
 from . import profiles
-from .integrate import _STAGES, _stage_state
-from .layout import DAE_MO, DAE_NM, FIT_B, JOINT_PRESCRIBED, METHOD_FITTED, METHOD_IMEX, METHOD_RK4
+from .integrate import STAGES, stage_state
+from .layout import DAE_MO, DAE_NM, FIT_B, METHOD_FITTED, METHOD_IMEX, METHOD_RK4
 from .screw_dae import solve, station_frame
 from .screw_dae_arrays import views
 
@@ -32,8 +31,8 @@ def _advance(dm, dw, t, pos, vel, tau, dt, nsub, method):
     ok = True
     for s in range(nsub):
         ts = t + s * h
-        for stage in range(_STAGES[method]):
-            dts = _stage_state(method, stage, h, nq, pos, vel, acc, k1, k2, ps, vs, pe)
+        for stage in range(STAGES[method]):
+            dts = stage_state(method, stage, h, nq, pos, vel, acc, k1, k2, ps, vs, pe)
             el_pos = pe if imex else ps
             el_vel = vel if imex else vs
             ok &= solve(dm, dw, ts + dts, ps, vs, tau, el_pos, el_vel, cK, cD, False, acc)
@@ -59,15 +58,7 @@ def _advance(dm, dw, t, pos, vel, tau, dt, nsub, method):
             for i in range(nq):
                 pos[i] += h * vel[i]
                 vel[i] += h * acc[i]
-    for k in range(dm.nb):
-        if dm.drive[k] == JOINT_PRESCRIBED:
-            q, qd, _ = profiles.evaluate(dm.mi, dm.mf, k, t + dt)
-            pos[k] = q
-            vel[k] = qd
-    for i in range(nq):
-        if not (np.isfinite(pos[i]) and np.isfinite(vel[i])):
-            ok = False
-    return ok
+    return profiles.end_of_step(dm.mi, dm.mf, t + dt, pos, vel) and ok
 
 
 @kernel
@@ -99,15 +90,7 @@ def fitted_advance(dm, dw, t, pos, vel, tau, dt, nsub):
         for i in range(nq):
             pos[i] += h * vel[i] + 0.5 * h * h * acc[i]
             vel[i] += h * acc[i]
-    for k in range(nb):
-        if dm.drive[k] == JOINT_PRESCRIBED:
-            q, qd, _ = profiles.evaluate(dm.mi, dm.mf, k, t + dt)
-            pos[k] = q
-            vel[k] = qd
-    for i in range(nq):
-        if not (np.isfinite(pos[i]) and np.isfinite(vel[i])):
-            ok = False
-    return ok
+    return profiles.end_of_step(dm.mi, dm.mf, t + dt, pos, vel) and ok
 
 
 @kernel
