@@ -30,20 +30,22 @@ WARMUP_CYCLES = 1000
 # Runs inside the checkout's own interpreter path: only APIs every version of the emulator has, found
 # in the flat hil/ of early versions or in its layer folders.
 _CHILD = r"""
-import importlib, json, sys
+import importlib, json, os, sys
 from collections import deque
 import numpy as np
-from firmware_bridge.links.base import LinkCounters
-from firmware_bridge.wire.messages import BusMap
-from firmware_bridge.wire.signals import CommandInput, SensorInput, SensorOutput
 
 def module(*names):
+    # the first of names this checkout's folders hold (an installed copy of another version must not answer)
     for name in names:
-        try:
+        path = name.replace(".", "/")
+        if os.path.isfile(path + ".py") or os.path.isfile(path + "/__init__.py"):
             return importlib.import_module(name)
-        except ModuleNotFoundError:
-            continue
     raise ModuleNotFoundError(names[-1])
+
+LinkCounters = module("firmware_bridge.links.base", "firmware_bridge.link").LinkCounters
+BusMap = module("firmware_bridge.wire.messages", "firmware_bridge.messages").BusMap
+signals = module("firmware_bridge.wire.signals", "firmware_bridge.signals")
+CommandInput, SensorInput, SensorOutput = signals.CommandInput, signals.SensorInput, signals.SensorOutput
 
 load_model = module("hil.config", "hil.model.config").load_model
 Plant = module("hil.plant", "hil.dynamics.plant").Plant
