@@ -60,7 +60,7 @@ from hil.runtime.command_frames import CompiledCommandInput
 from hil.runtime.fused_cycle import FusedCycle
 from hil.runtime.one_call import DONE, STEP_FAILED, TAKE_IN, OneCall
 from hil.runtime.sensor_frames import CompiledSensorFrames
-from hil.runtime.stages import StageClock
+from hil.runtime.stages import Stage, StageClock
 from hil.runtime.supervisor import Supervisor
 from hil.runtime.cycle_record import CycleRecord
 from hil.runtime.stalls import Heartbeat, OverrunCauses, thread_usage, usage_between
@@ -303,11 +303,11 @@ class Emulator:
         -> encode -> send -> log (fault triggers first; a stall fault in the compute phase)."""
         t0 = time.monotonic_ns()
         clk = self.stage_clock
-        clk and clk.mark(0)
+        clk and clk.mark(Stage.FAULTS_BEGIN)
         self.faults.begin_cycle(self.cycle, self.plant.t)
-        clk and clk.mark(1)
+        clk and clk.mark(Stage.RECEIVE)
         frames = self._receive()
-        clk and clk.mark(2)
+        clk and clk.mark(Stage.DECODE)
         one = self.one_call             # the common path: one call from the frames' bytes to the sensor frames'
         outcome = one.run(frames, t0, clk) if one is not None and one.applies(frames) else TAKE_IN
         if outcome == TAKE_IN:
@@ -318,40 +318,40 @@ class Emulator:
         if outcome == DONE:
             tau, status, frames, t1, t2 = self.drives.tau, one.status, one.sent, one.t1, one.t2
         else:
-            clk and clk.mark(3)
+            clk and clk.mark(Stage.SUPERVISE)
             if outcome != STEP_FAILED:      # (a failed step's cycle was supervised in the call)
                 self.supervisor.supervise(fresh, self.cycle, self.logger)
             t1 = time.monotonic_ns()
-            clk and clk.mark(4)
+            clk and clk.mark(Stage.DRIVES)
             draw = outcome == TAKE_IN       # else the call drew the sensor noise
             if outcome == STEP_FAILED:
-                clk and clk.mark(5)
+                clk and clk.mark(Stage.PLANT)
                 tau = self._recover_step()
-                clk and clk.mark(6, through=7)
+                clk and clk.mark(Stage.SENSORS, through=Stage.FAULTS)
             elif self.fused.applies:                 # drives, plant, sensors: one call (the "plant" stage)
-                clk and clk.mark(5)
+                clk and clk.mark(Stage.PLANT)
                 tau = self._fused_step(self.supervisor.applied_torque(self.commands.tau), draw)
-                clk and clk.mark(6, through=7)
+                clk and clk.mark(Stage.SENSORS, through=Stage.FAULTS)
             else:
                 tau = self.drives.update(self.supervisor.applied_torque(self.commands.tau))
-                clk and clk.mark(5)
+                clk and clk.mark(Stage.PLANT)
                 self.faults.stall()
                 tau = self._step_plant(tau)
-                clk and clk.mark(6)
+                clk and clk.mark(Stage.SENSORS)
                 self.sensors.sample(draw)
-                clk and clk.mark(7)
+                clk and clk.mark(Stage.FAULTS)
             self.faults.apply_signals(self.sensors.measured, self.sensors.truth)
             self.cycle += 1
             t2 = time.monotonic_ns()
-            clk and clk.mark(8)
+            clk and clk.mark(Stage.ENCODE)
             status = self.supervisor.status()
             frames = self._encode(status & self.supervisor.announced)
-        clk and clk.mark(9)
+        clk and clk.mark(Stage.SEND)
         if self.opt.mode != "lockstep":     # commands that arrived while the plant stepped answer older frames
             self._read_into(self._early)
         self.send_sensors(frames)
         t3 = time.monotonic_ns()
-        clk and clk.mark(10)
+        clk and clk.mark(Stage.LOG)
         if fresh and self.commands.arrival_s > 0:
             self.latency_ns[self.latency_count % len(self.latency_ns)] = t3 - int(self.commands.arrival_s * 1e9)
             self.latency_count += 1
@@ -359,7 +359,7 @@ class Emulator:
             self.record.put(self.logger, self.cycle, self.commands.tau, tau, status, lateness_ns, t2 - t1,
                             (t1 - t0) + (t3 - t2), cmd_age_us)
         self.stats.record(lateness_ns, t2 - t1, (t1 - t0) + (t3 - t2), t3 - t0)
-        clk and clk.mark(11)
+        clk and clk.mark(Stage.END)
         self._last_work = (t0, t2 - t1, (t1 - t0) + (t3 - t2))
 
     # ------------------------------------------------------------------ the loop

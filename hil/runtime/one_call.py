@@ -30,6 +30,7 @@ from hil.model.spec import INTERFACE_VOLTAGE
 from hil.runtime.command_frames import OTHER_DIRECTION, REJECTIONS, CompiledCommandInput
 from hil.runtime.divergence import CHECK_EVERY
 from hil.runtime.sensor_frames import CompiledSensorFrames
+from hil.runtime.stages import Stage
 
 TAKE_IN = -1        # the outcome of a cycle the call does not apply to: every stage in Python
 
@@ -144,10 +145,10 @@ class OneCall:
         fresh, emu.held_fresh = emu.held_fresh, False
         self.fused.guard.kept_t = t
         s.rng.standard_normal(out=s.noise)     # drawn once per plant step (the fallback then draws no more)
-        clk and clk.mark(3, through=5)
+        clk and clk.mark(Stage.SUPERVISE, through=Stage.PLANT)
         self.t1 = time.monotonic_ns()
         outcome, status, saturated = self._call(*a)
-        clk and clk.mark(6, through=8)
+        clk and clk.mark(Stage.SENSORS, through=Stage.ENCODE)
         if n:
             fresh, rejected = self._count(n, fresh, rejected)
         sup.rejected_now = rejected

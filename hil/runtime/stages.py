@@ -14,12 +14,30 @@ take no time of their own.
 """
 from __future__ import annotations
 
+from enum import IntEnum
 from time import perf_counter_ns
 
 import numpy as np
 
-STAGES = ("faults_begin", "receive", "decode", "supervise", "drives", "plant", "sensors", "faults",
-          "encode", "send", "log")
+
+class Stage(IntEnum):
+    """The stages in the cycle's order (module docstring); END marks the cycle's end."""
+
+    FAULTS_BEGIN = 0
+    RECEIVE = 1
+    DECODE = 2
+    SUPERVISE = 3
+    DRIVES = 4
+    PLANT = 5
+    SENSORS = 6
+    FAULTS = 7
+    ENCODE = 8
+    SEND = 9
+    LOG = 10
+    END = 11
+
+
+STAGES = tuple(stage.name.lower() for stage in Stage if stage is not Stage.END)
 
 
 class StageClock:
@@ -32,15 +50,15 @@ class StageClock:
         self.count = 0
         self._marks = [0] * (len(STAGES) + 1)
 
-    def mark(self, stage: int, through: int | None = None) -> None:
-        """The time now as the start of `stage` (len(STAGES): the cycle's end, which closes the row);
+    def mark(self, stage: Stage, through: Stage | None = None) -> None:
+        """The time now as the start of `stage` (Stage.END: the cycle's end, which closes the row);
         `through`: also of the stages up to that one (stages fused into the one before them)."""
         now = perf_counter_ns()
         marks = self._marks
         marks[stage] = now
         if through is not None:
             marks[stage + 1:through + 1] = [now] * (through - stage)
-        elif stage == len(STAGES):
+        elif stage == Stage.END:
             self.ns[self.count % len(self.ns)] = marks
             self.count += 1
 
