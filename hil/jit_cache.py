@@ -15,7 +15,7 @@ from pathlib import Path
 KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
 LOOP_KERNELS = ((KERNEL_DIR, "cycle.step_and_sample-*.nbi"),        # what the loop's first cycle compiles
                 (KERNEL_DIR, "cycle.drive_step_sense-*.nbi"), (KERNEL_DIR, "frame_codec.*.nbi"),
-                (Path(__file__).resolve().parent / "devices", "drives.*.nbi"))
+                (KERNEL_DIR, "drive.*.nbi"))
 
 
 def kernel_sources_hash() -> str:
