@@ -147,7 +147,6 @@ class Emulator:
         commands.tau[:] = self.supervisor.hold_tau     # until the first command: as if the drives held the arm
         self._settle_drives()
         self.record = CycleRecord(plant, self.drives, self.sensors, self.faults, options.log_wrenches)
-        self.columns = self.record.columns
         self.logger: RunLogger | None = None
         self.stage_clock: StageClock | None = None    # per-stage timestamps (hil.runtime.stages), when set
         self.live = None        # a tap on the logger's thread (hil.viz.live.LiveView), set before run()
@@ -158,6 +157,11 @@ class Emulator:
     def watchdog(self) -> Watchdog:
         """The command watchdog (the supervisor's)."""
         return self.supervisor.watchdog
+
+    @property
+    def columns(self) -> list[str]:
+        """The run log's column names (hil.runtime.cycle_record)."""
+        return self.record.columns
 
     @property
     def hold_tau(self) -> np.ndarray:
