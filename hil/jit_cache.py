@@ -15,7 +15,7 @@ from pathlib import Path
 KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
 LOOP_KERNELS = ((KERNEL_DIR, "cycle.step_and_sample-*.nbi"),        # what the loop's first cycle compiles
                 (KERNEL_DIR, "cycle.drive_step_sense-*.nbi"), (KERNEL_DIR, "frame_codec.*.nbi"),
-                (KERNEL_DIR, "drive.*.nbi"))
+                (KERNEL_DIR, "drive.*.nbi"), (KERNEL_DIR, "emulator_cycle.emulator_cycle-*.nbi"))
 
 
 def kernel_sources_hash() -> str:

@@ -6,7 +6,8 @@ forged, replayed and foreign frames. The sensor frames (hil.runtime.sensor_frame
 run by hil.kernels.frame_codec) must be the bytes firmware_bridge.wire.signals.SensorOutput.frames makes
 from the same measured channels, status and cycle: in an emulator of ELLA under a load of active
 signal and bus faults, cycle by cycle, on every non-CANopen bus map; with the same saturation and
-refusal counts for values beyond the signals' ranges and NaN. The per-stage clock (hil.runtime.stages)
+refusal counts for values beyond the signals' ranges and NaN. The whole cycle equals its Python model
+(tests/cycle_oracle.py) under plant faults and a brake. The per-stage clock (hil.runtime.stages)
 covers the whole cycle.
 """
 from __future__ import annotations
@@ -21,10 +22,12 @@ from firmware_bridge.wire.messages import BusMap
 from firmware_bridge.wire.signals import CommandInput, CommandOutput, SensorOutput
 from hil.devices.sensors import SensorSuite
 from hil.dynamics.plant import Plant
+from hil.faults.scenario import scenario_from_string
 from hil.runtime.command_frames import CompiledCommandInput
 from hil.runtime.sensor_frames import CompiledSensorFrames
 from hil.runtime.stages import STAGES, StageClock
 from tools import bench_loop
+from cycle_oracle import StageEmulator
 
 ROOT = Path(__file__).resolve().parent.parent
 MAPS = ("serial_frame", "compact_fd", "compact_classic", "full_fd")
@@ -242,7 +245,7 @@ sigma_rad_s = 0.02
 """
 
 
-def _rig(model, bus, scenario_text: str):
+def _rig(model, bus, scenario_text: str, cls=None):
     from firmware_bridge.wire.signals import CommandInput as Commands
     from hil.faults.scenario import scenario_from_string
     from hil.runtime.loop import Emulator, RuntimeOptions
@@ -251,42 +254,71 @@ def _rig(model, bus, scenario_text: str):
     names = plant.layout.joint_names
     here, there = bench_loop._MemoryEnd("emulator"), bench_loop._MemoryEnd("firmware")
     here.peer, there.peer = there, here
-    emu = Emulator(plant, here, Commands(bus, names), SensorOutput(bus, names),
-                   RuntimeOptions(mode="afap", realtime=False, stats_capacity=100),
-                   scenario=scenario_from_string(scenario_text))
+    emu = (cls or Emulator)(plant, here, Commands(bus, names), SensorOutput(bus, names),
+                            RuntimeOptions(mode="afap", realtime=False, stats_capacity=100),
+                            scenario=scenario_from_string(scenario_text))
     return emu, bench_loop._HoldingFirmware(bus, there, names, np.round(emu.hold_tau / 0.02) * 0.02)
 
 
-def test_fused_cycle_equals_the_separate_calls_under_plant_faults(model):
-    """Drives, plant step and sensors in one call (hil.runtime.fused_cycle) against DriveBank.update,
-    Plant.step and SensorSuite.sample one after the other: bit for bit, cycle by cycle, through a
-    friction, torque-constant, stiffness and payload fault, an engaged brake (the separate calls
-    then, and back) and a noise fault."""
+def _pair(model):
     bus = BusMap.load(ROOT / "configs" / "bus" / "full_fd.toml")
-    (fused, fw_a), (ref, fw_b) = _rig(model, bus, PLANT_FAULTS), _rig(model, bus, PLANT_FAULTS)
-    ref.fused.enabled = False
-    applied = []
+    return _rig(model, bus, PLANT_FAULTS), _rig(model, bus, PLANT_FAULTS, StageEmulator)
+
+
+def test_the_cycle_equals_its_model_under_plant_faults(model):
+    """The compiled cycle against DriveBank.update, Plant.step and SensorSuite.sample one after the
+    other (tests/cycle_oracle.py): bit for bit, cycle by cycle, through a friction, torque-constant,
+    stiffness and payload fault, an engaged brake (its stick and slip in the call) and a noise fault."""
+    (fast, fw_a), (ref, fw_b) = _pair(model)
+    braking = []
     for cycle in range(300):
-        applied.append(fused.fused.applies)
-        for emu, fw in ((fused, fw_a), (ref, fw_b)):
+        braking.append(fast.drives.braking)
+        for emu, fw in ((fast, fw_a), (ref, fw_b)):
             fw.answer()
             emu.step_once()
-        for a, b in ((fused.plant.pos, ref.plant.pos), (fused.plant.vel, ref.plant.vel),
-                     (fused.sensors.measured, ref.sensors.measured), (fused.sensors.truth, ref.sensors.truth),
-                     (fused.drives.outputs, ref.drives.outputs), (fused.sensors.station_out, ref.sensors.station_out)):
+        for a, b in ((fast.plant.pos, ref.plant.pos), (fast.plant.vel, ref.plant.vel),
+                     (fast.sensors.measured, ref.sensors.measured), (fast.sensors.truth, ref.sensors.truth),
+                     (fast.drives.outputs, ref.drives.outputs), (fast.sensors.station_out, ref.sensors.station_out)):
             assert a.tobytes() == b.tobytes(), f"cycle {cycle}"
-        assert fused.plant.t == ref.plant.t and fused.drives.torque_limited == ref.drives.torque_limited
-    assert sum(applied) > 200 and not all(applied)      # the brake switched to the separate calls and back
-    assert len(fused.faults.events) >= 6 and fused.faults.summary() == ref.faults.summary()
+        assert fast.plant.t == ref.plant.t and fast.drives.torque_limited == ref.drives.torque_limited
+    assert 0 < sum(braking) < 100           # the brake engaged for a while, and released
+    assert len(fast.faults.events) >= 6 and fast.faults.summary() == ref.faults.summary()
 
 
-def test_a_diverging_fused_cycle_is_caught(model):
-    """The comparison above can fail: the fused call with the sensors' noise left undrawn differs."""
-    bus = BusMap.load(ROOT / "configs" / "bus" / "full_fd.toml")
-    (fused, fw_a), (ref, fw_b) = _rig(model, bus, PLANT_FAULTS), _rig(model, bus, PLANT_FAULTS)
-    ref.fused.enabled = False
-    fused.sensors.rng = np.random.default_rng(99)
-    for emu, fw in ((fused, fw_a), (ref, fw_b)):
+def test_a_diverging_cycle_is_caught(model):
+    """The comparison above can fail: the call on other sensor noise differs."""
+    (fast, fw_a), (ref, fw_b) = _pair(model)
+    fast.sensors.rng = np.random.default_rng(99)
+    for emu, fw in ((fast, fw_a), (ref, fw_b)):
         fw.answer()
         emu.step_once()
-    assert fused.sensors.measured.tobytes() != ref.sensors.measured.tobytes()
+    assert fast.sensors.measured.tobytes() != ref.sensors.measured.tobytes()
+
+
+def test_the_screw_dae_cycle_equals_its_model(model):
+    """The screw-DAE formulation is the same call's other plant step: bit for bit its model's, with a
+    noise fault, over a watchdog trip (the firmware falls silent) in the hold safe state."""
+    from hil.runtime.loop import Emulator, RuntimeOptions
+    bus = BusMap.load(ROOT / "configs" / "bus" / "serial_frame.toml")
+    rigs = []
+    for cls in (Emulator, StageEmulator):
+        plant = Plant(model, formulation="screw-dae")
+        plant.equilibrium_eta()
+        names = plant.layout.joint_names
+        here, there = bench_loop._MemoryEnd("emulator"), bench_loop._MemoryEnd("firmware")
+        here.peer, there.peer = there, here
+        emu = cls(plant, here, CommandInput(bus, names), SensorOutput(bus, names),
+                  RuntimeOptions(mode="afap", realtime=False, safe_state="hold", watchdog_s=0.01),
+                  scenario=scenario_from_string(PLANT_FAULTS[PLANT_FAULTS.index('[[fault]]\nname = "gyro_noise"'):]
+                                                .replace("[[fault]]", "[scenario]\nseed = 2\n[[fault]]", 1)))
+        rigs.append((emu, bench_loop._HoldingFirmware(bus, there, names, np.round(emu.hold_tau / 0.02) * 0.02)))
+    (fast, fw_a), (ref, fw_b) = rigs
+    for cycle in range(60):
+        for emu, fw in rigs:
+            if cycle < 30:
+                fw.answer()
+            emu.step_once()
+        for a, b in ((fast.plant.pos, ref.plant.pos), (fast.plant.vel, ref.plant.vel),
+                     (fast.sensors.measured, ref.sensors.measured), (fast.drives.outputs, ref.drives.outputs)):
+            assert a.tobytes() == b.tobytes(), f"cycle {cycle}"
+    assert fast.plant.dae and fast.watchdog.trips == ref.watchdog.trips == 1

@@ -1,6 +1,5 @@
-"""The emulator's cycle as one compiled call (hil.runtime.one_call) against the stage path it replaces
-(Emulator.one_call = None: the command frames, supervision, drives-plant-sensors and the sensor
-frames called apart), cycle by cycle: the logged row (every column but the four timings), the
+"""The emulator's cycle, one compiled call (hil.runtime.one_call), against its Python model
+(tests/cycle_oracle.py: each stage in Python on the devices' own calls), cycle by cycle: the logged row (every column but the four timings), the
 events, the frames sent, the command reader's and sensor writer's counters, the watchdog, the command
 age and the emulator's own flags must be the same. The frames a scripted firmware sends cover every
 rejection kind (CRC, length, NaN, range, counter), an unknown id, a frame of the other direction, a
@@ -8,7 +7,8 @@ frame longer than any command, lost and re-anchored counters, two commands in on
 beyond the drives' limits, and silences that trip and clear the watchdog; with each safe state, a
 voltage drive, a signal fault and plant faults (friction, torque constant, stiffness, a brake fault
 and a payload drop). Two deliberately broken calls (the running bit missing from the status; a hold
-gain doubled) must be caught.
+gain doubled) must be caught. The call must have returned to Python for every trip and clear and
+computed the safe state's cycles itself.
 """
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from hil.kernels.emulator_cycle import SP_KP
 from hil.runtime import one_call
 from hil.runtime.loop import Emulator, RuntimeOptions
 from bus_maps import float_commands
+from cycle_oracle import StageEmulator
 from tests.test_compiled_cycle import PLANT_FAULTS
 from tools.bench_loop import _MemoryEnd
 
@@ -87,7 +88,7 @@ class _Rows:
         self.events.append(dict(event))
 
 
-def _rig(model, bus: BusMap, safe_state: str, scenario: str | None, elbow: str = "current"):
+def _rig(model, bus: BusMap, safe_state: str, scenario: str | None, elbow: str = "current", cls=Emulator):
     """ELLA with the elbow drive's current limited to 10 A (a command beyond 60 N m is clamped), as a
     current or a voltage drive (48 V; its command a duty)."""
     plant = Plant(model)
@@ -98,11 +99,11 @@ def _rig(model, bus: BusMap, safe_state: str, scenario: str | None, elbow: str =
                         **({"interface": "voltage", "supply_V": 48.0} if elbow == "voltage" else {}))
     here, there = _MemoryEnd("emulator"), _MemoryEnd("firmware")
     here.peer, there.peer = there, here
-    emu = Emulator(plant, here, CommandInput(bus, names), SensorOutput(bus, names),
-                   RuntimeOptions(mode="afap", realtime=False, stats_capacity=CYCLES + 10, safe_state=safe_state,
-                                  watchdog_s=0.02),
-                   scenario=None if scenario is None else scenario_from_string(scenario),
-                   drives=DriveBank(plant, specs))
+    emu = cls(plant, here, CommandInput(bus, names), SensorOutput(bus, names),
+              RuntimeOptions(mode="afap", realtime=False, stats_capacity=CYCLES + 10, safe_state=safe_state,
+                             watchdog_s=0.02),
+              scenario=None if scenario is None else scenario_from_string(scenario),
+              drives=DriveBank(plant, specs))
     emu.logger = _Rows(emu.columns)
     return emu, there
 
@@ -173,20 +174,24 @@ def _state(emu, sent: list[Frame]) -> dict:
     }
 
 
+def _recording(call, outcomes: list):
+    """`call` (the compiled cycle), keeping each outcome in `outcomes`."""
+    def recorded(*args):
+        result = call(*args)
+        outcomes.append(result[0])
+        return result
+    return recorded
+
+
 def _run_pair(model, bus, safe_state, scenario, broken=None, elbow="current"):
-    """Both emulators through the script; returns (first difference or None, outcomes of the call,
-    cycles the call ran with the watchdog tripped)."""
-    (fast, fast_fw), (ref, ref_fw) = (_rig(model, bus, safe_state, scenario, elbow) for _ in range(2))
-    ref.one_call = None
+    """The emulator and its model through the script; returns (first difference or None, the
+    outcomes of the compiled calls, cycles the call ran with the watchdog tripped)."""
+    fast, fast_fw = _rig(model, bus, safe_state, scenario, elbow)
+    ref, ref_fw = _rig(model, bus, safe_state, scenario, elbow, cls=StageEmulator)
     if broken is not None:
         broken(fast)
     outcomes, tripped_done = [], 0
-    run = fast.one_call.run
-
-    def counted(*args):
-        outcomes.append(run(*args))
-        return outcomes[-1]
-    fast.one_call.run = counted
+    fast.one_call._call = _recording(fast.one_call._call, outcomes)
     hold = np.round(fast.hold_tau / 0.02) * 0.02
     for c, frames in enumerate(_script(bus, hold, elbow)):
         states = []
@@ -197,7 +202,7 @@ def _run_pair(model, bus, safe_state, scenario, broken=None, elbow="current"):
             sent = list(fw.inbox)
             fw.inbox.clear()
             states.append(_state(emu, sent))
-            if emu is fast and was_tripped and outcomes[before:] == [one_call.DONE]:
+            if emu is fast and was_tripped and outcomes[before:] in ([one_call.DONE], [one_call.SENSED]):
                 tripped_done += 1
         for key in states[0]:
             if states[0][key] != states[1][key]:
@@ -217,17 +222,18 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_one_call_equals_the_stage_path(model, tmp_path_factory, case):
+def test_the_cycle_equals_its_model(model, tmp_path_factory, case):
     name, safe_state, scenario = CASES[case]
     bus = _float_map(tmp_path_factory) if name == "float" else BusMap.load(ROOT / "configs" / "bus" / f"{name}.toml")
     difference, outcomes, tripped_done = _run_pair(model, bus, safe_state, scenario,
                                                    elbow="voltage" if "voltage" in case else "current")
     assert difference is None, difference
-    done = outcomes.count(one_call.DONE)
-    # two trips and two clears; closed brakes keep the call off until the stage path clears
-    assert done > CYCLES // 2 and outcomes.count(one_call.SUPERVISE) >= (2 if safe_state == "brake" else 4), outcomes
-    if safe_state != "brake":            # the safe state's torques in the call
-        assert tripped_done > 20, tripped_done
+    finished = outcomes.count(one_call.DONE) + outcomes.count(one_call.SENSED)
+    # every cycle finishes in the call; two trips and two clears return to Python and come back
+    assert finished == CYCLES and outcomes.count(one_call.SUPERVISE) == 4, outcomes
+    assert tripped_done > 20, tripped_done          # the safe state's torques (and closed brakes) in the call
+    if scenario is not None and "dropout" in scenario:
+        assert outcomes.count(one_call.SENSED) >= 50, outcomes      # the encoder dropout's 50 ms
 
 
 def test_the_script_covers_every_rejection(model, tmp_path_factory):
@@ -258,9 +264,9 @@ def test_a_wrong_hold_gain_is_caught(model):
     assert difference is not None and min(SILENT) < int(difference.split()[1].rstrip(":")) < 90, difference
 
 
-def test_a_step_failing_in_the_call_recovers_as_on_the_stage_path(model, tmp_path):
+def test_a_step_failing_in_the_call_recovers_as_its_model(model, tmp_path):
     """A command of 1e30 N m to an ideal drive diverges the plant inside the call (STEP_FAILED): the
-    step computed again, the safe state latched, the log and the statuses sent as on the stage path."""
+    safe state latched, the step computed again, the log and the statuses sent as the model's."""
     from tests.test_divergence import FLOAT_MAP, NAMES, Firmware
     from hil.logs.runlog import read_run
     runs, outcomes = [], []
@@ -269,14 +275,12 @@ def test_a_step_failing_in_the_call_recovers_as_on_the_stage_path(model, tmp_pat
         plant = Plant(model)
         fw = Firmware(bus, plant.equilibrium_eta(), 50, 1e30)
         log = tmp_path / f"{fast}.msgpack"
-        emu = Emulator(plant, fw, CommandInput(bus, NAMES), SensorOutput(bus, NAMES),
-                       RuntimeOptions(mode="afap", realtime=False, duration_s=0.08, log_path=str(log)),
-                       drives=DriveBank(plant, [None] * 3))
+        emu = (Emulator if fast else StageEmulator)(
+            plant, fw, CommandInput(bus, NAMES), SensorOutput(bus, NAMES),
+            RuntimeOptions(mode="afap", realtime=False, duration_s=0.08, log_path=str(log)),
+            drives=DriveBank(plant, [None] * 3))
         if fast:
-            run = emu.one_call.run
-            emu.one_call.run = lambda *args: outcomes.append(run(*args)) or outcomes[-1]
-        else:
-            emu.one_call = None
+            emu.one_call._call = _recording(emu.one_call._call, outcomes)
         summary = emu.run()
         header, rows = read_run(log)
         keep = [i for i, name in enumerate(header["columns"]) if name not in TIMINGS]

@@ -18,11 +18,8 @@ cycle (also the fault engine's cycle start and the bus fault layer).
 * --inprocess: the emulators in this process, on in-memory links in afap mode with a firmware
   answering the holding torque between the cycles, stepped alternately cycle by cycle so that
   both see the same machine load, no firmware process to disturb them (--cycles, default 20000);
-  a fourth emulator, "models, stage calls", has the models with a compiled call per stage instead
-  of the one call of the common path (hil.runtime.one_call); a fifth, "models, Python stages", the
-  stages the compiled cycle replaces run as before: DriveBank.update, Plant.step, SensorSuite.sample
-  one after the other and the Python codecs (CommandInput.feed, SensorOutput.frames); each stage's
-  p50 (p99) of all five (hil.runtime.stages; the one call's grouping of stages is stated there).
+  each stage's p50 (p99) of the three (hil.runtime.stages; the compiled cycle's grouping of stages
+  is stated there). A previous checkout's numbers come from tools.bench_checkouts.
 
     python -m tools.bench_loop [--duration 60] [--links pty,udp,slcan] [--cpu 0] [--models] [--inprocess]
                                [--cycles 20000] [--arm PRESET] [--bus MAP]
@@ -83,8 +80,6 @@ NOT_HOST_GOAL_PERCENT = 0.1  # of the cycles at 10 kHz with the C firmware
 OVERHEAD = "configs/scenarios/overhead.toml"
 MODEL_SETS = {"before": ["--ideal-sensors", "--ideal-drives"], "models": [], "faulted": ["--scenario", OVERHEAD]}
 WARMUP_CYCLES = 1000        # in-process: cycles run before timing (first calls, caches, branch predictors)
-PYTHON_STAGES = "models, Python stages"    # in-process: "models" with the separate calls and Python codecs
-STAGE_CALLS = "models, stage calls"        # in-process: "models" with a compiled call per stage, not the one call
 BUDGET_US = 10.0            # what sensor, drive and fault models may add to a 1 ms cycle
 
 
@@ -282,12 +277,6 @@ def inprocess_comparison(cycles: int, bus_path: str = LINKS["pty"][0], arm: str 
     one's timing (Emulator.stats, step_once's own clock) over the last `cycles`."""
     model, bus = load_model(ROOT / arm), BusMap.load(ROOT / bus_path)
     rigs = {name: _emulator(model, bus, name, WARMUP_CYCLES + cycles) for name in MODEL_SETS}
-    rigs[STAGE_CALLS] = _emulator(model, bus, "models", WARMUP_CYCLES + cycles)
-    rigs[STAGE_CALLS][0].one_call = None         # decode, supervise, drives-plant-sensors, encode called apart
-    rigs[PYTHON_STAGES] = _emulator(model, bus, "models", WARMUP_CYCLES + cycles)
-    emu = rigs[PYTHON_STAGES][0]                 # the Python stages the compiled ones replace
-    emu.sensor_frames, emu.feed, emu.fused.enabled = emu.sensors_out.frames, emu.commands.feed, False
-    emu.one_call = None
     for emu, _ in rigs.values():
         emu.stage_clock = StageClock(WARMUP_CYCLES + cycles)
     gc.collect()

@@ -118,9 +118,8 @@ from hil.dynamics.plant import REAL_AXIS_STABILITY, Plant, apparent_inertias
 from hil.kernels.drive import (MODE_TORQUE, MODE_CURRENT, MODE_VOLTAGE, P_MODE, P_GEAR, P_ETA,
                                P_LN_ETA, P_ETA_BAND, P_AMP_PER_NM, P_KT, P_KE, P_INV_R, P_SUPPLY,
                                P_IMAX, P_TMAX, P_DECAY, P_AVG, P_HOLD, P_STICK, N_PAR, O_BRAKE,
-                               O_RATE, F_LIMITED, F_HELD, F_STOP, drive_and_brake_step, drive_step, stop_joint)
-from hil.kernels.layout import (JOINT_TORQUE_DRIVEN, JOINT_PRESCRIBED, JP_STRIBECK,
-                                JP_BRAKE, JP_BRAKE_VS)
+                               O_RATE, F_LIMITED, F_HELD, BrakeWork, drives_update)
+from hil.kernels.layout import JOINT_PRESCRIBED, JOINT_TORQUE_DRIVEN, JP_STRIBECK, JP_BRAKE, JP_BRAKE_VS
 
 __all__ = ["DriveBank", "DriveSpec", "apparent_inertias", "INTERFACES"]
 
@@ -204,8 +203,8 @@ class DriveBank:
                               for k, s in enumerate(self.specs)]).reshape(nj, N_PAR)
         self.outputs = np.zeros((5, nj))
         self.tau, self.current, self.motor_torque, self.brake_reaction = self.outputs[:O_RATE]
-        self._flags = np.zeros((3, nj), bool)
-        self.limited, self.brake_held = self._flags[F_LIMITED], self._flags[F_HELD]
+        self.flags = np.zeros((3, nj), bool)
+        self.limited, self.brake_held = self.flags[F_LIMITED], self.flags[F_HELD]
         self.torque_limited = False
         self.kt_scale = np.ones(nj)
         self.friction_scale = np.ones(nj)
@@ -217,15 +216,16 @@ class DriveBank:
         self.brake_velocity = self._brake_smoothing()
         self.par[:, P_STICK] = self.brake_velocity
         km = plant.km
-        self._drive, self._tau_joint = km.drive, plant.joint_torques
-        self._work = make_work(km)                       # stop_joint's, so that the plant's keeps its reactions
-        self._scratch = np.zeros((2, lay.nq)), np.zeros(nj)
+        self._drive = km.drive
+        # stop_joint's work array is its own, so that the plant's keeps its reactions
+        self.brake_work = BrakeWork(drive=km.drive, prof_par=km.prof_par, tau_joint=plant.joint_torques,
+                                    w=make_work(km).w, kinetic=self.brake_kinetic, acc=np.zeros((2, lay.nq)),
+                                    tau=np.zeros(nj))
         self._nominal_friction = np.column_stack([km.viscous, km.coulomb, km.jpar[:, JP_STRIBECK]])
         km.jpar[:, JP_BRAKE] = 0.0
         km.jpar[:, JP_BRAKE_VS] = self.brake_velocity
         plant.stabilize_friction(self.inertia)          # at this bank's pose (the plant's: at its construction)
         self._check_back_emf_coupling()
-        self._warm_up()
 
     # ------------------------------------------------------------------ per cycle
     def update(self, command: np.ndarray) -> np.ndarray:
@@ -234,14 +234,9 @@ class DriveBank:
         from the plant at the step start; then let each engaged brake stick or slip (module
         docstring). Returns `tau`, the link-side torques for the plant step."""
         plant = self.plant
-        if self.braking:
-            self.torque_limited, stop = drive_and_brake_step(self.par, command, plant.vel, self.vidx, self.kt_scale,
-                                                             self.outputs, self._flags, self._drive, self._tau_joint)
-            if stop:
-                self._stop_joints()
-        else:
-            self.torque_limited = drive_step(self.par, command, plant.vel, self.vidx, self.kt_scale, self.outputs,
-                                             self.limited)
+        self.torque_limited = drives_update(self.par, command, plant.vel, self.vidx, self.kt_scale, self.outputs,
+                                            self.flags, self.braking, self.brake_work, *plant.kernel_args[:2], plant.t,
+                                            plant.pos)
         return self.tau
 
     def reset(self) -> None:
@@ -269,20 +264,6 @@ class DriveBank:
             self.outputs[O_RATE, k] = self.plant.vel[self.vidx[k]]    # a slow coordinate sticks at the next update
         elif self.brake_held[k]:
             self._free(k)
-
-    def _stop_joints(self) -> None:
-        """Stop and hold the stiff joints brake_step marked (a rare event: costs about the plant step)."""
-        plant = self.plant
-        acc, tau = self._scratch
-        for k in range(len(self.names)):
-            if not self._flags[F_STOP, k]:
-                continue
-            tau[:] = self.tau
-            stop_joint(plant.km.mi, plant.km.mf, self._work.w, plant.t, plant.pos, plant.vel, tau, k,
-                       self.brake_kinetic[k], acc[0], acc[1])
-            plant.km.prof_par[k, 0] = plant.pos[k]
-            self._drive[k] = JOINT_PRESCRIBED
-        self._flags[F_STOP] = False
 
     def _free(self, k: int) -> None:
         """Let go of a held motor coordinate (at rest; the plant integrates it again)."""
@@ -353,22 +334,6 @@ class DriveBank:
             elif spec.brake_torque_N_m > 0:
                 out[k] = self.brake_kinetic[k] * h / (kappa * self.inertia[k])
         return out
-
-    def _warm_up(self) -> None:
-        """Compile (or load) the brake kernels now, on copies, not in the cycle a brake first acts."""
-        braked = np.flatnonzero(self.brake_torque > 0)
-        if braked.size == 0:
-            return
-        plant = self.plant
-        vel = plant.vel.copy()
-        drive_and_brake_step(self.par.copy(), np.zeros(len(self.names)), vel, self.vidx, self.kt_scale.copy(),
-                             self.outputs.copy(), self._flags.copy(), self._drive.copy(), self._tau_joint.copy())
-        stiff = [int(k) for k in braked if self.vidx[k] == k]
-        if stiff:
-            acc, tau = self._scratch
-            vel[stiff[0]] = 1.0
-            stop_joint(plant.km.mi, plant.km.mf, self._work.w, plant.t, plant.pos, vel, tau, stiff[0], 1.0, acc[0],
-                       acc[1])
 
     def _check_specs(self, plant: Plant) -> None:
         """Refuse an invalid spec (hil.model.spec.drive_problems) or a brake on a prescribed joint with the

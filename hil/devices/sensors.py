@@ -198,7 +198,7 @@ class SensorSuite:
     def sample(self, draw: bool = True) -> None:
         """Run every sensor at the plant's new instant (after Plant.step, which computed the
         sensors' stations, the plant's output stations, in the same kernel call); `draw` False:
-        with the normals drawn last (for a step computed again, hil.runtime.fused_cycle)."""
+        with the normals drawn already."""
         self.step_count += 1
         self._sense(False, draw)
 

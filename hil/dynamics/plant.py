@@ -205,9 +205,12 @@ class Plant:
                                        self.plan.substeps, self.method, self.out_index, self.station_out)
         self.t += self.dt
         if not ok:
-            raise SimulationError(f"t = {self.t:.6f} s: non-finite state or singular inertia "
-                                  f"({self.plan.describe()}); reduce dt, add substeps or use a midpoint scheme "
-                                  f"(fitted_midpoint, imex_midpoint)")
+            raise SimulationError(self.step_failure())
+
+    def step_failure(self) -> str:
+        """What a step that ended at the present time in a non-finite state (or met a singular inertia) says."""
+        return (f"t = {self.t:.6f} s: non-finite state or singular inertia ({self.plan.describe()}); reduce dt, "
+                "add substeps or use a midpoint scheme (fitted_midpoint, imex_midpoint)")
 
     def evaluate(self) -> np.ndarray:
         """Solve the accelerations at the current state (with the plant's formulation; the

@@ -1,11 +1,13 @@
 """One cycle of the motor drives and their brakes on flat arrays (the model: hil.devices.drives, whose
-DriveBank builds the parameter array and calls drive_step or drive_and_brake_step, and stop_joint for a
-stiff joint its brake stops; or hil.kernels.cycle fuses drive_step with the plant step)."""
+DriveBank builds the parameter array and calls drives_update; hil.kernels.cycle calls it before the plant
+step)."""
+from collections import namedtuple
+
 import numpy as np
 
 from .aba import forward_dynamics
 from .jit import kernel
-from .layout import JOINT_ROTOR_HELD, JOINT_TORQUE_DRIVEN
+from .layout import JOINT_PRESCRIBED, JOINT_ROTOR_HELD, JOINT_TORQUE_DRIVEN
 
 MODE_TORQUE, MODE_CURRENT, MODE_VOLTAGE = 0, 1, 2
 
@@ -19,6 +21,33 @@ N_PAR = 16
 O_TAU, O_CURRENT, O_MOTOR, O_BRAKE, O_RATE = range(5)
 # rows of the flag array: clamped by a limit this cycle, held by the brake, a stiff joint to stop and hold
 F_LIMITED, F_HELD, F_STOP = range(3)
+
+# What the engaged brakes read and write besides the drives' own arrays: the joints' drive kinds and
+# held angles (KernelModel.drive, prof_par: a stopped stiff joint is held as a prescribed one), the
+# torques the joints transmit (the plant's), stop_joint's own work array, each brake's slipping
+# torque (its probe) and scratch for two accelerations and the drive torques.
+BrakeWork = namedtuple("BrakeWork", "drive prof_par tau_joint w kinetic acc tau")
+
+
+@kernel
+def drives_update(par, command, vel, vidx, kt_scale, out, flags, braking, brakes, mi, mf, t, pos):
+    """One cycle of every drive (drive_step); while `braking` (any brake engaged) the brakes then
+    stick or slip (brake_step) and each stiff joint a brake stops is stopped (stop_joint) and held
+    at its angle as a prescribed joint. Returns any(limited)."""
+    if not braking:
+        return drive_step(par, command, vel, vidx, kt_scale, out, flags[F_LIMITED])
+    any_limited = drive_step(par, command, vel, vidx, kt_scale, out, flags[F_LIMITED])
+    if brake_step(par, vel, vidx, out, flags, brakes.drive, brakes.tau_joint):
+        for k in range(command.shape[0]):
+            if flags[F_STOP, k]:
+                for j in range(command.shape[0]):
+                    brakes.tau[j] = out[O_TAU, j]
+                stop_joint(mi, mf, brakes.w, t, pos, vel, brakes.tau, k, brakes.kinetic[k], brakes.acc[0],
+                           brakes.acc[1])
+                brakes.prof_par[k, 0] = pos[k]
+                brakes.drive[k] = JOINT_PRESCRIBED
+                flags[F_STOP, k] = False
+    return any_limited
 
 
 @kernel
@@ -71,14 +100,6 @@ def drive_step(par, command, vel, vidx, kt_scale, out, limited):
         limited[k] = lim
         any_limited |= lim
     return any_limited
-
-
-@kernel
-def drive_and_brake_step(par, command, vel, vidx, kt_scale, out, flags, drive, tau_joint):
-    """drive_step, then brake_step: one call per cycle while any brake is engaged (every array
-    argument costs the call from Python). Returns (any joint limited, any stiff joint to stop)."""
-    any_limited = drive_step(par, command, vel, vidx, kt_scale, out, flags[F_LIMITED])
-    return any_limited, brake_step(par, vel, vidx, out, flags, drive, tau_joint)
 
 
 @kernel

@@ -6,11 +6,10 @@ logger thread through a bounded queue, so file I/O never runs in the loop. One c
 faults); receive the frames (through the link's fault layer); decode the commands; supervise
 (command watchdog, safe-state poses, holding brakes); drives (command -> link-side torque); a
 stall fault; the plant step; sensor sampling; signal faults on the measured channels; encode the
-sensor frames; send them (bus faults and output delay act there); log. On the common path (no
-CANopen, no brake closed, no signal fault changing the channels, no divergence) decode through
-encode are one compiled call (hil.runtime.one_call); elsewhere, and in a cycle whose watchdog trips
-or clears, decoding, encoding and the drives-plant-sensors compute run compiled apart
-(hil.runtime.command_frames, sensor_frames, fused_cycle; hil.runtime.stages times each stage).
+sensor frames; send them (bus faults and output delay act there); log. Decode through encode are
+one compiled call (hil.runtime.one_call), which returns to Python for what only Python does (a
+watchdog trip or clear, a divergence, signal faults, CANopen's frames) and is then made again from
+where it stopped (hil.runtime.stages times each stage).
 Modes (hil.runtime.options): `realtime` (fixed period), `afap` (as fast as possible) and `lockstep`
 (one step per received command frame, deterministic).
 
@@ -45,8 +44,7 @@ from firmware_bridge.wire.signals import CommandInput, SensorOutput
 from hil.devices.drives import DriveBank
 from hil.faults.engine import FaultEngine, bus_encoding, encoder_counter_bits
 from hil.model.spec import INTERFACE_VOLTAGE
-from hil.dynamics.plant import Plant, SimulationError
-from hil.kernels.cycle import OK
+from hil.dynamics.plant import Plant
 from hil.runtime.command_age import CommandAge
 from hil.runtime.cycle_stats import CycleStats, series_summary
 from hil.runtime.pacer import OverrunHalt, Pacer
@@ -57,8 +55,7 @@ from hil.runtime.receive import ReceiveBudget
 from hil.runtime.lockstep import firmware_cue, wait_for_command
 from hil.runtime.start import await_first_command, check_period, link_poller
 from hil.runtime.command_frames import CompiledCommandInput
-from hil.runtime.fused_cycle import FusedCycle
-from hil.runtime.one_call import DONE, STEP_FAILED, TAKE_IN, OneCall
+from hil.runtime.one_call import OneCall
 from hil.runtime.sensor_frames import CompiledSensorFrames
 from hil.runtime.stages import Stage, StageClock
 from hil.runtime.supervisor import Supervisor
@@ -98,9 +95,10 @@ class Emulator:
         sensors_out.bind(self.sensors.channel_names)
         compiled_out = CompiledSensorFrames(sensors_out, self.sensors.channel_names)
         self.sensor_frames = compiled_out.frames
+        compiled_in = CompiledCommandInput(commands)
         # a CANopen map's RPDOs go through their node's PDO mapping (PdoCommandInput), in Python
-        compiled_in = CompiledCommandInput(commands) if type(commands) is CommandInput else None
-        self.feed = commands.feed if compiled_in is None else compiled_in.feed
+        python_frames = type(commands) is not CommandInput
+        self.feed = commands.feed if python_frames else compiled_in.feed
         # the faults' seed: the run's, else the scenario's, else the model's
         seed = next(s for s in (options.seed, scenario and scenario.seed, plant.asm.model.sensor_seed) if s is not None)
         self.faults = FaultEngine(self.sensors.channel_names, dt_s=plant.dt, seed=seed,
@@ -130,7 +128,6 @@ class Emulator:
         self.held_fresh = False             # a command taken in while waiting (lockstep, start)
         self._received: list[Frame] = []    # this cycle's frames (reused)
         self.divergence = DivergenceGuard(plant, self.drives)
-        self.fused = FusedCycle(plant, self.drives, self.sensors, self.divergence)
         self.overrun_causes = OverrunCauses(options.period_s, None)
         self._last_work: tuple[int, int, int] | None = None   # last cycle: start, compute, I/O ns
         self._wait_from: int | None = None          # when the latest pacer wait began (monotonic ns)
@@ -150,8 +147,7 @@ class Emulator:
         self.logger: RunLogger | None = None
         self.stage_clock: StageClock | None = None    # per-stage timestamps (hil.runtime.stages), when set
         self.live = None        # a tap on the logger's thread (hil.viz.live.LiveView), set before run()
-        # the common path's cycle in one call (hil.runtime.one_call); None: always the stages below
-        self.one_call = OneCall(self, compiled_in, compiled_out) if compiled_in and protocol is None else None
+        self.one_call = OneCall(self, compiled_in, compiled_out, python_frames)    # the cycle's compute
 
     @property
     def watchdog(self) -> Watchdog:
@@ -213,16 +209,6 @@ class Emulator:
         """The link's waiting frames, within the receive budget (each read: hil.runtime.receive)."""
         self.receive_budget.take(self.link, frames, self.recorder.received if self.recorder else None)
 
-    def _decode(self, frames: list[Frame]) -> bool:
-        """Take the received frames in; True if a valid command arrived (refreshes the watchdog)."""
-        fresh = self.held_fresh
-        self.held_fresh = False
-        rejected = self.commands.reader.rejected_total
-        for frame in frames:
-            fresh |= self.take_frame(frame)
-        self.supervisor.rejected_now = self.commands.reader.rejected_total > rejected
-        return fresh
-
     def take_frame(self, frame: Frame) -> bool:
         """Feed a received frame; True if it was a valid command (refreshes the watchdog)."""
         if self.protocol is not None and self.protocol.receive(frame):
@@ -236,42 +222,7 @@ class Emulator:
         self.age.taken(int(frame.timestamp * 1e9) if frame.timestamp > 0 else time.monotonic_ns())
         return True
 
-    def _step_plant(self, tau: np.ndarray) -> np.ndarray:
-        """The plant step; a divergence (hil.runtime.divergence) restores the last good state, latches
-        the safe state and steps with its torques instead. Returns the torque applied."""
-        guard = self.divergence
-        guard.keep()
-        try:
-            self.plant.step(tau)
-            problem = guard.deflection_problem(self.cycle)
-        except SimulationError as exc:
-            problem = str(exc)
-        if problem is None:
-            return tau
-        guard.restore()
-        event = guard.latch(self.cycle, guard.cause(self.commands.tau, tau, self.plant.layout.joint_names, problem))
-        if self.supervisor.latch_divergence() and self.logger is not None:
-            self.logger.event(event)
-        self.supervisor.update_brakes()
-        tau = self.drives.update(self.supervisor.applied_torque(self.commands.tau))
-        self.plant.step(tau)
-        return tau
-
-    def _fused_step(self, command: np.ndarray, draw: bool) -> np.ndarray:
-        """The cycle's compute in one call (hil.runtime.fused_cycle; `draw`: the sensor noise not yet drawn)."""
-        self.faults.stall()
-        if self.fused.step(command, self.cycle, draw) == OK:
-            return self.drives.tau
-        return self._recover_step()
-
-    def _recover_step(self) -> np.ndarray:
-        """A failed compiled step computed again by _step_plant from the state before it (the same
-        failure, then its recovery), the sensors on the noise drawn for it."""
-        tau = self._step_plant(self.drives.tau)
-        self.sensors.sample(draw=False)
-        return tau
-
-    def _encode(self, status: int) -> list[Frame]:
+    def encode(self, status: int) -> list[Frame]:
         """Frames from the measured sensor channels (after any change a fault engine made to them)."""
         measured = self.sensors.measured
         if self.protocol is None:
@@ -312,44 +263,10 @@ class Emulator:
         clk and clk.mark(Stage.RECEIVE)
         frames = self._receive()
         clk and clk.mark(Stage.DECODE)
-        one = self.one_call             # the common path: one call from the frames' bytes to the sensor frames'
-        outcome = one.run(frames, t0, clk) if one is not None and one.applies(frames) else TAKE_IN
-        if outcome == TAKE_IN:
-            fresh = self._decode(frames)
-            cmd_age_us = self.age.cycle_start(t0)
-        else:
-            fresh, cmd_age_us = one.fresh, one.cmd_age_us
-        if outcome == DONE:
-            tau, status, frames, t1, t2 = self.drives.tau, one.status, one.sent, one.t1, one.t2
-        else:
-            clk and clk.mark(Stage.SUPERVISE)
-            if outcome != STEP_FAILED:      # (a failed step's cycle was supervised in the call)
-                self.supervisor.supervise(fresh, self.cycle, self.logger)
-            t1 = time.monotonic_ns()
-            clk and clk.mark(Stage.DRIVES)
-            draw = outcome == TAKE_IN       # else the call drew the sensor noise
-            if outcome == STEP_FAILED:
-                clk and clk.mark(Stage.PLANT)
-                tau = self._recover_step()
-                clk and clk.mark(Stage.SENSORS, through=Stage.FAULTS)
-            elif self.fused.applies:                 # drives, plant, sensors: one call (the "plant" stage)
-                clk and clk.mark(Stage.PLANT)
-                tau = self._fused_step(self.supervisor.applied_torque(self.commands.tau), draw)
-                clk and clk.mark(Stage.SENSORS, through=Stage.FAULTS)
-            else:
-                tau = self.drives.update(self.supervisor.applied_torque(self.commands.tau))
-                clk and clk.mark(Stage.PLANT)
-                self.faults.stall()
-                tau = self._step_plant(tau)
-                clk and clk.mark(Stage.SENSORS)
-                self.sensors.sample(draw)
-                clk and clk.mark(Stage.FAULTS)
-            self.faults.apply_signals(self.sensors.measured, self.sensors.truth)
-            self.cycle += 1
-            t2 = time.monotonic_ns()
-            clk and clk.mark(Stage.ENCODE)
-            status = self.supervisor.status()
-            frames = self._encode(status & self.supervisor.announced)
+        one = self.one_call
+        one.run(frames, t0, clk)
+        fresh, cmd_age_us, status, frames, t1, t2 = one.fresh, one.cmd_age_us, one.status, one.sent, one.t1, one.t2
+        tau = self.drives.tau
         clk and clk.mark(Stage.SEND)
         if self.opt.mode != "lockstep":     # commands that arrived while the plant stepped answer older frames
             self._read_into(self._early)
@@ -391,7 +308,7 @@ class Emulator:
         beat = self.opt.mode == "realtime" and pacer.sleeps
         self.overrun_causes = OverrunCauses(self.opt.period_s, Heartbeat().start() if beat else None)
         n_cycles = self.n_cycles = None if self.opt.duration_s is None else int(round(self.opt.duration_s / self.plant.dt))
-        initial = self._encode(0)               # first sensor frame (CANopen: boot-up): the firmware's cue
+        initial = self.encode(0)               # first sensor frame (CANopen: boot-up): the firmware's cue
         self.send_sensors(initial)
         halted = None
         try:

@@ -1,16 +1,23 @@
-"""The emulator's cycle on its common path as one compiled call (hil.kernels.emulator_cycle): the
-received command frames, the command watchdog, the safe-state command, drives, plant step, sensors,
+"""The compute of every emulator cycle as one compiled call (hil.kernels.emulator_cycle): the received
+command frames, the command watchdog, the safe-state command, drives and brakes, plant step, sensors,
 status word and sensor frames. Python moves the frames' bytes into a preallocated buffer (the id
-lookup stays a dict get), draws the sensor noise (the generator's numbers, as before), and after the
-call keeps the counts the call's verdicts imply: the reader's accepted, rejected by kind, ignored,
-lost and resynchronised frames, the command ages, the writer's saturated and refused messages.
+lookup stays a dict get), draws the sensor noise, and after the call keeps the counts the call's
+verdicts imply: the reader's accepted, rejected by kind, ignored, lost and resynchronised frames, the
+command ages, the writer's saturated and refused messages.
 
-The common path: no CANopen protocol, the ABA formulation (FusedCycle.applies: no holding brake
-engaged), no brake closed by the safe state, no signal fault changing the measured channels, no
-stall fault, no divergence. Everything else takes the separate stages of Emulator.step_once, which
-remain the reference; so does a cycle whose watchdog trips or clears (SUPERVISE: the call stops
-after taking the frames in, Python supervises and steps) and one whose plant step fails
-(STEP_FAILED: Python computes the step again and recovers, as after FusedCycle.step).
+Where the cycle needs Python the call returns, Python does what it must and makes the call again
+from ENTRY_SUPERVISED (past the frames and the watchdog), so that each stage has one implementation:
+
+- the watchdog trips or clears (SUPERVISE): Supervisor.supervise logs it, keeps the pose to hold and
+  closes or opens the brakes;
+- the plant step fails (STEP_FAILED): the state goes back to the last good one, the divergence is
+  named and the safe state latches (``_recover``);
+- signal faults change the measured channels, or a CANopen node decides which frames go out
+  (SENSED): the fault engine acts on the channels and Emulator.encode builds the frames.
+
+A CANopen map's frames go through its nodes in Python (firmware_bridge.canopen.network.DriveNodes)
+before the call, which then takes no frames; the nodes' safe joints are the call's ``node_safe``.
+A stall fault busy-waits in the compute phase, just before the call.
 """
 from __future__ import annotations
 
@@ -21,9 +28,11 @@ import numpy as np
 
 from firmware_bridge.wire.codec_table import DEC_LENGTH
 from firmware_bridge.wire.messages import StatusFlag
-from hil.kernels.emulator_cycle import (DONE, N_V, SAFE_DAMPING, SAFE_HOLD, SAFE_ZERO_TORQUE, STEP_FAILED, SUPERVISE,
-                                        V_EFFICIENCY, V_GEAR, V_KE, V_KT, V_RESISTANCE, V_SUPPLY, V_VOLTAGE,
-                                        emulator_cycle)
+from hil.dynamics.plant import SimulationError
+from hil.kernels.cycle import DEFLECTED
+from hil.kernels.emulator_cycle import (DONE, ENTRY_FRAMES, ENTRY_SUPERVISED, N_V, SAFE_DAMPING, SAFE_HOLD,
+                                        SAFE_ZERO_TORQUE, SENSED, STEP_FAILED, SUPERVISE, V_EFFICIENCY, V_GEAR, V_KE,
+                                        V_KT, V_RESISTANCE, V_SUPPLY, V_VOLTAGE, emulator_cycle)
 from hil.kernels.frame_codec import CNT_LOST, CNT_RESYNCS, OK, OK_LOST
 from hil.kernels.jit import bound_call
 from hil.model.spec import INTERFACE_VOLTAGE
@@ -32,16 +41,17 @@ from hil.runtime.divergence import CHECK_EVERY
 from hil.runtime.sensor_frames import CompiledSensorFrames
 from hil.runtime.stages import Stage
 
-TAKE_IN = -1        # the outcome of a cycle the call does not apply to: every stage in Python
+__all__ = ["DONE", "SENSED", "STEP_FAILED", "SUPERVISE", "OneCall"]
 
 _RUNNING, _COMMAND_REJECTED, _TORQUE_LIMITED, _FAULT_ACTIVE = map(int, (
     StatusFlag.RUNNING, StatusFlag.COMMAND_REJECTED, StatusFlag.TORQUE_LIMITED, StatusFlag.FAULT_ACTIVE))
 _SAFE_MODES = {"zero_torque": SAFE_ZERO_TORQUE, "hold": SAFE_HOLD, "brake": SAFE_DAMPING}
 # the positions of the call's arguments that change from cycle to cycle
 _ARG = {name: i for i, name in enumerate(inspect.signature(emulator_cycle.py_func).parameters)}
-(_N_FRAMES, _T, _HELD, _LAST_VALID, _TRIPPED, _POS, _VEL, _NSUB, _STEP, _STATUS, _ANNOUNCED, _CYCLE) = (
-    _ARG[n] for n in ("n_frames", "t", "held_fresh", "last_valid_s", "tripped", "pos", "vel", "nsub", "step", "status",
-                      "announced", "cycle"))
+(_ENTRY, _N_FRAMES, _T, _HELD, _LAST_VALID, _TRIPPED, _DIVERGED, _BRAKING, _POS, _VEL, _NSUB, _CHECK, _STEP,
+ _STATUS, _ANNOUNCED, _ENCODE, _CYCLE) = (
+    _ARG[n] for n in ("entry", "n_frames", "t", "held_fresh", "last_valid_s", "tripped", "diverged", "braking", "pos",
+                      "vel", "nsub", "check", "step", "status", "announced", "encode", "cycle"))
 
 
 def _conversions(drives) -> np.ndarray:
@@ -56,64 +66,113 @@ def _conversions(drives) -> np.ndarray:
 
 
 class OneCall:
-    """Binds an emulator's arrays to the call once; ``applies(frames)`` says whether this cycle is on
-    the common path, ``run(frames, t0, clk)`` runs it and returns the outcome (DONE: the frames to
-    send in ``sent``, the status in ``status``); ``fresh`` and ``cmd_age_us`` as Emulator._decode
-    and CommandAge.cycle_start give them, ``t1`` and ``t2`` the compute's start and end (ns)."""
+    """Binds an emulator's arrays to the call once; ``run(frames, t0, clk)`` runs a cycle's compute
+    (module docstring) and leaves: ``sent`` the sensor frames to send, ``status`` the status word,
+    ``fresh`` whether a valid command arrived, ``cmd_age_us`` as CommandAge.cycle_start gives it,
+    ``t1`` and ``t2`` the compute's start and end (ns). `python_frames`: the frames go through
+    Emulator.take_frame (a CANopen map's nodes, a decoder of its own) before the call."""
 
-    def __init__(self, emu, command_frames: CompiledCommandInput, sensor_frames: CompiledSensorFrames):
-        self.emu = emu
+    def __init__(self, emu, command_frames: CompiledCommandInput, sensor_frames: CompiledSensorFrames,
+                 python_frames: bool = False):
+        self.emu, self.python_frames = emu, python_frames
         self.command_frames, self.sensor_frames = command_frames, sensor_frames
-        self.capacity = 2 * emu.opt.receive_frames      # the cycle's frames and those read just before sending
         self._reader = command_frames.commands.reader
         self._lookup = command_frames.lookup
-        self._width = int(command_frames.msg[:, DEC_LENGTH].max())      # the longest command payload
-        self._frames = np.zeros((self.capacity, self._width), np.uint8)
-        self._bytes = memoryview(self._frames).cast("B")
-        self._frame_msg = np.zeros(self.capacity, np.int64)
-        self._frame_len = np.zeros(self.capacity, np.int64)
-        self._verdicts = np.zeros(self.capacity, np.int64)
-        # Python reads and writes their items through memoryviews (a third of numpy's time per item)
-        self._msg_items, self._len_items, self._verdict_items = map(memoryview, (
-            self._frame_msg, self._frame_len, self._verdicts))
+        self._width = max(1, int(command_frames.msg[:, DEC_LENGTH].max(initial=0)))      # the longest command
         self._taken: list = []
-        fused, p, opt, sup = emu.fused, emu.plant, emu.opt, emu.supervisor
-        self.fused = fused
-        sp = np.array([_SAFE_MODES[opt.safe_state], *map(float, opt.hold_gains), opt.brake_damping_N_m_s_rad])
-        crc8, crc16, f32, u32, decoded, ctr, state, counts, stored, slots, command = command_frames.tables
-        enc = sensor_frames
-        bound = dict(
-            frames=self._frames, frame_msg=self._frame_msg, frame_len=self._frame_len, n_frames=0,
-            verdicts=self._verdicts, msg=command_frames.msg, sig=command_frames.sig, sigf=command_frames.sigf,
-            crc8=crc8, crc16=crc16, f32=f32, u32=u32, decoded=decoded, ctr=ctr, ctr_state=state, counts=counts,
-            stored=stored, slots=slots, command=command, t=p.t, held_fresh=False, last_valid_s=0.0, tripped=False,
-            timeout_s=float(sup.watchdog.timeout_s), sp=sp, hold_tau=sup.hold_tau, hold_q=sup.hold_q,
-            braked=sup.braked, conv=_conversions(emu.drives), safe=sup.tau,
-            **dict(zip(("par", "vidx", "kt_scale", "dout", "limited"), fused.drive_args)),
-            **dict(zip(("mi", "mf", "w"), p.kernel_args)), pos=p.pos, vel=p.vel, tau=p.tau, dt=p.dt,
-            nsub=p.plan.substeps, method=p.method, **dict(zip(("stations", "out"), fused.stations)),
-            check_every=CHECK_EVERY,
-            **dict(zip(("eta0", "reach", "kept_pos", "kept_vel"), fused.guard_args)), step=0,
-            **dict(zip(("fj", "current", "z", "ich", "fch", "sf", "si", "gi", "gm", "lin_idx", "lin_coef", "jaxis",
-                        "truth", "sampled", "measured"), fused.sense_args)),
-            status=0, announced=0, emsg=enc.msg, esig=enc.sig, esigf=enc.sigf, cycle=0, counters=enc.counters,
-            payload=enc.payload, result=enc.result)
-        self._args = [bound[name] for name in _ARG]
+        self._args = [self._bound()[name] for name in _ARG]
+        self._allocate(2 * emu.opt.receive_frames)      # the cycle's frames and those read just before sending
         self._call = bound_call(emulator_cycle, tuple(self._args))
         self.fresh, self.cmd_age_us, self.status, self.t1, self.t2 = False, float("nan"), 0, 0, 0
         self.sent: list = []
 
-    def applies(self, frames: list) -> bool:
-        """This cycle is on the common path (module docstring)."""
+    def _bound(self) -> dict:
+        """The call's arguments by name, those that stay the same arrays all run bound once."""
         emu = self.emu
-        faults = emu.faults
-        return (len(frames) <= self.capacity and self.fused.applies and not emu.supervisor.diverged
-                and not emu.supervisor.any_brake_closed
-                and not faults.stall_ns and faults.signals_idle)
+        p, opt, sup, drives, sensors, guard = emu.plant, emu.opt, emu.supervisor, emu.drives, emu.sensors, emu.divergence
+        crc8, crc16, f32, u32, decoded, ctr, state, counts, stored, slots, command = self.command_frames.tables
+        enc = self.sensor_frames
+        node_safe = emu.protocol.safe if emu.protocol is not None else np.zeros(len(sup.tau), bool)
+        sp = np.array([_SAFE_MODES[opt.safe_state], *map(float, opt.hold_gains), opt.brake_damping_N_m_s_rad])
+        return dict(
+            entry=ENTRY_FRAMES, frames=None, frame_msg=None, frame_len=None, n_frames=0, verdicts=None,
+            msg=self.command_frames.msg, sig=self.command_frames.sig, sigf=self.command_frames.sigf,
+            crc8=crc8, crc16=crc16, f32=f32, u32=u32, decoded=decoded, ctr=ctr, ctr_state=state, counts=counts,
+            stored=stored, slots=slots, command=command, t=p.t, held_fresh=False, last_valid_s=0.0, tripped=False,
+            diverged=False, timeout_s=float(sup.watchdog.timeout_s), sp=sp, hold_tau=sup.hold_tau, hold_q=sup.hold_q,
+            braked=sup.braked, node_safe=node_safe, conv=_conversions(drives), safe=sup.tau,
+            par=drives.par, vidx=drives.vidx, kt_scale=drives.kt_scale, dout=drives.outputs, flags=drives.flags,
+            braking=False, brakes=drives.brake_work,
+            **dict(zip(("mi", "mf", "w"), p.kernel_args)), pos=p.pos, vel=p.vel, tau=p.tau, dt=p.dt,
+            nsub=p.plan.substeps, method=p.method, dae=p.dae, stations=p.out_index, out=p.station_out, check=False,
+            eta0=p.layout.n_joints, reach=np.ascontiguousarray(guard.reach),
+            **dict(zip(("kept_pos", "kept_vel"), guard.kept())), step=0,
+            **dict(zip(("fj", "current", "z", "ich", "fch", "sf", "si", "gi", "gm", "lin_idx", "lin_coef", "jaxis",
+                        "truth", "sampled"), sensors.tables[1:])), measured=sensors.measured,
+            status=0, announced=0, encode=True, emsg=enc.msg, esig=enc.sig, esigf=enc.sigf, cycle=0,
+            counters=enc.counters, payload=enc.payload, result=enc.result)
 
-    def run(self, frames: list, t0: int, clk) -> int:
+    def _allocate(self, capacity: int) -> None:
+        """Frame buffers for `capacity` frames a cycle (grown when a cycle brings more)."""
+        self.capacity = capacity
+        self._frames = np.zeros((capacity, self._width), np.uint8)
+        self._bytes = memoryview(self._frames).cast("B")
+        arrays = np.zeros(capacity, np.int64), np.zeros(capacity, np.int64), np.zeros(capacity, np.int64)
+        a = self._args
+        a[_ARG["frames"]] = self._frames
+        a[_ARG["frame_msg"]], a[_ARG["frame_len"]], a[_ARG["verdicts"]] = arrays
+        # Python reads and writes their items through memoryviews (a third of numpy's time per item)
+        self._msg_items, self._len_items, self._verdict_items = map(memoryview, arrays)
+
+    def run(self, frames: list, t0: int, clk) -> None:
         """The cycle's compute with the received `frames` (module docstring); `clk` a StageClock or None."""
         emu = self.emu
+        n, rejected, fresh = self._take_in(frames)
+        p, s, sup, cycle = emu.plant, emu.sensors, emu.supervisor, emu.cycle
+        wd = sup.watchdog
+        t = p.t
+        a = self._args
+        a[_ENTRY], a[_N_FRAMES], a[_T], a[_HELD], a[_LAST_VALID] = ENTRY_FRAMES, n, t, fresh, wd.last_valid_s
+        a[_POS], a[_VEL], a[_NSUB], a[_STEP] = p.pos, p.vel, p.plan.substeps, s.step_count + 1
+        a[_TRIPPED], a[_DIVERGED], a[_BRAKING], a[_CHECK] = wd.tripped, sup.diverged, emu.drives.braking, (
+            cycle % CHECK_EVERY == 0)
+        a[_STATUS] = self._known_status(rejected)
+        a[_ANNOUNCED], a[_ENCODE], a[_CYCLE] = sup.announced, emu.protocol is None and emu.faults.signals_idle, cycle
+        emu.divergence.kept_t = t           # with the position and velocity the call keeps
+        s.rng.standard_normal(out=s.noise)     # drawn once per plant step
+        clk and clk.mark(Stage.SUPERVISE, through=Stage.PLANT)
+        self.t1 = time.monotonic_ns()
+        emu.faults.stall()
+        outcome, status, detail = self._call(*a)
+        if n:
+            fresh, rejected = self._count(n, fresh, rejected)
+        sup.rejected_now = rejected
+        self.fresh, self.cmd_age_us = fresh, emu.age.cycle_start(t0)
+        if outcome == SUPERVISE:            # the watchdog trips or clears
+            sup.supervise(fresh, cycle, emu.logger)
+            outcome, status, detail = self._again(check=a[_CHECK])
+        elif fresh:                         # Watchdog.check without a trip or clear
+            wd.last_valid_s = t
+        p.t += p.dt
+        if outcome == STEP_FAILED:
+            outcome, status, detail = self._recover(detail)
+        self._finish(outcome, status, detail, clk)
+
+    def _take_in(self, frames: list) -> tuple[int, bool, bool]:
+        """The frames into the call's buffer (or through Emulator.take_frame, now); returns (frames in the
+        buffer, a frame rejected, a valid command taken: by the nodes or while the loop waited)."""
+        emu = self.emu
+        fresh, emu.held_fresh = emu.held_fresh, False
+        if self.python_frames:
+            before = self._reader.rejected_total
+            for frame in frames:
+                fresh |= emu.take_frame(frame)
+            if emu.protocol is not None:
+                emu.supervisor.supervise_nodes()
+            return 0, self._reader.rejected_total > before, fresh
+        if len(frames) > self.capacity:
+            self._allocate(len(frames))
+            self._call = bound_call(emulator_cycle, tuple(self._args))
         reader, taken = self._reader, self._taken
         taken.clear()
         rejected = False
@@ -133,45 +192,58 @@ class OneCall:
                 msgs[n], lens[n] = m, size
                 taken.append(frame)
                 n += 1
-        p, s, sup, cycle = emu.plant, emu.sensors, emu.supervisor, emu.cycle
-        wd = sup.watchdog
-        t = p.t
-        a = self._args
-        a[_N_FRAMES], a[_T], a[_HELD], a[_LAST_VALID], a[_TRIPPED] = n, t, emu.held_fresh, wd.last_valid_s, wd.tripped
-        a[_POS], a[_VEL], a[_NSUB], a[_STEP] = p.pos, p.vel, p.plan.substeps, s.step_count + 1
-        a[_STATUS] = _RUNNING | (_FAULT_ACTIVE if emu.faults.any_active else 0) | (_COMMAND_REJECTED if rejected
-                                                                                else 0)
-        a[_ANNOUNCED], a[_CYCLE] = sup.announced, cycle
-        fresh, emu.held_fresh = emu.held_fresh, False
-        self.fused.guard.kept_t = t
-        s.rng.standard_normal(out=s.noise)     # drawn once per plant step (the fallback then draws no more)
-        clk and clk.mark(Stage.SUPERVISE, through=Stage.PLANT)
-        self.t1 = time.monotonic_ns()
-        outcome, status, saturated = self._call(*a)
-        clk and clk.mark(Stage.SENSORS, through=Stage.ENCODE)
-        if n:
-            fresh, rejected = self._count(n, fresh, rejected)
-        sup.rejected_now = rejected
-        self.fresh, self.cmd_age_us = fresh, emu.age.cycle_start(t0)
-        if outcome == SUPERVISE:
-            return outcome
-        if fresh:                           # Watchdog.check without a trip or clear (those: SUPERVISE)
-            wd.last_valid_s = t
-        emu.drives.torque_limited = limited = bool(status & _TORQUE_LIMITED)
+        return n, rejected, fresh
+
+    def _known_status(self, rejected: bool) -> int:
+        """The status bits Python knows before the call: running, fault active, a rejected frame."""
+        emu = self.emu
+        active = emu.faults.any_active or emu.supervisor.diverged
+        return _RUNNING | (_FAULT_ACTIVE if active else 0) | (_COMMAND_REJECTED if rejected else 0)
+
+    def _again(self, check: bool) -> tuple[int, int, int]:
+        """The call made again from ENTRY_SUPERVISED, on the supervisor's state now."""
+        emu, a = self.emu, self._args
+        sup = emu.supervisor
+        a[_ENTRY], a[_TRIPPED], a[_DIVERGED], a[_BRAKING], a[_CHECK] = (
+            ENTRY_SUPERVISED, sup.watchdog.tripped, sup.diverged, emu.drives.braking, check)
+        a[_T], a[_POS], a[_VEL] = emu.plant.t, emu.plant.pos, emu.plant.vel
+        a[_STATUS] = self._known_status(sup.rejected_now)
+        return self._call(*a)
+
+    def _recover(self, verdict: int) -> tuple[int, int, int]:
+        """A failed plant step: the state goes back to the last good one, the divergence is named and
+        latched (the safe state to the run's end, FAULT_ACTIVE announced) and the cycle is computed
+        again in the safe state, without the deflection check (hil.runtime.divergence)."""
+        emu = self.emu
+        p, guard, sup = emu.plant, emu.divergence, emu.supervisor
+        problem = guard.deflection_problem(emu.cycle) if verdict == DEFLECTED else p.step_failure()
+        guard.restore()
+        event = guard.latch(emu.cycle, guard.cause(emu.commands.tau, emu.drives.tau, p.layout.joint_names, problem))
+        if sup.latch_divergence() and emu.logger is not None:
+            emu.logger.event(event)
+        sup.update_brakes()
+        self._args[_ANNOUNCED] = sup.announced
+        outcome, status, detail = self._again(check=False)
         p.t += p.dt
         if outcome == STEP_FAILED:
-            self.fused.guard.restore()
-            return outcome
+            raise SimulationError(f"{p.step_failure()}, also in the safe state after {problem}")
+        return outcome, status, detail
+
+    def _finish(self, outcome: int, status: int, saturated: int, clk) -> None:
+        """After the step: the counts, the signal faults and the frames to send."""
+        emu = self.emu
+        s, sup = emu.sensors, emu.supervisor
         s.step_count += 1
+        emu.drives.torque_limited = limited = bool(status & _TORQUE_LIMITED)
         if limited:
             sup.limited_cycles += 1
-        if emu.faults.watching:             # crossing triggers read the channels (nothing changes them)
+        if outcome == SENSED or emu.faults.watching:    # (watching: crossing triggers read the channels)
             emu.faults.apply_signals(s.measured, s.truth)
-        emu.cycle = cycle + 1
+        emu.cycle += 1
         self.t2 = time.monotonic_ns()
+        clk and clk.mark(Stage.SENSORS, through=Stage.ENCODE)
         self.status = status
-        self.sent = self.sensor_frames.wrap(saturated)
-        return DONE
+        self.sent = emu.encode(status & sup.announced) if outcome == SENSED else self.sensor_frames.wrap(saturated)
 
     def _count(self, n: int, fresh: bool, rejected: bool) -> tuple[bool, bool]:
         """The reader's counts and the command ages for the call's verdicts on the n frames taken in;

@@ -6,11 +6,11 @@ plant and drive faults), ``receive`` (frames off the link, through its fault lay
 (command -> link-side torque), ``plant`` (the step with its substeps and the sensors' stations),
 ``sensors`` (the sensor models), ``faults`` (signal faults on the measured channels), ``encode``
 (status and the sensor frames), ``send`` (onto the link) and ``log`` (the row to the log writer).
-A stage the compiled cycle fuses into the one before it takes (almost) no time of its own. A cycle
-run as one call (hil.runtime.one_call) is grouped thus: ``decode`` is Python filling the frame
-buffer and the call's arguments and drawing the sensor noise, ``plant`` the call (decode through
-encode), ``encode`` Python's counts after it and the Frames; supervise, drives, sensors and faults
-take no time of their own.
+The cycle's compute is one compiled call (hil.runtime.one_call), so its stages are grouped thus:
+``decode`` is Python filling the frame buffer and the call's arguments and drawing the sensor
+noise, ``plant`` the call (decode through encode, with what Python does where the call returns to
+it: a watchdog trip or clear, a divergence), ``encode`` Python's counts after it, signal faults and
+the Frames; supervise, drives, sensors and faults take no time of their own.
 """
 from __future__ import annotations
 

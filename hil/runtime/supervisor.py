@@ -2,11 +2,11 @@
 
 The supervisor keeps the command watchdog (hil.runtime.options.Watchdog), the safe state (all joints
 while the watchdog is tripped or the plant has diverged, the joints of stopped CANopen drive nodes),
-the safe-state command (zero torque, holding the pose, or the holding brakes with damping elsewhere)
-and the holding brakes the safe state closes (through the fault engine, so that a brake fault's brake
-stays closed, and vice versa). The compiled cycle (hil.kernels.emulator_cycle) computes the same
-safe-state command on its common path from the arrays bound here: ``hold_tau``, ``hold_q``,
-``braked`` and the command buffer ``tau``.
+the pose safe_state "hold" keeps and the holding brakes the safe state closes (through the fault
+engine, so that a brake fault's brake stays closed, and vice versa). The compiled cycle
+(hil.kernels.emulator_cycle) computes the safe-state command (zero torque, holding the pose, or the
+holding brakes with damping elsewhere) and the status word from the state kept here: ``hold_tau``,
+``hold_q``, ``braked``, the command buffer ``tau``, the watchdog and ``diverged``.
 """
 from __future__ import annotations
 
@@ -18,14 +18,8 @@ from hil.dynamics.plant import Plant
 from hil.faults.engine import FaultEngine
 from hil.runtime.options import RuntimeOptions, Watchdog
 
-# the status bits as plain ints (IntFlag arithmetic costs about a microsecond per cycle)
-_RUNNING, _COMMAND_TIMEOUT, _COMMAND_REJECTED, _TORQUE_LIMITED, _FAULT_ACTIVE = map(int, (
-    StatusFlag.RUNNING, StatusFlag.COMMAND_TIMEOUT, StatusFlag.COMMAND_REJECTED, StatusFlag.TORQUE_LIMITED,
-    StatusFlag.FAULT_ACTIVE))
-
-
 class Supervisor:
-    """The watchdog, safe state, holding brakes and status word of one emulator (module docstring).
+    """The watchdog, safe state and holding brakes of one emulator (module docstring).
     `protocol`: the CANopen drive nodes (their ``safe`` joints), or None."""
 
     def __init__(self, plant: Plant, drives: DriveBank, faults: FaultEngine, options: RuntimeOptions, protocol=None):
@@ -57,6 +51,11 @@ class Supervisor:
             self.hold_newly_safe_joints()
         self.update_brakes()
 
+    def supervise_nodes(self) -> None:
+        """A CANopen cycle's frames taken in: the poses of drives that stopped and the holding brakes."""
+        self.hold_newly_safe_joints()
+        self.update_brakes()
+
     def check_watchdog(self, fresh: bool, cycle: int, logger) -> None:
         was_tripped = self.watchdog.tripped
         tripped = self.watchdog.check(self.plant.t, fresh)
@@ -76,19 +75,6 @@ class Supervisor:
             self.announced = ~0
         return first
 
-    def applied_torque(self, command: np.ndarray) -> np.ndarray:
-        """The drives' commands: `command` as received, or in the safe state the safe torques, converted
-        to each drive's command (a voltage drive's duty)."""
-        nodes_safe = self.protocol is not None and self.protocol.any_safe
-        if not self.in_safe_state and not nodes_safe:
-            return command
-        self.safe_torque()
-        self.drives.command_for_torque(self.tau, out=self.tau)
-        if not self.in_safe_state:          # only the joints of stopped drives in the safe state
-            keep = ~self.protocol.safe
-            self.tau[keep] = command[keep]
-        return self.tau
-
     def hold_newly_safe_joints(self) -> None:
         """Protocol: the pose at which a drive was stopped is the one safe_state "hold" keeps."""
         safe = self.protocol.safe
@@ -97,16 +83,6 @@ class Supervisor:
             if newly.any():
                 self.hold_q[newly] = self.plant.q()[newly]
             self.safe_before[:] = safe
-
-    def safe_torque(self) -> None:
-        qd = self.plant.vel[: len(self.tau)]
-        if self.opt.safe_state == "zero_torque":
-            self.tau[:] = 0.0
-        elif self.opt.safe_state == "hold":
-            kp, kd = self.opt.hold_gains
-            self.tau[:] = self.hold_tau + kp * (self.hold_q - self.plant.q()) - kd * qd
-        else:                               # joints with a holding brake: brake, no torque; else damping
-            self.tau[:] = np.where(self.braked, 0.0, -self.opt.brake_damping_N_m_s_rad * qd)
 
     def update_brakes(self) -> None:
         """Safe state "brake": a joint's holding brake is closed while the watchdog is tripped or its
@@ -119,17 +95,3 @@ class Supervisor:
             self.faults.hold_brake(int(k), bool(want[k]))
         self.brakes_closed[:] = want
         self.any_brake_closed = bool(want.any())
-
-    def status(self) -> int:
-        """The status word of this cycle (all bits; the firmware gets those in ``announced``)."""
-        status = _RUNNING
-        if self.watchdog.tripped:
-            status |= _COMMAND_TIMEOUT
-        if self.rejected_now:
-            status |= _COMMAND_REJECTED
-        if self.drives.torque_limited:
-            status |= _TORQUE_LIMITED
-            self.limited_cycles += 1
-        if self.faults.any_active or self.diverged:
-            status |= _FAULT_ACTIVE
-        return status
