@@ -258,7 +258,7 @@ def test_a_status_without_the_running_bit_is_caught(model, monkeypatch):
 def test_a_wrong_hold_gain_is_caught(model):
     """The call's hold state with kp doubled: the same until the watchdog's first trip, then not."""
     def doubled(emu):
-        emu.one_call._args[one_call._ARG["sp"]][SP_KP] *= 2.0
+        emu.one_call.safe_state.sp[SP_KP] *= 2.0
     difference, _, _ = _run_pair(model, BusMap.load(ROOT / "configs" / "bus" / "full_fd.toml"), "hold", None,
                                  doubled)
     assert difference is not None and min(SILENT) < int(difference.split()[1].rstrip(":")) < 90, difference

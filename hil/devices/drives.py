@@ -118,7 +118,7 @@ from hil.dynamics.plant import REAL_AXIS_STABILITY, Plant, apparent_inertias
 from hil.kernels.drive import (MODE_TORQUE, MODE_CURRENT, MODE_VOLTAGE, P_MODE, P_GEAR, P_ETA,
                                P_LN_ETA, P_ETA_BAND, P_AMP_PER_NM, P_KT, P_KE, P_INV_R, P_SUPPLY,
                                P_IMAX, P_TMAX, P_DECAY, P_AVG, P_HOLD, P_STICK, N_PAR, O_BRAKE,
-                               O_RATE, F_LIMITED, F_HELD, BrakeWork, drives_update)
+                               O_RATE, F_LIMITED, F_HELD, BrakeWork, DriveArrays, drives_update)
 from hil.kernels.layout import JOINT_PRESCRIBED, JOINT_TORQUE_DRIVEN, JP_STRIBECK, JP_BRAKE, JP_BRAKE_VS
 
 __all__ = ["DriveBank", "DriveSpec", "apparent_inertias", "INTERFACES"]
@@ -221,6 +221,7 @@ class DriveBank:
         self.brake_work = BrakeWork(drive=km.drive, prof_par=km.prof_par, tau_joint=plant.joint_torques,
                                     w=make_work(km).w, kinetic=self.brake_kinetic, acc=np.zeros((2, lay.nq)),
                                     tau=np.zeros(nj))
+        self.arrays = DriveArrays(self.par, self.vidx, self.kt_scale, self.outputs, self.flags, self.brake_work)
         self._nominal_friction = np.column_stack([km.viscous, km.coulomb, km.jpar[:, JP_STRIBECK]])
         km.jpar[:, JP_BRAKE] = 0.0
         km.jpar[:, JP_BRAKE_VS] = self.brake_velocity
@@ -234,9 +235,8 @@ class DriveBank:
         from the plant at the step start; then let each engaged brake stick or slip (module
         docstring). Returns `tau`, the link-side torques for the plant step."""
         plant = self.plant
-        self.torque_limited = drives_update(self.par, command, plant.vel, self.vidx, self.kt_scale, self.outputs,
-                                            self.flags, self.braking, self.brake_work, *plant.kernel_args[:2], plant.t,
-                                            plant.pos)
+        self.torque_limited = drives_update(self.arrays, command, self.braking, *plant.kernel_args[:2], plant.t,
+                                            plant.pos, plant.vel)
         return self.tau
 
     def reset(self) -> None:

@@ -216,15 +216,16 @@ class SensorSuite:
         if draw:
             self.rng.standard_normal(out=self.noise)
         p = self.plant
-        k.sense(self.step_count, first, p.pos, p.vel, *self.tables)
+        k.sense(self.step_count, first, p.pos, p.vel, self.tables)
         self.measured[:] = self.sampled
 
     def _bind_tables(self) -> None:
-        """The kernel's arguments after the state, looked up once (the plant keeps its work and
+        """The kernel's tables (hil.kernels.sensing.SensorTables), looked up once (the plant keeps its work and
         model arrays for its lifetime; pos and vel are passed per call: Plant.reset replaces them)."""
         p = self.plant
-        self.tables = (self.station_out, p.wrenches, self.current_source, self.noise, self._ich, self._fch, self._sf,
-                        self._si, self._gi, self._gm, self._lin_idx, self._lin_coef, p.km.axis, self.truth, self.sampled)
+        self.tables = k.SensorTables(self.station_out, p.wrenches, self.current_source, self.noise, self._ich,
+                                     self._fch, self._sf, self._si, self._gi, self._gm, self._lin_idx, self._lin_coef,
+                                     p.km.axis, self.truth, self.sampled, self.measured)
 
     # ------------------------------------------------------------------ access
     def channel(self, name: str) -> int:

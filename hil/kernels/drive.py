@@ -29,14 +29,21 @@ F_LIMITED, F_HELD, F_STOP = range(3)
 BrakeWork = namedtuple("BrakeWork", "drive prof_par tau_joint w kinetic acc tau")
 
 
+# One bank of drives: the per-joint parameters (P_* columns), the index of each joint's motor
+# coordinate in vel, the torque-constant multipliers, the outputs (O_* rows), the flags (F_* rows) and
+# the brakes' work (BrakeWork).
+DriveArrays = namedtuple("DriveArrays", "par vidx kt_scale out flags brakes")
+
+
 @kernel
-def drives_update(par, command, vel, vidx, kt_scale, out, flags, braking, brakes, mi, mf, t, pos):
-    """One cycle of every drive (drive_step); while `braking` (any brake engaged) the brakes then
-    stick or slip (brake_step) and each stiff joint a brake stops is stopped (stop_joint) and held
-    at its angle as a prescribed joint. Returns any(limited)."""
+def drives_update(d, command, braking, mi, mf, t, pos, vel):
+    """One cycle of every drive of the DriveArrays `d` (drive_step); while `braking` (any brake
+    engaged) the brakes then stick or slip (brake_step) and each stiff joint a brake stops is stopped
+    (stop_joint) and held at its angle as a prescribed joint. Returns any(limited)."""
+    par, vidx, out, flags, brakes = d.par, d.vidx, d.out, d.flags, d.brakes
     if not braking:
-        return drive_step(par, command, vel, vidx, kt_scale, out, flags[F_LIMITED])
-    any_limited = drive_step(par, command, vel, vidx, kt_scale, out, flags[F_LIMITED])
+        return drive_step(par, command, vel, vidx, d.kt_scale, out, flags[F_LIMITED])
+    any_limited = drive_step(par, command, vel, vidx, d.kt_scale, out, flags[F_LIMITED])
     if brake_step(par, vel, vidx, out, flags, brakes.drive, brakes.tau_joint):
         for k in range(command.shape[0]):
             if flags[F_STOP, k]:

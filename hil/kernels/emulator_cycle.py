@@ -11,6 +11,8 @@ step fails (STEP_FAILED: the state goes back, the safe state latches, the call i
 ENTRY_SUPERVISED), or the sensor frames are not to be encoded here (`encode` False: signal faults
 change the measured channels first, or a CANopen node decides which frames go out; SENSED).
 """
+from collections import namedtuple
+
 from firmware_bridge.wire.messages import StatusFlag
 
 from .cycle import OK as STEP_OK, drive_step_sense
@@ -27,17 +29,31 @@ N_V = 7
 _TIMEOUT, _REJECTED, _LIMITED = int(StatusFlag.COMMAND_TIMEOUT), int(StatusFlag.COMMAND_REJECTED), \
     int(StatusFlag.TORQUE_LIMITED)
 
+# What changes from cycle to cycle (built anew each call): where the call begins (ENTRY_*), the frames
+# in the FrameBuffer, the plant time t [s], a valid command taken in while the loop waited, the
+# watchdog's last valid command [s] and state, the divergence latch, any brake engaged, the substeps,
+# whether to check the links' deflection, the plant step's number, the status bits Python knows and
+# those announced, whether to encode the sensor frames here, and the cycle's number.
+CycleIn = namedtuple("CycleIn", "entry n_frames t held_fresh last_valid_s tripped diverged braking nsub check step "
+                                "status announced encode cycle")
+# The received command frames: payload k in frames[k, :length[k]] of message msg[k] (the decoder's
+# index), the decoder's verdict on it to verdicts[k].
+FrameBuffer = namedtuple("FrameBuffer", "frames msg length verdicts")
+# The supervisor's (hil.runtime.supervisor): the watchdog's timeout [s], the safe state's parameters
+# (SP_*), the torques holding the start pose, the pose held, the joints whose brake the safe state
+# closes, the joints of stopped CANopen drives, each voltage drive's conversion (V_*) and the safe
+# commands computed.
+SafeState = namedtuple("SafeState", "timeout_s sp hold_tau hold_q braked node_safe conv safe")
+
 
 @kernel
-def take_frames(frames, frame_msg, frame_len, n_frames, verdicts, msg, sig, sigf, crc8, crc16, f32, u32, decoded,
-                ctr, state, counts, stored, slots, command):
-    """Frames k < n_frames (payload frames[k, :frame_len[k]] of message frame_msg[k]) through
-    take_command in order, its verdict to verdicts[k]; returns (any taken, any rejected)."""
+def take_frames(buf, n_frames, dec):
+    """Frames k < n_frames of the FrameBuffer `buf` through take_command on the Decoder `dec` in
+    order, its verdict to buf.verdicts[k]; returns (any taken, any rejected)."""
     taken, rejected = False, False
     for k in range(n_frames):
-        v = take_command(msg, sig, sigf, frame_msg[k], frames[k], frame_len[k], crc8, crc16, f32, u32, decoded,
-                         ctr, state, counts, stored, slots, command)
-        verdicts[k] = v
+        v = take_command(dec, buf.msg[k], buf.frames[k], buf.length[k])
+        buf.verdicts[k] = v
         if v == OK or v >= OK_LOST:
             taken = True
         else:
@@ -46,11 +62,12 @@ def take_frames(frames, frame_msg, frame_len, n_frames, verdicts, msg, sig, sigf
 
 
 @kernel
-def safe_command(sp, hold_tau, hold_q, braked, conv, pos, vel, vidx, out):
-    """The drives' commands in the safe state (hil.runtime.supervisor), each converted as
+def safe_command(sup, pos, vel, vidx):
+    """The drives' commands in the safe state into sup.safe (the SafeState above), each converted as
     DriveBank.command_for_torque does: zero torque; hold: hold_tau + kp (hold_q - q) - kd qd;
     damping: 0 at a braked joint, else -c qd; a voltage drive's duty for that torque at its motor
     speed."""
+    sp, hold_tau, hold_q, braked, conv, out = sup.sp, sup.hold_tau, sup.hold_q, sup.braked, sup.conv, sup.safe
     mode = sp[SP_MODE]
     for k in range(out.shape[0]):
         if mode == SAFE_ZERO_TORQUE:
@@ -72,70 +89,62 @@ def safe_command(sp, hold_tau, hold_q, braked, conv, pos, vel, vidx, out):
 
 
 @kernel
-def emulator_cycle(entry, frames, frame_msg, frame_len, n_frames, verdicts, msg, sig, sigf, crc8, crc16, f32, u32,
-                   decoded, ctr, ctr_state, counts, stored, slots, command,
-                   t, held_fresh, last_valid_s, tripped, diverged, timeout_s, sp, hold_tau, hold_q, braked, node_safe,
-                   conv, safe,
-                   par, vidx, kt_scale, dout, flags, braking, brakes,
-                   mi, mf, w, pos, vel, tau, dt, nsub, method, dae, stations, out, check, eta0, reach, kept_pos,
-                   kept_vel, step, fj, current, z, ich, fch, sf, si, gi, gm, lin_idx, lin_coef, jaxis, truth, sampled,
-                   measured,
-                   status, announced, encode, emsg, esig, esigf, cycle, counters, payload, result):
-    """One cycle's compute (module docstring), cycle number `cycle`. From ENTRY_FRAMES the frames go
-    through take_frames; a valid one (or `held_fresh`) refreshes the watchdog (Watchdog.check at
-    plant time t); a verdict that changes it returns SUPERVISE before anything else. The drives then
-    take `command`, or the safe-state command (safe_command, into `safe`) at the joints in the safe
-    state: all while `tripped` or `diverged`, else those `node_safe` marks. drive_step_sense runs (its
-    arguments from `par` on); a failed step returns STEP_FAILED (the drives have advanced). `status`
-    has the bits Python knows (running, fault active, a rejection of its own or of the call before);
-    the call adds the watchdog's, rejected and torque-limited bits and, with `encode`, encodes the
-    frames due in the next cycle (cycle + 1) with status & announced. Returns (outcome, status,
-    saturated messages)."""
-    if entry == ENTRY_FRAMES:
-        fresh, rejected = take_frames(frames, frame_msg, frame_len, n_frames, verdicts, msg, sig, sigf, crc8, crc16,
-                                      f32, u32, decoded, ctr, ctr_state, counts, stored, slots, command)
-        fresh |= held_fresh
-        if fresh:
-            if tripped:
-                return SUPERVISE, status, 0
-        elif not tripped and t - last_valid_s > timeout_s:
-            return SUPERVISE, status, 0
-        if rejected:
-            status |= _REJECTED
-    drive_command = command
-    if safe_commands(command, tripped or diverged, node_safe, sp, hold_tau, hold_q, braked, conv, pos, vel, vidx,
-                     safe):
-        drive_command = safe
-    if tripped:
-        status |= _TIMEOUT
-    verdict, any_limited = drive_step_sense(
-        par, drive_command, vidx, kt_scale, dout, flags, braking, brakes, mi, mf, w, t, pos, vel, tau, dt, nsub,
-        method, dae, stations, out, check, eta0, reach, kept_pos, kept_vel, step, fj, current, z, ich, fch, sf, si,
-        gi, gm, lin_idx, lin_coef, jaxis, truth, sampled, measured)
-    if any_limited:
-        status |= _LIMITED
-    if verdict != STEP_OK:
-        return STEP_FAILED, status, 0
-    if not encode:
-        return SENSED, status, 0
-    saturated = encode_frames(emsg, esig, esigf, measured, status & announced, cycle + 1, counters, crc8, crc16, f32,
-                              u32, payload, result)
-    return DONE, status, saturated
-
-
-@kernel
-def safe_commands(command, all_safe, node_safe, sp, hold_tau, hold_q, braked, conv, pos, vel, vidx, safe):
-    """Whether the drives take `safe` instead of `command`: then `safe` holds the safe-state command
-    (safe_command) at every joint while `all_safe`, else at the joints `node_safe` marks and
+def safe_commands(sup, command, all_safe, pos, vel, vidx):
+    """Whether the drives take sup.safe instead of `command`: then it holds the safe-state command
+    (safe_command) at every joint while `all_safe`, else at the joints sup.node_safe marks and
     `command` elsewhere."""
+    node_safe, safe = sup.node_safe, sup.safe
     any_node = False
     for k in range(node_safe.shape[0]):
         any_node |= node_safe[k]
     if not (all_safe or any_node):
         return False
-    safe_command(sp, hold_tau, hold_q, braked, conv, pos, vel, vidx, safe)
+    safe_command(sup, pos, vel, vidx)
     if not all_safe:
         for k in range(safe.shape[0]):
             if not node_safe[k]:
                 safe[k] = command[k]
     return True
+
+
+@kernel
+def emulator_cycle(c, buf, dec, sup, drives, plant, pos, vel, guard, sensors, enc):
+    """One cycle's compute (module docstring): `c` the CycleIn, `buf` the FrameBuffer, `dec` the
+    command Decoder, `sup` the SafeState, `drives` the DriveArrays, `plant` the PlantStep with its
+    state (pos, vel), `guard` the divergence Guard, `sensors` the SensorTables, `enc` the sensor
+    frames' Encoder. From ENTRY_FRAMES the frames go through take_frames; a valid one (or
+    c.held_fresh) refreshes the watchdog (Watchdog.check at plant time c.t); a verdict that changes
+    it returns SUPERVISE before anything else. The drives then take the decoder's torques, or the
+    safe-state command at the joints in the safe state: all while tripped or diverged, else those
+    node_safe marks. drive_step_sense runs; a failed step returns STEP_FAILED and its verdict (the
+    drives have advanced). c.status has the bits Python knows (running, fault active, a rejection
+    of its own or of the call before); the call adds the watchdog's, rejected and torque-limited
+    bits and, with c.encode, encodes the frames due in the next cycle (c.cycle + 1) with status &
+    c.announced. Returns (outcome, status, saturated messages or the failed step's verdict)."""
+    status = c.status
+    if c.entry == ENTRY_FRAMES:
+        fresh, rejected = take_frames(buf, c.n_frames, dec)
+        fresh |= c.held_fresh
+        if fresh:
+            if c.tripped:
+                return SUPERVISE, status, 0
+        elif not c.tripped and c.t - c.last_valid_s > sup.timeout_s:
+            return SUPERVISE, status, 0
+        if rejected:
+            status |= _REJECTED
+    command = dec.tau
+    drive_command = command
+    if safe_commands(sup, command, c.tripped or c.diverged, pos, vel, drives.vidx):
+        drive_command = sup.safe
+    if c.tripped:
+        status |= _TIMEOUT
+    verdict, any_limited = drive_step_sense(drives, drive_command, c.braking, plant, c.t, pos, vel, c.nsub, c.check,
+                                            guard, c.step, sensors)
+    if any_limited:
+        status |= _LIMITED
+    if verdict != STEP_OK:
+        return STEP_FAILED, status, verdict
+    if not c.encode:
+        return SENSED, status, 0
+    saturated = encode_frames(enc, sensors.measured, status & c.announced, c.cycle + 1)
+    return DONE, status, saturated

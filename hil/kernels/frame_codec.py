@@ -7,6 +7,8 @@ counts once as saturated), a NaN in an integer signal withholds the message (ref
 does not advance), integers rounded half to even as Python's round(), float32 by their bit pattern;
 the bits placed little- or big-endian, then the CRC over the other payload bytes.
 """
+from collections import namedtuple
+
 import numpy as np
 
 from firmware_bridge.wire.codec_table import (CRC_8, CRC_16, DEC_COUNT, DEC_CRC, DEC_CRC_BYTE, DEC_DATA_ID, DEC_FIRST,
@@ -20,6 +22,12 @@ from firmware_bridge.wire.codec_table import (CRC_8, CRC_16, DEC_COUNT, DEC_CRC,
 from .jit import kernel
 
 NOT_DUE, READY, REFUSED = 0, 1, -1       # per message result
+
+# The sensor frames' encoder: the codec table's message rows, signal rows and their float columns
+# (firmware_bridge.wire.codec_table.encoder_table), each message's rolling counter, the CRC tables, a
+# one-element float32 scratch and its uint32 view (a float's bits), and the output: each message's
+# payload bytes and its result (NOT_DUE, READY, REFUSED).
+Encoder = namedtuple("Encoder", "msg sig sigf counters crc8 crc16 f32 u32 payload result")
 
 
 @kernel
@@ -51,10 +59,12 @@ def _place(payload, length, big, shift, bits, raw):
 
 
 @kernel
-def encode_frames(msg, sig, sigf, measured, status, cycle, counters, crc8, crc16, f32, u32, payload, result):
-    """Encode every message due in `cycle` into payload[m, :length]; result[m] NOT_DUE, READY or
-    REFUSED; counters[m] advance for each READY message with a counter. Returns the number of
-    messages saturated. f32/u32: a one-element float32 scratch array and its uint32 view."""
+def encode_frames(enc, measured, status, cycle):
+    """Encode every message due in `cycle` into enc.payload[m, :length] (the Encoder above);
+    result[m] NOT_DUE, READY or REFUSED; counters[m] advance for each READY message with a counter.
+    Returns the number of messages saturated."""
+    msg, sig, sigf, counters, payload, result = enc.msg, enc.sig, enc.sigf, enc.counters, enc.payload, enc.result
+    f32, u32 = enc.f32, enc.u32
     saturated = 0
     n_msg = msg.shape[0]
     for m in range(n_msg):
@@ -105,7 +115,7 @@ def encode_frames(msg, sig, sigf, measured, status, cycle, counters, crc8, crc16
             continue
         if msg[m, MSG_CRC] != 0:
             k = msg[m, MSG_CRC_BYTE]
-            c = _crc(payload[m], msg[m, MSG_LENGTH], msg[m, MSG_CRC], k, msg[m, MSG_DATA_ID], crc8, crc16)
+            c = _crc(payload[m], msg[m, MSG_LENGTH], msg[m, MSG_CRC], k, msg[m, MSG_DATA_ID], enc.crc8, enc.crc16)
             payload[m, k] = c & 0xFF
             if msg[m, MSG_CRC] == CRC_16:
                 payload[m, k + 1] = (c >> 8) & 0xFF
@@ -129,10 +139,20 @@ def _bits(data, length, big, shift, bits):
     return raw
 
 
+# The command frames' decoder: the codec table's message rows, signal rows and their float columns
+# (firmware_bridge.wire.codec_table.decoder_table), the CRC tables, a one-element float32 scratch and its
+# uint32 view, one frame's decoded values (scratch), per message the rolling-counter rule (CTR_*) and
+# state (ST_*), the lost and resynchronised counts (CNT_*), every message's stored values in signal-row
+# order, the torque slots (SLOT_*) and the torques they fill.
+Decoder = namedtuple("Decoder", "msg sig sigf crc8 crc16 f32 u32 decoded ctr state counts stored slots tau")
+
+
 @kernel
-def decode_frame(msg, sig, sigf, m, data, n, crc8, crc16, f32, u32, out):
-    """Message m's physical values from the `n` payload bytes data[:n] into out[:count] (Codec.decode's
-    checks and order); returns OK or the first failed check (BAD_LENGTH, BAD_CRC, BAD_NAN, BAD_RANGE)."""
+def decode_frame(dec, m, data, n):
+    """Message m's physical values from the `n` payload bytes data[:n] into dec.decoded[:count]
+    (Codec.decode's checks and order); returns OK or the first failed check (BAD_LENGTH, BAD_CRC,
+    BAD_NAN, BAD_RANGE)."""
+    msg, sig, sigf, f32, u32, out = dec.msg, dec.sig, dec.sigf, dec.f32, dec.u32, dec.decoded
     length = msg[m, DEC_LENGTH]
     if n != length:
         return BAD_LENGTH
@@ -141,7 +161,7 @@ def decode_frame(msg, sig, sigf, m, data, n, crc8, crc16, f32, u32, out):
         stored = np.int64(data[k])
         if msg[m, DEC_CRC] == CRC_16:
             stored |= np.int64(data[k + 1]) << 8
-        if stored != _crc(data, length, msg[m, DEC_CRC], k, msg[m, DEC_DATA_ID], crc8, crc16):
+        if stored != _crc(data, length, msg[m, DEC_CRC], k, msg[m, DEC_DATA_ID], dec.crc8, dec.crc16):
             return BAD_CRC
     first = msg[m, DEC_FIRST]
     for j in range(msg[m, DEC_COUNT]):
@@ -171,15 +191,17 @@ SLOT_MESSAGE, SLOT_TAU, SLOT_VALUE = range(3)    # per torque slot: its message,
 
 
 @kernel
-def take_command(msg, sig, sigf, m, data, n, crc8, crc16, f32, u32, decoded, ctr, state, counts, stored,
-                 slots, tau):
+def take_command(dec, m, data, n):
     """A frame of message m (payload data[:n]) through decode_frame and the rolling-counter check of
     firmware_bridge.wire.signals.CounterCheck (AUTOSAR E2E Profile 1, re-anchoring after ctr[m, CTR_SYNC]
     in-order rejected frames); a taken frame's values go to stored[first:first + count] (the message's
     signal rows) and its torque slots (per slot row of message m: tau[SLOT_TAU] = stored[SLOT_VALUE],
     a signal row). Returns OK, a decode_frame verdict, BAD_COUNTER, or OK_LOST / OK_RESYNC (taken;
-    counts[CNT_LOST] / counts[CNT_RESYNCS] grew). state[m, ST_LAST] is -1 before the first taken frame."""
-    verdict = decode_frame(msg, sig, sigf, m, data, n, crc8, crc16, f32, u32, decoded)
+    counts[CNT_LOST] / counts[CNT_RESYNCS] grew). state[m, ST_LAST] is -1 before the first taken frame.
+    The arrays are the Decoder's (above)."""
+    msg, decoded, ctr, state, counts, stored, slots, tau = (dec.msg, dec.decoded, dec.ctr, dec.state, dec.counts,
+                                                            dec.stored, dec.slots, dec.tau)
+    verdict = decode_frame(dec, m, data, n)
     if verdict != OK:
         return verdict
     index = ctr[m, CTR_INDEX]

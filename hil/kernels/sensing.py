@@ -3,6 +3,8 @@
 One call per plant step over flat per-channel tables built by hil.devices.sensors.SensorSuite (the
 models are stated there). Allocation-free; the standard normals come in through `z`.
 """
+from collections import namedtuple
+
 import numpy as np
 
 from .jit import kernel
@@ -33,6 +35,15 @@ N_STATE = 4
 # integer state si[c, :]: counter value at the previous step, counter (or latched count) now
 S_PREV, S_COUNT = range(2)
 
+# What the sensors read and keep, per channel c unless said: the plant's output stations (their world
+# kinematics, hil.kernels.outputs.station_state), its joint wrenches, the drives' motor currents, the
+# standard normals of this step (2 per channel), the parameters (ich, fch above) and states (sf, si),
+# the IMU triads (gi: first channel, station, field; gm: their misalignment and sensitivity matrices),
+# the linear maps of pos/vel (lin_idx, lin_coef rows I_LIN0:I_LIN1), the joint axes, and the outputs:
+# the ideal value, the sampled one and the measured one (sampled, then changed by signal faults).
+SensorTables = namedtuple("SensorTables",
+                          "stations fj current z ich fch sf si gi gm lin_idx lin_coef jaxis truth sampled measured")
+
 
 @kernel
 def _wrap(count, bits):
@@ -42,7 +53,9 @@ def _wrap(count, bits):
 
 
 @kernel
-def _ideal(pos, vel, stations, fj, current, ich, fch, sf, gi, gm, lin_idx, lin_coef, jaxis):
+def _ideal(pos, vel, tab):
+    stations, fj, current, ich, fch, sf = tab.stations, tab.fj, tab.current, tab.ich, tab.fch, tab.sf
+    gi, gm, lin_idx, lin_coef, jaxis = tab.gi, tab.gm, tab.lin_idx, tab.lin_coef, tab.jaxis
     for c in range(ich.shape[0]):
         src = ich[c, I_SRC]
         if src == SRC_POS or src == SRC_VEL:
@@ -103,11 +116,12 @@ def _index_latch(c, e, ich, si):
 
 
 @kernel
-def sense(step, first, pos, vel, stations, fj, current, z, ich, fch, sf, si, gi, gm, lin_idx, lin_coef, jaxis,
-          truth, measured):
+def sense(step, first, pos, vel, tab):
     """Advance every channel by one plant step (`first`: start-up, every channel samples and its
-    state starts settled); channels whose divider divides `step` publish truth and measured."""
-    _ideal(pos, vel, stations, fj, current, ich, fch, sf, gi, gm, lin_idx, lin_coef, jaxis)
+    state starts settled); channels whose divider divides `step` publish tab.truth and
+    tab.sampled (the SensorTables above)."""
+    z, ich, fch, sf, si, truth, measured = tab.z, tab.ich, tab.fch, tab.sf, tab.si, tab.truth, tab.sampled
+    _ideal(pos, vel, tab)
     n = ich.shape[0]
     for c in range(n):
         kind = ich[c, I_KIND]

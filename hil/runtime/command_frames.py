@@ -12,7 +12,9 @@ from firmware_bridge.links.base import Frame
 from firmware_bridge.wire.codec_table import decoder_table
 from firmware_bridge.wire.signals import CommandInput, CounterCheck
 from hil.kernels.frame_codec import (BAD_COUNTER, BAD_CRC, BAD_LENGTH, BAD_NAN, BAD_RANGE, CNT_LOST, CNT_RESYNCS,
-                                     DEC_COUNT, DEC_FIRST, OK, OK_LOST, ST_LAST, ST_REJECTED, ST_RUN, take_command)
+                                     DEC_COUNT, DEC_FIRST, DEC_LENGTH, OK, OK_LOST, ST_LAST, ST_REJECTED, ST_RUN, Decoder,
+                                     take_command)
+from hil.kernels.jit import bound_call
 
 REJECTIONS = {BAD_LENGTH: "length", BAD_CRC: "crc", BAD_NAN: "nan", BAD_RANGE: "range", BAD_COUNTER: "counter"}
 OTHER_DIRECTION = -1        # the id lookup's mark of a frame this reader ignores
@@ -55,15 +57,22 @@ class CompiledCommandInput:
             reader.values[id(c)] = self._stored[first:first + count]
         self._slots = np.array([(m, k, self.msg[m, DEC_FIRST] + i) for m, c in enumerate(codecs)
                                 for k, (owner, i) in enumerate(commands.slots) if owner is c], np.int64).reshape(-1, 3)
-        # take_command's arguments after the payload, bound once (the compiled cycle, hil.runtime.one_call,
-        # takes the frames in on the same tables and counter state)
-        self.tables = (self._crc8, self._crc16, self._f32, self._u32, self._decoded, self._ctr, self._state,
-                       self.counts, self._stored, self._slots, commands.tau)
-        for m, c in enumerate(codecs):      # compile or load before real time (a wrong length: no state touched)
-            self._take(m, bytes(c.length + 1))
+        # the compiled cycle (hil.runtime.one_call) takes the frames in on the same decoder and counter state
+        self.decoder = Decoder(self.msg, self.sig, self.sigf, self._crc8, self._crc16, self._f32, self._u32,
+                               self._decoded, self._ctr, self._state, self.counts, self._stored, self._slots,
+                               commands.tau)
+        self.width = max(1, int(self.msg[:, DEC_LENGTH].max(initial=0)))     # the longest command payload
+        self._payload = np.zeros(self.width, np.uint8)
+        self._payload_bytes = memoryview(self._payload)
+        self._take_call = bound_call(take_command, (self.decoder, 0, self._payload, 0))     # before real time
 
     def _take(self, m: int, data: bytes) -> int:
-        return take_command(self.msg, self.sig, self.sigf, m, data, len(data), *self.tables)
+        """Message m's frame with payload `data` through the decoder (a payload longer than every
+        command's is rejected by its length unread)."""
+        size = len(data)
+        if size <= self.width:
+            self._payload_bytes[:size] = data
+        return self._take_call(self.decoder, m, self._payload, size)
 
     def feed(self, frame: Frame) -> bool:
         """Take one frame; True if it was a valid command."""

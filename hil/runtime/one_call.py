@@ -21,18 +21,17 @@ A stall fault busy-waits in the compute phase, just before the call.
 """
 from __future__ import annotations
 
-import inspect
 import time
 
 import numpy as np
 
-from firmware_bridge.wire.codec_table import DEC_LENGTH
 from firmware_bridge.wire.messages import StatusFlag
 from hil.dynamics.plant import SimulationError
-from hil.kernels.cycle import DEFLECTED
+from hil.kernels.cycle import DEFLECTED, Guard, PlantStep
 from hil.kernels.emulator_cycle import (DONE, ENTRY_FRAMES, ENTRY_SUPERVISED, N_V, SAFE_DAMPING, SAFE_HOLD,
                                         SAFE_ZERO_TORQUE, SENSED, STEP_FAILED, SUPERVISE, V_EFFICIENCY, V_GEAR, V_KE,
-                                        V_KT, V_RESISTANCE, V_SUPPLY, V_VOLTAGE, emulator_cycle)
+                                        V_KT, V_RESISTANCE, V_SUPPLY, V_VOLTAGE, CycleIn, FrameBuffer, SafeState,
+                                        emulator_cycle)
 from hil.kernels.frame_codec import CNT_LOST, CNT_RESYNCS, OK, OK_LOST
 from hil.kernels.jit import bound_call
 from hil.model.spec import INTERFACE_VOLTAGE
@@ -45,13 +44,8 @@ __all__ = ["DONE", "SENSED", "STEP_FAILED", "SUPERVISE", "OneCall"]
 
 _RUNNING, _COMMAND_REJECTED, _TORQUE_LIMITED, _FAULT_ACTIVE = map(int, (
     StatusFlag.RUNNING, StatusFlag.COMMAND_REJECTED, StatusFlag.TORQUE_LIMITED, StatusFlag.FAULT_ACTIVE))
+_new_tuple = tuple.__new__      # a CycleIn from a tuple of its fields: 0.35 us less than CycleIn(...)
 _SAFE_MODES = {"zero_torque": SAFE_ZERO_TORQUE, "hold": SAFE_HOLD, "brake": SAFE_DAMPING}
-# the positions of the call's arguments that change from cycle to cycle
-_ARG = {name: i for i, name in enumerate(inspect.signature(emulator_cycle.py_func).parameters)}
-(_ENTRY, _N_FRAMES, _T, _HELD, _LAST_VALID, _TRIPPED, _DIVERGED, _BRAKING, _POS, _VEL, _NSUB, _CHECK, _STEP,
- _STATUS, _ANNOUNCED, _ENCODE, _CYCLE) = (
-    _ARG[n] for n in ("entry", "n_frames", "t", "held_fresh", "last_valid_s", "tripped", "diverged", "braking", "pos",
-                      "vel", "nsub", "check", "step", "status", "announced", "encode", "cycle"))
 
 
 def _conversions(drives) -> np.ndarray:
@@ -78,81 +72,86 @@ class OneCall:
         self.command_frames, self.sensor_frames = command_frames, sensor_frames
         self._reader = command_frames.commands.reader
         self._lookup = command_frames.lookup
-        self._width = max(1, int(command_frames.msg[:, DEC_LENGTH].max(initial=0)))      # the longest command
+        self._width = command_frames.width      # the longest command payload
         self._taken: list = []
-        self._args = [self._bound()[name] for name in _ARG]
+        self._records()
         self._allocate(2 * emu.opt.receive_frames)      # the cycle's frames and those read just before sending
-        self._call = bound_call(emulator_cycle, tuple(self._args))
         self.fresh, self.cmd_age_us, self.status, self.t1, self.t2 = False, float("nan"), 0, 0, 0
         self.sent: list = []
 
-    def _bound(self) -> dict:
-        """The call's arguments by name, those that stay the same arrays all run bound once."""
+    def _records(self) -> None:
+        """The call's records that stay the same arrays all run (hil.kernels.emulator_cycle), bound once."""
         emu = self.emu
-        p, opt, sup, drives, sensors, guard = emu.plant, emu.opt, emu.supervisor, emu.drives, emu.sensors, emu.divergence
-        crc8, crc16, f32, u32, decoded, ctr, state, counts, stored, slots, command = self.command_frames.tables
-        enc = self.sensor_frames
+        p, opt, sup, guard = emu.plant, emu.opt, emu.supervisor, emu.divergence
         node_safe = emu.protocol.safe if emu.protocol is not None else np.zeros(len(sup.tau), bool)
         sp = np.array([_SAFE_MODES[opt.safe_state], *map(float, opt.hold_gains), opt.brake_damping_N_m_s_rad])
-        return dict(
-            entry=ENTRY_FRAMES, frames=None, frame_msg=None, frame_len=None, n_frames=0, verdicts=None,
-            msg=self.command_frames.msg, sig=self.command_frames.sig, sigf=self.command_frames.sigf,
-            crc8=crc8, crc16=crc16, f32=f32, u32=u32, decoded=decoded, ctr=ctr, ctr_state=state, counts=counts,
-            stored=stored, slots=slots, command=command, t=p.t, held_fresh=False, last_valid_s=0.0, tripped=False,
-            diverged=False, timeout_s=float(sup.watchdog.timeout_s), sp=sp, hold_tau=sup.hold_tau, hold_q=sup.hold_q,
-            braked=sup.braked, node_safe=node_safe, conv=_conversions(drives), safe=sup.tau,
-            par=drives.par, vidx=drives.vidx, kt_scale=drives.kt_scale, dout=drives.outputs, flags=drives.flags,
-            braking=False, brakes=drives.brake_work,
-            **dict(zip(("mi", "mf", "w"), p.kernel_args)), pos=p.pos, vel=p.vel, tau=p.tau, dt=p.dt,
-            nsub=p.plan.substeps, method=p.method, dae=p.dae, stations=p.out_index, out=p.station_out, check=False,
-            eta0=p.layout.n_joints, reach=np.ascontiguousarray(guard.reach),
-            **dict(zip(("kept_pos", "kept_vel"), guard.kept())), step=0,
-            **dict(zip(("fj", "current", "z", "ich", "fch", "sf", "si", "gi", "gm", "lin_idx", "lin_coef", "jaxis",
-                        "truth", "sampled"), sensors.tables[1:])), measured=sensors.measured,
-            status=0, announced=0, encode=True, emsg=enc.msg, esig=enc.sig, esigf=enc.sigf, cycle=0,
-            counters=enc.counters, payload=enc.payload, result=enc.result)
+        self.safe_state = SafeState(float(sup.watchdog.timeout_s), sp, sup.hold_tau, sup.hold_q, sup.braked, node_safe,
+                                    _conversions(emu.drives), sup.tau)
+        mi, mf, w = p.kernel_args
+        self.plant_step = PlantStep(mi, mf, w, p.tau, p.dt, p.method, p.dae, p.out_index, p.station_out)
+        self.guard = Guard(p.layout.n_joints, np.ascontiguousarray(guard.reach), *guard.kept())
 
     def _allocate(self, capacity: int) -> None:
-        """Frame buffers for `capacity` frames a cycle (grown when a cycle brings more)."""
+        """Frame buffers for `capacity` frames a cycle (grown when a cycle brings more); the call bound
+        to its records (compiled or loaded from the cache now, before real time)."""
         self.capacity = capacity
-        self._frames = np.zeros((capacity, self._width), np.uint8)
-        self._bytes = memoryview(self._frames).cast("B")
+        frames = np.zeros((capacity, self._width), np.uint8)
+        self._bytes = memoryview(frames).cast("B")
         arrays = np.zeros(capacity, np.int64), np.zeros(capacity, np.int64), np.zeros(capacity, np.int64)
-        a = self._args
-        a[_ARG["frames"]] = self._frames
-        a[_ARG["frame_msg"]], a[_ARG["frame_len"]], a[_ARG["verdicts"]] = arrays
+        self.buffer = FrameBuffer(frames, *arrays)
         # Python reads and writes their items through memoryviews (a third of numpy's time per item)
         self._msg_items, self._len_items, self._verdict_items = map(memoryview, arrays)
+        emu = self.emu
+        self._head = (self.buffer, self.command_frames.decoder, self.safe_state, emu.drives.arrays, self.plant_step)
+        self._tail = (self.guard, emu.sensors.tables, self.sensor_frames.encoder)
+        self._state: tuple = ()
+        self._call = bound_call(emulator_cycle, (self._cycle_in(ENTRY_FRAMES, 0, False, False), *self._arguments()))
+
+    def _arguments(self) -> tuple:
+        """The call's arguments after its CycleIn, kept while the plant's state arrays stay the same
+        (Plant.reset replaces them)."""
+        p = self.emu.plant
+        state = self._state
+        if not state or state[0] is not p.pos or state[1] is not p.vel:
+            self._state = (p.pos, p.vel)
+            self._args = (*self._head, p.pos, p.vel, *self._tail)
+        return self._args
+
+    def _cycle_in(self, entry: int, n_frames: int, held_fresh: bool, rejected: bool, check: bool = False) -> CycleIn:
+        """This cycle's CycleIn, from the emulator's state now."""
+        emu = self.emu
+        p, sup = emu.plant, emu.supervisor
+        wd = sup.watchdog
+        faults = emu.faults
+        status = _RUNNING | (_FAULT_ACTIVE if faults.any_active or sup.diverged else 0) | (
+            _COMMAND_REJECTED if rejected else 0)
+        return _new_tuple(CycleIn, (entry, n_frames, p.t, held_fresh, wd.last_valid_s, wd.tripped, sup.diverged,
+                                    emu.drives.braking, p.plan.substeps, check, emu.sensors.step_count + 1, status,
+                                    sup.announced, emu.protocol is None and faults.signals_idle, emu.cycle))
 
     def run(self, frames: list, t0: int, clk) -> None:
         """The cycle's compute with the received `frames` (module docstring); `clk` a StageClock or None."""
         emu = self.emu
         n, rejected, fresh = self._take_in(frames)
         p, s, sup, cycle = emu.plant, emu.sensors, emu.supervisor, emu.cycle
-        wd = sup.watchdog
         t = p.t
-        a = self._args
-        a[_ENTRY], a[_N_FRAMES], a[_T], a[_HELD], a[_LAST_VALID] = ENTRY_FRAMES, n, t, fresh, wd.last_valid_s
-        a[_POS], a[_VEL], a[_NSUB], a[_STEP] = p.pos, p.vel, p.plan.substeps, s.step_count + 1
-        a[_TRIPPED], a[_DIVERGED], a[_BRAKING], a[_CHECK] = wd.tripped, sup.diverged, emu.drives.braking, (
-            cycle % CHECK_EVERY == 0)
-        a[_STATUS] = self._known_status(rejected)
-        a[_ANNOUNCED], a[_ENCODE], a[_CYCLE] = sup.announced, emu.protocol is None and emu.faults.signals_idle, cycle
+        check = cycle % CHECK_EVERY == 0
+        c = self._cycle_in(ENTRY_FRAMES, n, fresh, rejected, check)
         emu.divergence.kept_t = t           # with the position and velocity the call keeps
         s.rng.standard_normal(out=s.noise)     # drawn once per plant step
         clk and clk.mark(Stage.SUPERVISE, through=Stage.PLANT)
         self.t1 = time.monotonic_ns()
         emu.faults.stall()
-        outcome, status, detail = self._call(*a)
+        outcome, status, detail = self._call(c, *self._arguments())
         if n:
             fresh, rejected = self._count(n, fresh, rejected)
         sup.rejected_now = rejected
         self.fresh, self.cmd_age_us = fresh, emu.age.cycle_start(t0)
         if outcome == SUPERVISE:            # the watchdog trips or clears
             sup.supervise(fresh, cycle, emu.logger)
-            outcome, status, detail = self._again(check=a[_CHECK])
+            outcome, status, detail = self._again(check)
         elif fresh:                         # Watchdog.check without a trip or clear
-            wd.last_valid_s = t
+            sup.watchdog.last_valid_s = t
         p.t += p.dt
         if outcome == STEP_FAILED:
             outcome, status, detail = self._recover(detail)
@@ -172,7 +171,6 @@ class OneCall:
             return 0, self._reader.rejected_total > before, fresh
         if len(frames) > self.capacity:
             self._allocate(len(frames))
-            self._call = bound_call(emulator_cycle, tuple(self._args))
         reader, taken = self._reader, self._taken
         taken.clear()
         rejected = False
@@ -194,21 +192,10 @@ class OneCall:
                 n += 1
         return n, rejected, fresh
 
-    def _known_status(self, rejected: bool) -> int:
-        """The status bits Python knows before the call: running, fault active, a rejected frame."""
-        emu = self.emu
-        active = emu.faults.any_active or emu.supervisor.diverged
-        return _RUNNING | (_FAULT_ACTIVE if active else 0) | (_COMMAND_REJECTED if rejected else 0)
-
     def _again(self, check: bool) -> tuple[int, int, int]:
         """The call made again from ENTRY_SUPERVISED, on the supervisor's state now."""
-        emu, a = self.emu, self._args
-        sup = emu.supervisor
-        a[_ENTRY], a[_TRIPPED], a[_DIVERGED], a[_BRAKING], a[_CHECK] = (
-            ENTRY_SUPERVISED, sup.watchdog.tripped, sup.diverged, emu.drives.braking, check)
-        a[_T], a[_POS], a[_VEL] = emu.plant.t, emu.plant.pos, emu.plant.vel
-        a[_STATUS] = self._known_status(sup.rejected_now)
-        return self._call(*a)
+        c = self._cycle_in(ENTRY_SUPERVISED, 0, False, self.emu.supervisor.rejected_now, check)
+        return self._call(c, *self._arguments())
 
     def _recover(self, verdict: int) -> tuple[int, int, int]:
         """A failed plant step: the state goes back to the last good one, the divergence is named and
@@ -222,7 +209,6 @@ class OneCall:
         if sup.latch_divergence() and emu.logger is not None:
             emu.logger.event(event)
         sup.update_brakes()
-        self._args[_ANNOUNCED] = sup.announced
         outcome, status, detail = self._again(check=False)
         p.t += p.dt
         if outcome == STEP_FAILED:

@@ -9,7 +9,8 @@ import numpy as np
 from firmware_bridge.links.base import Frame
 from firmware_bridge.wire.codec_table import encoder_table
 from firmware_bridge.wire.signals import SensorOutput
-from hil.kernels.frame_codec import READY, REFUSED, encode_frames
+from hil.kernels.frame_codec import READY, REFUSED, Encoder, encode_frames
+from hil.kernels.jit import bound_call
 
 MAX_PAYLOAD = 64
 
@@ -34,16 +35,18 @@ class CompiledSensorFrames:
         self.payload = np.zeros((len(self._ids), MAX_PAYLOAD), np.uint8)
         self.result = np.zeros(len(self._ids), np.int64)
         self._rows = [self.payload[m, :n] for m, n in enumerate(self._lengths)]     # each message's bytes
-        self.frames(0, np.zeros(max(1, len(channel_names))), 0, dry=True)    # compile or load before real time
+        self.encoder = Encoder(self.msg, self.sig, self.sigf, self.counters, self._crc8, self._crc16, self._f32,
+                               self._u32, self.payload, self.result)
+        self._n_channels = len(channel_names)
+        # compiled or loaded now, before real time; called with a float64 vector of the channels always
+        self._encode = bound_call(encode_frames, (self.encoder, np.zeros(max(1, self._n_channels)), 0, 0))
 
-    def frames(self, cycle: int, measured: np.ndarray, status: int, dry: bool = False) -> list[Frame]:
-        """The frames due in `cycle` carrying `measured`; `dry`: compute only (warm-up), no state kept."""
-        counters = self.counters.copy() if dry else self.counters
-        saturated = encode_frames(self.msg, self.sig, self.sigf, measured, status, cycle, counters,
-                                  self._crc8, self._crc16, self._f32, self._u32, self.payload, self.result)
-        if dry:
-            return []
-        return self.wrap(saturated)
+    def frames(self, cycle: int, measured: np.ndarray, status: int) -> list[Frame]:
+        """The frames due in `cycle` carrying `measured` (one float64 value per bound channel)."""
+        measured = np.ascontiguousarray(measured, float)
+        if measured.ndim != 1 or measured.size < self._n_channels:
+            raise ValueError(f"measured values of shape {measured.shape} for {self._n_channels} channels")
+        return self.wrap(self._encode(self.encoder, measured, int(status), int(cycle)))
 
     def wrap(self, saturated: int) -> list[Frame]:
         """The frames of the last encode (those READY in the result), `saturated` and the refused
