@@ -200,6 +200,36 @@ def test_the_function_check_counts_a_long_function():
     assert long_functions("class C:\n    def long(self):\n" + body(80, "        ")) == {"long": 81}
 
 
+MAX_KERNEL_PARAMETERS = 12
+
+
+def wide_kernels(source: str, limit: int = MAX_KERNEL_PARAMETERS) -> dict[str, int]:
+    """Name -> parameter count of every compiled function (decorated @kernel, or numba's @njit/@jit) of
+    `source` with more than `limit` parameters."""
+    compiled = {"kernel", "njit", "jit"}
+
+    def decorator_name(d) -> str | None:
+        d = d.func if isinstance(d, ast.Call) else d
+        return d.attr if isinstance(d, ast.Attribute) else getattr(d, "id", None)
+    return {node.name: len(node.args.args) for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.FunctionDef) and len(node.args.args) > limit
+            and any(decorator_name(d) in compiled for d in node.decorator_list)}
+
+
+def test_no_compiled_function_takes_more_than_12_parameters():
+    wide = {(str(p.relative_to(ROOT)), name): n for package in PACKAGES for p in sorted((ROOT / package).rglob("*.py"))
+            for name, n in wide_kernels(p.read_text(encoding="utf-8")).items()}
+    assert wide == {}
+
+
+def test_the_parameter_check_counts_a_wide_kernel():
+    params = ", ".join(f"a{i}" for i in range(13))
+    assert wide_kernels(f"@kernel\ndef wide({params}):\n    pass\n") == {"wide": 13}
+    assert wide_kernels(f"@numba.njit(cache=True)\ndef wide({params}):\n    pass\n") == {"wide": 13}
+    assert wide_kernels(f"def python({params}):\n    pass\n") == {}
+    assert wide_kernels("@kernel\ndef narrow(a, b):\n    pass\n") == {}
+
+
 # ----------------------------------------------------------------------------- private state
 # private attributes of objects that are not ours, reached on purpose (each with its reason)
 FOREIGN_PRIVATE = {

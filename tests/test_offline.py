@@ -68,8 +68,9 @@ def test_embedded_error_estimate_is_fourth_order():
     estimates = []
     for n in (2, 4, 8):
         pos, vel = plant.pos.copy(), plant.vel.copy()
-        offline.advance(plant.km.mi, plant.km.mf, plant.work.w, 0.0, pos, vel, plant.tau, np.zeros(0),
-                        np.zeros((0, plant.tau.size)), plant.dt, n, METHOD_RK4, 1.0, scratch)
+        offline.advance(plant.km.mi, plant.km.mf, plant.work.w, 0.0, pos, vel,
+                        offline.TorqueInput(plant.tau, np.zeros(0), np.zeros((0, plant.tau.size))), plant.dt, n,
+                        METHOD_RK4, 1.0, scratch)
         estimates.append(scratch[offline.OUT, 0])
     ratios = np.array(estimates[:-1]) / np.array(estimates[1:])
     print(f"\nscaled estimates {estimates}, ratios {ratios}")

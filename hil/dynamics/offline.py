@@ -67,6 +67,7 @@ class OfflineStepper:
         nj = plant.tau.size
         self._table_t = table.t if self.linear else np.zeros(0)
         self._table_tau = np.ascontiguousarray(table.tau if self.linear else np.zeros((0, nj)))
+        self._input = offline.TorqueInput(plant.tau, self._table_t, self._table_tau)
         self.substeps = plant.plan.substeps
         self.stats = StepStats()
         self._scratch = offline.make_scratch(plant.layout.nq, plant.tau.size)
@@ -82,8 +83,8 @@ class OfflineStepper:
 
     def _advance(self, n: int) -> float:
         p = self.plant
-        ok = offline.advance(p.km.mi, p.km.mf, p.work.w, p.t, p.pos, p.vel, p.tau, self._table_t, self._table_tau,
-                             p.dt, n, self._method, self.tol or 0.0, self._scratch)
+        ok = offline.advance(p.km.mi, p.km.mf, p.work.w, p.t, p.pos, p.vel, self._input, p.dt, n, self._method,
+                             self.tol or 0.0, self._scratch)
         if not ok:
             raise SimulationError(f"t = {p.t + p.dt:.6f} s: non-finite state or singular inertia "
                                   f"({p.plan.method}, {n} substep(s) per {p.dt * 1e3:g} ms step)")

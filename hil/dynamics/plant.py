@@ -17,7 +17,7 @@ import numpy as np
 
 from hil.model import spec as md
 from hil.model.assembly import Assembled, assemble, make_work
-from hil.kernels import fitted_midpoint, integrate
+from hil.kernels import fitted_midpoint, integrate, screw_dae, screw_dae_step
 from hil.kernels.cycle import step_and_sample
 from hil.kernels.aba import forward_kinematics, prepare
 from hil.kernels.outputs import STATION_FIELDS, energy, evaluate, power, station_state
@@ -63,13 +63,12 @@ class Plant:
         self.work = make_work(self.km)
         self.kernel_args = (self.km.mi, self.km.mf, self.work.w)      # what every kernel call takes first
         self.dae = formulation == "screw-dae"    # the DAE kernel: its blocks dae_* of the same arrays
-        # the step, the step with output stations, a station's kinematics and the solve, with the plant's
-        # formulation (the DAE's modules imported only for it: start-up imports what it runs)
-        self._advance, self._step_and_sample, self._station_state = integrate.advance, step_and_sample, station_state
+        # the step with output stations, a station's kinematics and the solve, with the plant's formulation
+        # (the integrators take it as a flag: hil.kernels.formulation)
+        self._step_and_sample, self._station_state = step_and_sample, station_state
         self._dae_solve = None
         if self.dae:
-            from hil.kernels import screw_dae, screw_dae_step
-            self._advance, self._step_and_sample = screw_dae_step.advance, screw_dae_step.step_and_sample
+            self._step_and_sample = screw_dae_step.step_and_sample
             self._station_state, self._dae_solve = screw_dae_step.station_state, screw_dae.forward_dynamics
         self.plan = plan_integrator(self.asm, method, substeps)
         if self.plan.method == "euler":
@@ -77,10 +76,10 @@ class Plant:
                           ForwardEulerWarning, stacklevel=2)
         self.method = METHODS[self.plan.method]
         # the step kernel of the plan's method: the fitted midpoint's own (no method code), so that only its
-        # code is loaded (the step of every method is a larger load); the DAE's takes the code
-        self._method_arg = (self.method,)
-        if self.plan.method == "fitted_midpoint" and not self.dae:
-            self._advance, self._method_arg = fitted_midpoint.advance, ()
+        # code is loaded (the step of every method is a larger load)
+        self._advance, self._method_arg = integrate.advance, (self.method, self.dae)
+        if self.plan.method == "fitted_midpoint":
+            self._advance, self._method_arg = fitted_midpoint.advance, (self.dae,)
         if self.plan.method == "fitted_midpoint":
             self.km.fitted[:] = self.fitted_blocks(self.asm, self.plan.substeps)
         self.tau = np.zeros(max(self.layout.n_joints, 1))

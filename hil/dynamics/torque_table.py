@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hil.kernels.offline import torque_at
+from hil.kernels.offline import TorqueInput, torque_at
 from config_schema import UserError
 
 __all__ = ["InputError", "TorqueTable"]
@@ -24,6 +24,7 @@ class TorqueTable:
     def __init__(self, t: np.ndarray, tau: np.ndarray):
         self.t = np.ascontiguousarray(t, dtype=float)
         self.tau = np.ascontiguousarray(np.asarray(tau, dtype=float).reshape(len(self.t), -1))
+        self._input = TorqueInput(self.tau[0], self.t, self.tau)
 
     @classmethod
     def from_csv(cls, path: str | Path, joint_names: list[str], prescribed: tuple[str, ...] = ()) -> "TorqueTable":
@@ -58,7 +59,7 @@ class TorqueTable:
     def __call__(self, t: float, out: np.ndarray) -> None:
         """Write the torques at time t into out (no allocation; the interpolation the offline stepper's
         kernel does at every stage, hil.kernels.offline.torque_at)."""
-        torque_at(self.tau[0], self.t, self.tau, t, out)
+        torque_at(self._input, t, out)
 
 
 def _torque_columns(path, header: list[str], joint_names: list[str], prescribed) -> dict[int, int]:

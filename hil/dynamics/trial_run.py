@@ -36,7 +36,8 @@ class TrialRun:
     def step(self) -> bool:
         """One outer step with the torques held; False on a non-finite state or singular inertia."""
         km = self.km
-        ok = advance(km.mi, km.mf, self.w, self.t, self.pos, self.vel, self.tau, self.dt, self.substeps, self.code)
+        ok = advance(km.mi, km.mf, self.w, self.t, self.pos, self.vel, self.tau, self.dt, self.substeps, self.code,
+                     False)
         self.t += self.dt
         return bool(ok)
 

@@ -74,14 +74,16 @@ def forward_dynamics(mi, mf, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, acc):
     modal mass, cD times the friction's slope to each joint's armature: hil.kernels.joints).
     Returns False if an articulated inertia lost positive definiteness.
     """
-    return forward_dynamics_blocks(mi, mf, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, False, acc)
+    return forward_dynamics_blocks(mi, mf, w, t, pos, vel, tau, el_pos, el_vel, (cK, cD, False), acc)
 
 
 @kernel
-def forward_dynamics_blocks(mi, mf, w, t, pos, vel, tau, el_pos, el_vel, cK, cD, fitted, acc):
-    """forward_dynamics with, when `fitted`, the model's fitted blocks C (MF_FITTED, FIT_C; symmetric
-    n_m x n_m) added to each body's modal mass: an integrator's implicit modal operator that is not a
-    multiple of K and D (hil.kernels.fitted_midpoint)."""
+def forward_dynamics_blocks(mi, mf, w, t, pos, vel, tau, el_pos, el_vel, implicit, acc):
+    """forward_dynamics with its implicit operator implicit = (cK, cD, fitted): with `fitted`, the
+    model's fitted blocks C (MF_FITTED, FIT_C; symmetric n_m x n_m) added to each body's modal mass
+    too, an integrator's implicit modal operator that is not a multiple of K and D
+    (hil.kernels.fitted_midpoint)."""
+    cK, cD, fitted = implicit
     prepare(mi, mf, w, t, pos, vel)
     joint_torques(mi, mf, w, tau, el_vel, cD)
     kinematics_base_to_tip(mi, mf, w)

@@ -11,12 +11,14 @@
 * Fitted midpoint (hil.kernels.fitted_midpoint): the IMEX scheme with each mode's added mass fitted so
   that it keeps its frequency.
 
-Every method is written as stages around a single forward_dynamics call site.
+Every method is written once, as stages around a single forward-dynamics call site, for either
+formulation (hil.kernels.formulation.evaluate: the articulated-body algorithm, or the screw DAE with
+`dae`).
 """
 
 from .jit import kernel
 from . import fitted_midpoint, profiles
-from .aba import forward_dynamics
+from .formulation import evaluate
 from .layout import (DIM_NQ, METHOD_FITTED, METHOD_IMEX, METHOD_RK4, W_ACC, W_K1,
                      W_K2, W_K3, W_K4, W_PE, W_PS, W_VS)
 
@@ -66,12 +68,13 @@ def stage_state(method, stage, h, nq, pos, vel, acc_prev, k1, k2, ps, vs, pe):
 
 
 @kernel
-def advance(mi, mf, w, t, pos, vel, tau, dt, nsub, method):
-    """Advance (pos, vel) in place from t to t + dt with nsub substeps; False on a singular inertia
-    or a non-finite state. One call per outer step: the model (mi, mf) and work w of
-    hil.kernels.layout, the state and the drive torques held over the step."""
+def advance(mi, mf, w, t, pos, vel, tau, dt, nsub, method, dae):
+    """Advance (pos, vel) in place from t to t + dt with nsub substeps of `method`, with the screw DAE's
+    dynamics when `dae`; False on a singular inertia or a non-finite state. One call per outer step:
+    the model (mi, mf) and work w of hil.kernels.layout, the state and the drive torques held over the
+    step."""
     if method == METHOD_FITTED:
-        return fitted_midpoint.advance(mi, mf, w, t, pos, vel, tau, dt, nsub)
+        return fitted_midpoint.advance(mi, mf, w, t, pos, vel, tau, dt, nsub, dae)
     nq = mi[DIM_NQ]
     h = dt / nsub
     # the stage vectors: views of their work blocks (kernels count no references, so views are free)
@@ -90,7 +93,7 @@ def advance(mi, mf, w, t, pos, vel, tau, dt, nsub, method):
             # IMEX evaluates the elastic forces at the explicit midpoint predictor
             el_pos = pe if imex else ps
             el_vel = vel if imex else vs
-            ok &= forward_dynamics(mi, mf, w, ts + dts, ps, vs, tau, el_pos, el_vel, cK, cD, acc)
+            ok &= evaluate(dae, mi, mf, w, ts + dts, ps, vs, tau, el_pos, el_vel, (cK, cD, False), acc)
             if method == METHOD_RK4:
                 for i in range(nq):
                     if stage == 0:

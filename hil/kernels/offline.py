@@ -16,6 +16,8 @@ y + h/6 (k1 + 2 k2 + 2 k3 + k5); its difference to the fourth-order one,
 is O(h^4): the local error of the third-order solution, which bounds that of the fourth-order one.
 Five evaluations per substep, four when the next substep of the same step reuses k5.
 """
+from collections import namedtuple
+
 import numpy as np
 
 from .jit import kernel
@@ -28,6 +30,11 @@ from .layout import (DIM_NQ, METHOD_FITTED, METHOD_IMEX, METHOD_RK4, W_ACC, W_K1
 TAU, V4, K5, OUT = range(4)       # rows of the scratch array (make_scratch)
 
 
+# The drive torques over a step: tau0 held, or (table_t not empty) the table's rows table_tau[i] at
+# times table_t[i], interpolated (torque_at).
+TorqueInput = namedtuple("TorqueInput", "tau0 table_t table_tau")
+
+
 def make_scratch(nq: int, nj: int) -> np.ndarray:
     """Buffers for advance (allocated once per run): the torque at a stage, the stage-4 velocity
     v + h k3, k5's accelerations, and OUT[0]: the largest scaled error estimate of the last step, OUT[1]
@@ -36,9 +43,11 @@ def make_scratch(nq: int, nj: int) -> np.ndarray:
 
 
 @kernel
-def torque_at(tau0, table_t, table_tau, t, out):
-    """The drive torque at time t into out: tau0 held (an empty table), or the table's linear
-    interpolation at t, held constant outside the table (rows table_tau[i] at times table_t[i])."""
+def torque_at(u, t, out):
+    """The drive torque of the TorqueInput `u` at time t into out: tau0 held (an empty table), or the
+    table's linear interpolation at t, held constant outside the table (rows table_tau[i] at times
+    table_t[i])."""
+    tau0, table_t, table_tau = u.tau0, u.table_t, u.table_tau
     n = table_t.shape[0]
     if n == 0:
         _copy_row(tau0, out)
@@ -59,15 +68,17 @@ def _copy_row(src, out):
 
 
 @kernel
-def advance(mi, mf, w, t, pos, vel, tau0, table_t, table_tau, dt, nsub, method, tol, scratch):
+def advance(mi, mf, w, t, pos, vel, u, dt, nsub, method, tol, scratch):
     """Advance (pos, vel) in place from t to t + dt with nsub substeps of `method` (RK4, IMEX or fitted
-    midpoint), the torque tau0 held (table_t empty) or the table's at each stage's time (torque_at).
+    midpoint), the TorqueInput u's torque tau0 held (table_t empty) or the table's at each stage's
+    time (torque_at).
     RK4 steps each stretch between the table's times inside the step on its own (its share of the nsub
     substeps, at least one), so that no substep straddles a kink of the interpolated torque (its order
     holds, and its error estimate with it); the midpoint schemes keep nsub equal substeps, the length
     their fitted blocks are made for. RK4 with tol > 0 leaves in scratch[OUT, 0] the largest scaled error
     estimate of the substeps, max_i |e_i| / (tol (1 + |y_i|)) over positions and rates. False on a
     singular inertia or a non-finite state."""
+    table_t = u.table_t
     ok = True
     worst = 0.0
     taken = nsub
@@ -81,19 +92,18 @@ def advance(mi, mf, w, t, pos, vel, tau0, table_t, table_tau, dt, nsub, method, 
                 stop = table_t[knot]
                 knot += 1
             m = max(1, int(np.ceil(nsub * (stop - start) / dt - 1e-9)))
-            ok &= _rk4_stretch(mi, mf, w, start, (stop - start) / m, m, pos, vel, tau0, table_t, table_tau, tol,
-                               scratch)
+            ok &= _rk4_stretch(mi, mf, w, start, (stop - start) / m, m, pos, vel, u, tol, scratch)
             worst = max(worst, scratch[OUT, 0])
             taken += m
             start = stop
     else:
         h = dt / nsub
-        tau_s = scratch[TAU, :tau0.shape[0]]
+        tau_s = scratch[TAU, :u.tau0.shape[0]]
         for s in range(nsub):
             ts = t + s * h
-            torque_at(tau0, table_t, table_tau, ts + 0.5 * h, tau_s)
+            torque_at(u, ts + 0.5 * h, tau_s)
             if method == METHOD_FITTED:
-                ok &= fitted_midpoint.substep(mi, mf, w, ts, h, pos, vel, tau_s)
+                ok &= fitted_midpoint.substep(mi, mf, w, ts, h, pos, vel, tau_s, False)
             else:
                 ok &= _imex_substep(mi, mf, w, ts, h, pos, vel, tau_s)
     scratch[OUT, 0] = worst
@@ -115,16 +125,16 @@ def _first_after(table_t, t):
 
 
 @kernel
-def _rk4_stretch(mi, mf, w, t, h, m, pos, vel, tau0, table_t, table_tau, tol, scratch):
+def _rk4_stretch(mi, mf, w, t, h, m, pos, vel, u, tol, scratch):
     """m RK4 substeps of h from t; with tol > 0 the largest scaled error estimate into scratch[OUT, 0]."""
-    tau_s = scratch[TAU, :tau0.shape[0]]
+    tau_s = scratch[TAU, :u.tau0.shape[0]]
     ok = True
     worst = 0.0
     for s in range(m):
         ts = t + s * h
-        ok &= _rk4_substep(mi, mf, w, ts, h, pos, vel, tau0, table_t, table_tau, tol > 0.0 and s > 0, scratch)
+        ok &= _rk4_substep(mi, mf, w, ts, h, pos, vel, u, tol > 0.0 and s > 0, scratch)
         if tol > 0.0:
-            torque_at(tau0, table_t, table_tau, ts + h, tau_s)
+            torque_at(u, ts + h, tau_s)
             ok &= forward_dynamics(mi, mf, w, ts + h, pos, vel, tau_s, pos, vel, 0.0, 0.0, scratch[K5])
             worst = max(worst, _scaled_error(mi, w, h, pos, vel, tol, scratch))
     scratch[OUT, 0] = worst
@@ -132,7 +142,7 @@ def _rk4_stretch(mi, mf, w, t, h, m, pos, vel, tau0, table_t, table_tau, tol, sc
 
 
 @kernel
-def _rk4_substep(mi, mf, w, ts, h, pos, vel, tau0, table_t, table_tau, reuse_k5, scratch):
+def _rk4_substep(mi, mf, w, ts, h, pos, vel, u, reuse_k5, scratch):
     """Classical RK4 over one substep (hil.kernels.integrate's stages), its first stage the previous
     substep's k5 when reuse_k5; leaves the stage-4 velocity v + h k3 in scratch[V4]."""
     nq = mi[DIM_NQ]
@@ -140,7 +150,7 @@ def _rk4_substep(mi, mf, w, ts, h, pos, vel, tau0, table_t, table_tau, reuse_k5,
     k3, k4 = w[mi[W_K3]:mi[W_K3] + nq], w[mi[W_K4]:mi[W_K4] + nq]
     ps, vs = w[mi[W_PS]:mi[W_PS] + nq], w[mi[W_VS]:mi[W_VS] + nq]
     pe, acc = w[mi[W_PE]:mi[W_PE] + nq], w[mi[W_ACC]:mi[W_ACC] + nq]
-    tau_s = scratch[TAU, : tau0.shape[0]]
+    tau_s = scratch[TAU, :u.tau0.shape[0]]
     ok = True
     for stage in range(4):
         dts = stage_state(METHOD_RK4, stage, h, nq, pos, vel, acc, k1, k2, ps, vs, pe)
@@ -148,7 +158,7 @@ def _rk4_substep(mi, mf, w, ts, h, pos, vel, tau0, table_t, table_tau, reuse_k5,
             for i in range(nq):
                 acc[i] = scratch[K5, i]
         else:
-            torque_at(tau0, table_t, table_tau, ts + dts, tau_s)
+            torque_at(u, ts + dts, tau_s)
             ok &= forward_dynamics(mi, mf, w, ts + dts, ps, vs, tau_s, ps, vs, 0.0, 0.0, acc)
         for i in range(nq):
             if stage == 0:

@@ -98,9 +98,13 @@ def station_frame(stat, s, NM, pos, vel, e0, nm, M33, V3, Ghat):
 
 
 @kernel
-def link_kinematics(k, nb, NM, body, stat, axis, pos, vel, Rpc, ppc, Rw, pw, V, kap, Phi, M33, V3, Ghat):
+def link_kinematics(k, dm, dw):
     """Pose, twist and acceleration map of body k from its parent's (eqs. 23-24, 31-32, 102):
-    a_k = Phi_k [a_p; eta_ddot_p] + kappa_k + s q_ddot, all in body k's axes."""
+    a_k = Phi_k [a_p; eta_ddot_p] + kappa_k + s q_ddot, all in body k's axes (the views dm, dw of
+    hil.kernels.screw_dae_arrays)."""
+    nb, NM, body, stat, axis = dm.nb, dm.NM, dm.body, dm.stat, dm.axis
+    pos, vel, Rpc, ppc, Rw, pw, V, kap, Phi = dw.pos, dw.vel, dw.Rpc, dw.ppc, dw.Rw, dw.pw, dw.V, dw.kap, dw.Phi
+    M33, V3, Ghat = dw.M33, dw.V3, dw.Ghat
     par = body[k, DAE_PARENT]
     nmp = body[k, DAE_NMP]
     e0 = nb + (body[par, DAE_MO] if par >= 0 else 0)
@@ -176,13 +180,17 @@ def link_kinematics(k, nb, NM, body, stat, axis, pos, vel, Rpc, ppc, Rw, pw, V, 
 
 
 @kernel
-def link_terms(k, nb, NM, body, node, rot, gravity, Kmod, Dmod, pos, vel, el_pos, el_vel, cK, cD, fitted, C, Rw, V,
-               Mk, hk, Ghat, V3):
+def link_terms(k, dm, dw, el_pos, el_vel, implicit):
     """Inertia operator M_k (6 + nm square) and the velocity, gravity and elastic terms h_k of body k
     (seed 000 eqs. 10-12 and 64-66 for lumped nodes). Node j at r_j has the acceleration
     v_dot + omega_dot x r_j + Ghat_j eta_ddot + beta_j, beta_j = omega x v + omega x (omega x r_j)
     + 2 omega x r_dot_j + e_x eta_dot^T S_j eta_dot; its force m_j (acceleration - g) enters as
-    [r_j x F; F; Ghat_j^T F]. Node rotary inertia J_j turns with omega + Lambda_j eta_dot."""
+    [r_j x F; F; Ghat_j^T F]. Node rotary inertia J_j turns with omega + Lambda_j eta_dot. The
+    elastic forces at (el_pos, el_vel), implicit = (cK, cD, fitted) as in solve."""
+    nb, NM, body, node, rot, gravity, Kmod, Dmod, C = (dm.nb, dm.NM, dm.body, dm.node, dm.rot, dm.gravity, dm.Kmod,
+                                                      dm.Dmod, dm.C)
+    pos, vel, Rw, V, Mk, hk, Ghat, V3 = dw.pos, dw.vel, dw.Rw, dw.V, dw.Mk, dw.hk, dw.Ghat, dw.V3
+    cK, cD, fitted = implicit
     nm = body[k, DAE_NM]
     e0 = nb + body[k, DAE_MO]
     n = 6 + nm
@@ -340,11 +348,13 @@ def stack_block(k, body, axis, drive, armature, tauj, qdd_pres, kap, Mk, hk, A, 
 
 
 @kernel
-def eliminate(nb, body, axis, drive, armature, Phi, A, r, piv, W, y, cols, QPhi):
+def eliminate(dm, dw):
     """Tip-to-base block elimination: factor each diagonal block, y_k = A_k^-1 r_k and
     W_k = A_k^-1 B_k with B_k = -Q_k Phi_k the coupling of the joint rows to the parent's
     accelerations; the parent's link rows receive the Schur complement -Phi_k^T (W_k, y_k)
     of the child's wrench (eq. 79 by block Gaussian elimination). False on a singular block."""
+    nb, body, axis, drive = dm.nb, dm.body, dm.axis, dm.drive
+    armature, Phi, A, r, piv, W, y, cols, QPhi = dw.arm, dw.Phi, dw.A, dw.r, dw.piv, dw.W, dw.y, dw.cols, dw.QPhi
     for k in range(nb - 1, -1, -1):
         n = 12 + body[k, DAE_NM]
         if not lu_factor(A, k, n, piv):
@@ -387,9 +397,12 @@ def eliminate(nb, body, axis, drive, armature, Phi, A, r, piv, W, y, cols, QPhi)
 
 
 @kernel
-def back_substitute(nb, body, axis, drive, qdd_pres, Phi, kap, W, y, z, wrench, tau_joint, acc):
+def back_substitute(dm, dw, acc):
     """Base-to-tip: z_k = y_k - W_k [a_p; eta_ddot_p]; joint acceleration s^T delta, modal
     accelerations and the interaction wrench f_k out of z_k (Table 1, step vii)."""
+    nb, body, axis, drive = dm.nb, dm.body, dm.axis, dm.drive
+    qdd_pres, Phi, kap, W, y, z, wrench, tau_joint = dw.qdd_pres, dw.Phi, dw.kap, dw.W, dw.y, dw.z, dw.wrench, \
+        dw.tau_joint
     for k in range(nb):
         nm = body[k, DAE_NM]
         n = 12 + nm
@@ -433,21 +446,16 @@ def solve(dm, dw, t, pos, vel, tau, el_pos, el_vel, cK, cD, fitted, acc):
     """forward_dynamics on the views of hil.kernels.screw_dae_arrays; with `fitted`, the fitted midpoint
     scheme's blocks C added to each body's modal mass (hil.kernels.aba.forward_dynamics_blocks)."""
     nb = dm.nb
-    NM = dm.NM
     impose_prescribed_motion(dm.mi, dm.mf, t, pos, vel, dw.pos, 0, dw.vel, 0, dw.qdd_pres, 0)
     link_torques(dm.mi, dm.mf, dw.pos, 0, dw.vel, 0, tau, dw.tauj, 0)
     joint_friction_torques(dm.mi, dm.mf, el_vel, dw.vel, 0, cD, dw.tauj, 0, dw.arm, 0)
     for k in range(nb):
-        link_kinematics(k, nb, NM, dm.body, dm.stat, dm.axis, dw.pos, dw.vel, dw.Rpc, dw.ppc, dw.Rw, dw.pw, dw.V,
-                        dw.kap, dw.Phi, dw.M33, dw.V3, dw.Ghat)
-        link_terms(k, nb, NM, dm.body, dm.node, dm.rot, dm.gravity, dm.Kmod, dm.Dmod, dw.pos, dw.vel, el_pos, el_vel,
-                   cK, cD, fitted, dm.C, dw.Rw, dw.V, dw.Mk, dw.hk, dw.Ghat, dw.V3)
+        link_kinematics(k, dm, dw)
+        link_terms(k, dm, dw, el_pos, el_vel, (cK, cD, fitted))
         stack_block(k, dm.body, dm.axis, dm.drive, dw.arm, dw.tauj, dw.qdd_pres, dw.kap, dw.Mk, dw.hk, dw.A,
                     dw.r)
-    if not eliminate(nb, dm.body, dm.axis, dm.drive, dw.arm, dw.Phi, dw.A, dw.r, dw.piv, dw.W, dw.y, dw.cols,
-                     dw.QPhi):
+    if not eliminate(dm, dw):
         return False
-    back_substitute(nb, dm.body, dm.axis, dm.drive, dw.qdd_pres, dw.Phi, dw.kap, dw.W, dw.y, dw.z, dw.wrench,
-                    dw.tau_joint, acc)
+    back_substitute(dm, dw, acc)
     rotor_accelerations(dm.mi, dm.mf, el_vel, dw.vel, 0, cD, tau, dw.tauj, 0, acc)
     return True

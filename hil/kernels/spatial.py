@@ -157,8 +157,11 @@ def lu_solve(A, k, n, piv, b, kb):
 
 
 @kernel
-def rotate_symmetric(r00, r01, r02, r10, r11, r12, r20, r21, r22, a00, a01, a02, a11, a12, a22):
-    """R A R^T for a symmetric A, as its upper triangle (x00, x01, x02, x11, x12, x22)."""
+def rotate_symmetric(r, a):
+    """R A R^T for a symmetric A (its upper triangle a = (a00, a01, a02, a11, a12, a22)), R row-major
+    (r a 9-tuple), as its upper triangle (x00, x01, x02, x11, x12, x22)."""
+    r00, r01, r02, r10, r11, r12, r20, r21, r22 = r
+    a00, a01, a02, a11, a12, a22 = a
     t00 = a00 * r00 + a01 * r01 + a02 * r02
     t01 = a00 * r10 + a01 * r11 + a02 * r12
     t02 = a00 * r20 + a01 * r21 + a02 * r22
@@ -173,8 +176,10 @@ def rotate_symmetric(r00, r01, r02, r10, r11, r12, r20, r21, r22, a00, a01, a02,
 
 
 @kernel
-def rotate(r00, r01, r02, r10, r11, r12, r20, r21, r22, b00, b01, b02, b10, b11, b12, b20, b21, b22):
-    """R B R^T for a general B, row-major."""
+def rotate(r, b):
+    """R B R^T for a general B; R, B and the result row-major 9-tuples."""
+    r00, r01, r02, r10, r11, r12, r20, r21, r22 = r
+    b00, b01, b02, b10, b11, b12, b20, b21, b22 = b
     t00 = b00 * r00 + b01 * r01 + b02 * r02
     t01 = b00 * r10 + b01 * r11 + b02 * r12
     t02 = b00 * r20 + b01 * r21 + b02 * r22
@@ -272,18 +277,14 @@ def inertia_to_parent(w, R, p, Ia, P, NX):
     parent's axes, A' = R A R^T, B' = R B R^T, C' = R C R^T, then moved to the parent's origin:
     B'' = B' + skew(p) C', A'' = A' + skew(p) B'^T - B'' skew(p), C'' = C' (about 200 multiplications
     where the dense product takes 340)."""
-    r00, r01, r02, r10, r11, r12, r20, r21, r22 = (w[at(R)], w[at(R + 1)], w[at(R + 2)], w[at(R + 3)], w[at(R + 4)],
-                                                   w[at(R + 5)], w[at(R + 6)], w[at(R + 7)], w[at(R + 8)])
-    a00, a01, a02, a11, a12, a22 = rotate_symmetric(r00, r01, r02, r10, r11, r12, r20, r21, r22,
-                                                    w[at(Ia)], w[at(Ia + 1)], w[at(Ia + 2)], w[at(Ia + 7)],
-                                                    w[at(Ia + 8)], w[at(Ia + 14)])
-    c00, c01, c02, c11, c12, c22 = rotate_symmetric(r00, r01, r02, r10, r11, r12, r20, r21, r22,
-                                                    w[at(Ia + 21)], w[at(Ia + 22)], w[at(Ia + 23)], w[at(Ia + 28)],
-                                                    w[at(Ia + 29)], w[at(Ia + 35)])
-    b00, b01, b02, b10, b11, b12, b20, b21, b22 = rotate(r00, r01, r02, r10, r11, r12, r20, r21, r22,
-                                                         w[at(Ia + 3)], w[at(Ia + 4)], w[at(Ia + 5)], w[at(Ia + 9)],
-                                                         w[at(Ia + 10)], w[at(Ia + 11)], w[at(Ia + 15)],
-                                                         w[at(Ia + 16)], w[at(Ia + 17)])
+    r = load9(w, R)
+    a00, a01, a02, a11, a12, a22 = rotate_symmetric(r, (w[at(Ia)], w[at(Ia + 1)], w[at(Ia + 2)], w[at(Ia + 7)],
+                                                        w[at(Ia + 8)], w[at(Ia + 14)]))
+    c00, c01, c02, c11, c12, c22 = rotate_symmetric(r, (w[at(Ia + 21)], w[at(Ia + 22)], w[at(Ia + 23)],
+                                                        w[at(Ia + 28)], w[at(Ia + 29)], w[at(Ia + 35)]))
+    b00, b01, b02, b10, b11, b12, b20, b21, b22 = rotate(r, (w[at(Ia + 3)], w[at(Ia + 4)], w[at(Ia + 5)],
+                                                             w[at(Ia + 9)], w[at(Ia + 10)], w[at(Ia + 11)],
+                                                             w[at(Ia + 15)], w[at(Ia + 16)], w[at(Ia + 17)]))
     p0, p1, p2 = w[at(p)], w[at(p + 1)], w[at(p + 2)]
     # A' += skew(p) B'^T: column j of the sum is p x (row j of B')
     a00 += p1 * b02 - p2 * b01
