@@ -25,7 +25,7 @@ class StageEmulator(Emulator):
     def step_once(self, lateness_ns: int = 0) -> None:
         t0 = time.monotonic_ns()
         self.faults.begin_cycle(self.cycle, self.plant.t)
-        frames = self._receive()
+        frames = self.io.receive()
         fresh = self._decode(frames)
         cmd_age_us = self.age.cycle_start(t0)
         self.supervisor.supervise(fresh, self.cycle, self.logger)
@@ -36,15 +36,15 @@ class StageEmulator(Emulator):
         self.faults.apply_signals(self.sensors.measured, self.sensors.truth)
         self.cycle += 1
         status = self.status()
-        sent = self.encode(status & self.supervisor.announced)
+        sent = self.encode(status & self.supervisor.announced, self.cycle)
         if self.opt.mode != "lockstep":
-            self._read_into(self._early)
+            self.io.read_early()
         self.send_sensors(sent)
         if self.logger is not None:
             self.record.put(self.logger, self.cycle, self.commands.tau, tau, status, lateness_ns, 0, 0, cmd_age_us)
 
     def _decode(self, frames) -> bool:
-        fresh, self.held_fresh = self.held_fresh, False
+        fresh = self.take_held()
         rejected = self.commands.reader.rejected_total
         for frame in frames:
             fresh |= self.take_frame(frame)

@@ -37,7 +37,7 @@ def closed_loop(vibration_suppression: bool, move_time: float = 1.0, duration: f
     emu = Emulator(plant, emu_link, CommandInput(bus, names), SensorOutput(bus, names),
                    RuntimeOptions(mode="afap", realtime=False))
     fw = Firmware(bus, "configs/firmware/ella_nominal.toml", move_time, vibration_suppression)
-    emu.send_frames(emu._encode(0))
+    emu.io.send(emu.encode(0, 0))
     tips, counts = [], []
     peak = np.zeros(len(names))
     for _ in range(int(duration / plant.dt)):

@@ -59,30 +59,26 @@ def wait_for_command(emu: Any) -> bool:
         return wait_for_sync(emu)
     if emu.held_fresh:                 # the first command, taken in while starting
         return True
-    if not emu.answer_expected:
+    io = emu.io
+    if not io.answer_expected:
         return True
     now = time.monotonic()
-    deadline = now + (emu.opt.lockstep_silent_poll_s if emu.silent else emu.opt.lockstep_timeout_s)
+    deadline = now + (emu.opt.lockstep_silent_poll_s if io.silent else emu.opt.lockstep_timeout_s)
     resend_at = now + KEEPALIVE_S
     while not emu.stop_requested and time.monotonic() < deadline:
-        frame = emu.link.recv()
+        frame = io.recv()
         if frame is None:
-            if not emu.silent and time.monotonic() >= resend_at:     # lost, or a firmware that is alive
-                emu.send_frames(emu.last_sensor_frames)              # only while it hears from the plant
-                emu.resent_frames += len(emu.last_sensor_frames)
+            if not io.silent and time.monotonic() >= resend_at:     # lost, or a firmware that is alive
+                io.resend_unanswered()                             # only while it hears from the plant
                 resend_at += KEEPALIVE_S
-            emu.idle(min(deadline, resend_at) - time.monotonic())
+            io.idle(min(deadline, resend_at) - time.monotonic())
             continue
-        if emu.recorder:
-            emu.recorder.put(frame, received=True)
-        if emu.take_command(frame):
-            emu.held_fresh = True
-            emu.silent = False
+        if emu.hold_command(frame):
+            io.answered()
             return True
     if emu.stop_requested:
         return False
-    emu.silent = True
-    emu.silent_cycles += 1
+    io.unanswered()
     return True
 
 
@@ -90,15 +86,14 @@ def wait_for_sync(emu: Any) -> bool:
     """Lockstep on a CANopen map: take frames (NMT, RPDOs) until a SYNC, or the timeout; the
     nodes' heartbeats keep going out meanwhile."""
     deadline = time.monotonic() + emu.opt.lockstep_timeout_s
+    io = emu.io
     while not emu.stop_requested and time.monotonic() < deadline:
-        emu.send_frames(emu.protocol.heartbeats())
+        io.send(emu.protocol.heartbeats())
         if emu.protocol.step_due:
             return True
-        frame = emu.link.recv()
+        frame = io.recv()
         if frame is None:
-            emu.idle(deadline - time.monotonic())
+            io.idle(deadline - time.monotonic())
             continue
-        emu.held_fresh |= emu.take_frame(frame)
-        if emu.recorder:
-            emu.recorder.put(frame, received=True)
+        emu.hold_frame(frame)
     return emu.protocol.step_due

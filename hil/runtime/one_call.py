@@ -161,7 +161,7 @@ class OneCall:
         """The frames into the call's buffer (or through Emulator.take_frame, now); returns (frames in the
         buffer, a frame rejected, a valid command taken: by the nodes or while the loop waited)."""
         emu = self.emu
-        fresh, emu.held_fresh = emu.held_fresh, False
+        fresh = emu.take_held()
         if self.python_frames:
             before = self._reader.rejected_total
             for frame in frames:
@@ -225,11 +225,11 @@ class OneCall:
             sup.limited_cycles += 1
         if outcome == SENSED or emu.faults.watching:    # (watching: crossing triggers read the channels)
             emu.faults.apply_signals(s.measured, s.truth)
-        emu.cycle += 1
         self.t2 = time.monotonic_ns()
         clk and clk.mark(Stage.SENSORS, through=Stage.ENCODE)
         self.status = status
-        self.sent = emu.encode(status & sup.announced) if outcome == SENSED else self.sensor_frames.wrap(saturated)
+        self.sent = (emu.encode(status & sup.announced, emu.cycle + 1) if outcome == SENSED
+                     else self.sensor_frames.wrap(saturated))
 
     def _count(self, n: int, fresh: bool, rejected: bool) -> tuple[bool, bool]:
         """The reader's counts and the command ages for the call's verdicts on the n frames taken in;

@@ -18,9 +18,10 @@ from firmware_bridge.links.base import Frame
 from config_schema import UserError
 
 
-def await_first_command(emu: Any, initial: list[Frame]) -> bool:
-    """`emu`: a hil.runtime.loop.Emulator. True once the first valid command was taken in (held
-    for the first cycle); False when stopped or after the start timeout (the run then fails)."""
+def await_first_command(emu: Any, initial: list[Frame]) -> dict:
+    """`emu`: a hil.runtime.loop.Emulator. Waits until the first valid command was taken in (held for
+    the first cycle), the loop is stopped, or the start timeout fails the run; returns how the run
+    started (waited_s, resent)."""
     t_start = time.monotonic()
     deadline = t_start + emu.opt.start_timeout_s
     interval = emu.opt.resend_s
@@ -29,8 +30,8 @@ def await_first_command(emu: Any, initial: list[Frame]) -> bool:
     started = False
     while not started and not emu.stop_requested and time.monotonic() < deadline:
         if emu.protocol is not None:
-            emu.send_frames(emu.protocol.heartbeats())
-        frame = emu.link.recv()
+            emu.io.send(emu.protocol.heartbeats())
+        frame = emu.io.recv()
         if frame is None:
             now = time.monotonic()
             if emu.protocol is None and now >= resend_at:
@@ -38,20 +39,18 @@ def await_first_command(emu: Any, initial: list[Frame]) -> bool:
                 resent += 1
                 interval = min(2 * interval, 1.0)
                 resend_at = now + interval
-            emu.idle(min(resend_at, deadline) - time.monotonic())
+            emu.io.idle(min(resend_at, deadline) - time.monotonic())
             continue
-        if emu.recorder:
-            emu.recorder.put(frame, received=True)
         if emu.protocol is not None and emu.protocol.receive(frame):
             started = True
-        elif emu.take_command(frame):
-            emu.held_fresh = started = True
-    emu.start_report = {"waited_s": time.monotonic() - t_start, "resent": resent}
+        else:
+            started = emu.hold_command(frame)
+    report = {"waited_s": time.monotonic() - t_start, "resent": resent}
     if not started and not emu.stop_requested:
         emu.abort(f"start: no valid command within {emu.opt.start_timeout_s:g} s on {emu.link.name} "
                    f"(frames received {emu.link.counters.rx_frames}, commands rejected "
                    f"{dict((k, v) for k, v in emu.commands.reader.rejected.items() if v) or 'none'})")
-    return started
+    return report
 
 
 def check_period(options: Any, plant: Any, bus: Any) -> Any:
