@@ -62,7 +62,6 @@ def build_emulator(arm: str | Path, bus: str | Path, link: str = "pty", options:
     from firmware_bridge.canopen.network import DriveNodes, is_canopen
     from firmware_bridge.links.connect import check_link_fits, open_link, open_pty_pair_link
     from firmware_bridge.wire.messages import BusMap
-    from firmware_bridge.wire.signals import CommandInput, SensorOutput
     from hil.model.config import load_model
     from hil.devices.drives import DriveBank
     from hil.dynamics.integrator_plan import judge
@@ -70,6 +69,7 @@ def build_emulator(arm: str | Path, bus: str | Path, link: str = "pty", options:
     from hil.faults.scenario import load_scenario
     from hil.model.plausibility import warn_static_deflection
     from hil.model.sensor_specs import default_sensors
+    from hil.runtime.wire_plan import WirePlan
 
     arm, bus = resolve("preset", arm), resolve("bus", bus)
     scenario = None if scenario is None else resolve("scenario", scenario)
@@ -95,10 +95,10 @@ def build_emulator(arm: str | Path, bus: str | Path, link: str = "pty", options:
               "scenario_text": None if scenario is None else Path(scenario).read_text(encoding="utf-8"),
               "versions": versions()}
     try:
-        emulator = Emulator(plant, raw, protocol.commands if protocol else CommandInput(bus_map, names),
-                            SensorOutput(bus_map, names, protocol.own_ids if protocol else ()), options, header,
-                            protocol, faults, drives=DriveBank(plant, [None] * len(names)) if ideal_drives else None,
-                            sensors=default_sensors(plant.asm.model) if ideal_sensors else None)
+        plan = WirePlan(bus_map, names, protocol)       # the map compiled once; the emulator receives the plan
+        emulator = Emulator(plant, raw, plan.commands, plan.sensors_out, options, header, protocol, faults,
+                            drives=DriveBank(plant, [None] * len(names)) if ideal_drives else None,
+                            sensors=default_sensors(plant.asm.model) if ideal_sensors else None, plan=plan)
         if protocol is not None:        # the drives see the faults on their joints and the applied torque
             protocol.attach(emulator.faults, lambda: plant.tau)
     except Exception:

@@ -46,7 +46,7 @@ from firmware_bridge.links.base import Frame, Link
 from firmware_bridge.links.recording import BusRecorder
 from firmware_bridge.wire.signals import CommandInput, SensorOutput
 from hil.devices.drives import DriveBank
-from hil.faults.engine import FaultEngine, bus_encoding, encoder_counter_bits
+from hil.faults.engine import FaultEngine, encoder_counter_bits
 from hil.model.spec import INTERFACE_VOLTAGE
 from hil.dynamics.plant import Plant
 from hil.runtime.command_age import CommandAge
@@ -57,12 +57,11 @@ from hil.runtime.realtime import RealtimeSetup
 from hil.runtime.divergence import DivergenceGuard
 from hil.runtime.options import RuntimeOptions, Watchdog
 from hil.runtime.receive import ReceiveBudget
-from hil.runtime.lockstep import firmware_cue, wait_for_command
+from hil.runtime.lockstep import wait_for_command
 from hil.runtime.start import await_first_command, check_period
 from hil.runtime.wire_io import WireIO
-from hil.runtime.command_frames import CompiledCommandInput
+from hil.runtime.wire_plan import WirePlan
 from hil.runtime.one_call import OneCall
-from hil.runtime.sensor_frames import CompiledSensorFrames
 from hil.runtime.stages import Stage, StageClock
 from hil.runtime.supervisor import Supervisor
 from hil.runtime.cycle_record import CycleRecord
@@ -80,37 +79,33 @@ class Emulator:
     def __init__(self, plant: Plant, link: Link, commands: CommandInput, sensors_out: SensorOutput,
                  options: RuntimeOptions, header: dict | None = None, protocol=None,
                  scenario: Scenario | None = None, drives: DriveBank | None = None,
-                 sensors: list[SensorSpec] | None = None):
+                 sensors: list[SensorSpec] | None = None, plan: WirePlan | None = None):
         """`protocol`: the CANopen nodes (firmware_bridge.canopen.network.DriveNodes) for a CANopen map, else None.
         `scenario`: faults to inject (hil.faults.scenario); more can be injected at run time through
         `emulator.faults` (hil.faults.engine.FaultEngine), also from another thread. `drives`: default the
         model's motors (hil.devices.drives.DriveBank; ideal torque drives where a joint has none).
-        `sensors`: the sensor specs, default the model's (hil.devices.sensors.SensorSuite)."""
+        `sensors`: the sensor specs, default the model's (hil.devices.sensors.SensorSuite). `plan`: the
+        bus map compiled for `commands` and `sensors_out` (hil.runtime.wire_plan), compiled here if None."""
         options.validate()
-        bus = commands.reader.bus
-        options = check_period(options, plant, bus)
+        plan = plan or WirePlan.of(commands, sensors_out, plant.layout.joint_names, protocol)
+        options = check_period(options, plant, plan)
         self.plant = plant
         # lockstep: which cycles a firmware answers (hil.runtime.lockstep); it sees what goes out on the wire
-        cue = firmware_cue(bus, plant.layout.joint_names) if options.mode == "lockstep" and protocol is None else None
+        cue = plan.cue if options.mode == "lockstep" else None
         budget = ReceiveBudget(options.receive_frames, options.receive_budget_s if options.mode == "realtime" else None)
-        self.io = WireIO(link, bus, budget, cue)
+        self.io = WireIO(plan.fault_layer(link), link, budget, cue)
         self.link = self.io.link            # the link through its fault layer
         self.commands = commands
         self.sensors_out = sensors_out
         self.opt = options
         self.drives = drives or DriveBank(plant)
         self.sensors = SensorSuite(plant, sensors, seed=options.seed, current_source=self.drives.current)
-        sensors_out.bind(self.sensors.channel_names)
-        compiled_out = CompiledSensorFrames(sensors_out, self.sensors.channel_names)
-        self.sensor_frames = compiled_out.frames
-        compiled_in = CompiledCommandInput(commands)
-        # a CANopen map's RPDOs go through their node's PDO mapping (PdoCommandInput), in Python
-        python_frames = type(commands) is not CommandInput
-        self.feed = commands.feed if python_frames else compiled_in.feed
+        self.sensor_frames = plan.bind_sensors(self.sensors.channel_names).frames
+        self.feed = commands.feed if plan.python_frames else plan.decoder.feed
         # the faults' seed: the run's, else the scenario's, else the model's
         seed = next(s for s in (options.seed, scenario and scenario.seed, plant.asm.model.sensor_seed) if s is not None)
         self.faults = FaultEngine(self.sensors.channel_names, dt_s=plant.dt, seed=seed,
-                                  encoding=bus_encoding(bus), plant=plant, drives=self.drives, link=self.link,
+                                  encoding=plan.sensor_encoding, plant=plant, drives=self.drives, link=self.link,
                                   counter_bits=encoder_counter_bits(self.sensors))
         if scenario is not None:
             scenario.inject_into(self.faults)
@@ -132,7 +127,7 @@ class Emulator:
         self.logger: RunLogger | None = None
         self.stage_clock: StageClock | None = None    # per-stage timestamps (hil.runtime.stages), when set
         self.live = None        # a tap on the logger's thread (hil.viz.live.LiveView), set before run()
-        self.one_call = OneCall(self, compiled_in, compiled_out, python_frames)    # the cycle's compute
+        self.one_call = OneCall(self, plan)    # the cycle's compute
 
     @property
     def stats(self) -> CycleStats:

@@ -35,10 +35,10 @@ from hil.kernels.emulator_cycle import (DONE, ENTRY_FRAMES, ENTRY_SUPERVISED, N_
 from hil.kernels.frame_codec import CNT_LOST, CNT_RESYNCS, OK, OK_LOST
 from hil.kernels.jit import bound_call
 from hil.model.spec import INTERFACE_VOLTAGE
-from hil.runtime.command_frames import OTHER_DIRECTION, REJECTIONS, CompiledCommandInput
+from hil.runtime.command_frames import OTHER_DIRECTION, REJECTIONS
 from hil.runtime.divergence import CHECK_EVERY
-from hil.runtime.sensor_frames import CompiledSensorFrames
 from hil.runtime.stages import Stage
+from hil.runtime.wire_plan import WirePlan
 
 __all__ = ["DONE", "SENSED", "STEP_FAILED", "SUPERVISE", "OneCall"]
 
@@ -63,16 +63,16 @@ class OneCall:
     """Binds an emulator's arrays to the call once; ``run(frames, t0, clk)`` runs a cycle's compute
     (module docstring) and leaves: ``sent`` the sensor frames to send, ``status`` the status word,
     ``fresh`` whether a valid command arrived, ``cmd_age_us`` as CommandAge.cycle_start gives it,
-    ``t1`` and ``t2`` the compute's start and end (ns). `python_frames`: the frames go through
-    Emulator.take_frame (a CANopen map's nodes, a decoder of its own) before the call."""
+    ``t1`` and ``t2`` the compute's start and end (ns). The plan's decoder and encoder are the call's;
+    where it says so (``python_frames``) the frames go through Emulator.take_frame (a CANopen map's
+    nodes, a decoder of its own) before the call."""
 
-    def __init__(self, emu, command_frames: CompiledCommandInput, sensor_frames: CompiledSensorFrames,
-                 python_frames: bool = False):
-        self.emu, self.python_frames = emu, python_frames
-        self.command_frames, self.sensor_frames = command_frames, sensor_frames
-        self._reader = command_frames.commands.reader
-        self._lookup = command_frames.lookup
-        self._width = command_frames.width      # the longest command payload
+    def __init__(self, emu, plan: WirePlan):
+        self.emu, self.python_frames = emu, plan.python_frames
+        self.command_frames, self.sensor_frames = plan.decoder, plan.encoder
+        self._reader = plan.decoder.commands.reader
+        self._lookup = plan.decoder.lookup
+        self._width = plan.decoder.width      # the longest command payload
         self._taken: list = []
         self._records()
         self._allocate(2 * emu.opt.receive_frames)      # the cycle's frames and those read just before sending

@@ -53,12 +53,13 @@ def await_first_command(emu: Any, initial: list[Frame]) -> dict:
     return report
 
 
-def check_period(options: Any, plant: Any, bus: Any) -> Any:
-    """The options with the cycle period set: the plant step, which the bus map's cycle_s and a
-    given period_s must equal (the emulator steps the plant once per cycle); ValueError if not."""
+def check_period(options: Any, plant: Any, plan: Any) -> Any:
+    """The options with the cycle period set: the plant step, which the bus map's cycle_s (`plan`: a
+    hil.runtime.wire_plan.WirePlan) and a given period_s must equal (the emulator steps the plant once
+    per cycle); ValueError if not."""
     dt, source = plant.dt, plant.asm.model.source
-    if not math.isclose(bus.cycle_s, dt, rel_tol=1e-9):
-        raise UserError(f"{bus.source}: bus.cycle_s = {bus.cycle_s:g} s differs from the plant step "
+    if not math.isclose(plan.cycle_s, dt, rel_tol=1e-9):
+        raise UserError(f"{plan.source}: bus.cycle_s = {plan.cycle_s:g} s differs from the plant step "
                          f"integrator.dt_s = {dt:g} s of {source}: one cycle is one plant step; make them equal")
     if options.period_s is not None and not math.isclose(options.period_s, dt, rel_tol=1e-9):
         raise UserError(f"period {options.period_s:g} s differs from the plant step integrator.dt_s = {dt:g} s of "

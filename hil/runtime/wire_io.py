@@ -23,13 +23,14 @@ from hil.runtime.start import link_poller
 
 
 class WireIO:
-    """The link of one emulator and the frames that cross it (module docstring). `link`: the raw link,
-    wrapped here in its fault layer (``link``); `bus`: its bus map (the fault layer's message lookup);
-    `budget`: the receive budget; `cue`: the lockstep mirror of the firmware's receiver, or None."""
+    """The link of one emulator and the frames that cross it (module docstring). `link`: the link behind
+    its fault layer (hil.runtime.wire_plan.WirePlan.fault_layer), `raw` the link itself (its descriptor
+    is polled while the loop waits); `budget`: the receive budget; `cue`: the lockstep mirror of the
+    firmware's receiver, or None."""
 
-    def __init__(self, link: Link, bus, budget: ReceiveBudget, cue: FirmwareCue | None):
-        self.link = FaultyLink(link, bus)
-        self._poll = link_poller(link)
+    def __init__(self, link: FaultyLink, raw: Link, budget: ReceiveBudget, cue: FirmwareCue | None):
+        self.link = link
+        self._poll = link_poller(raw)
         self.receive_budget = budget
         self.recorder: BusRecorder | None = None
         self._cue = cue
