@@ -75,8 +75,18 @@ def advance(mi, mf, w, t, pos, vel, tau, dt, nsub, method, dae):
     step."""
     if method == METHOD_FITTED:
         return fitted_midpoint.advance(mi, mf, w, t, pos, vel, tau, dt, nsub, dae)
-    nq = mi[DIM_NQ]
     h = dt / nsub
+    ok = True
+    for s in range(nsub):
+        ok &= substep(mi, mf, w, t + s * h, h, pos, vel, tau, method, dae)
+    return profiles.end_of_step(mi, mf, t + dt, pos, vel) and ok
+
+
+@kernel
+def substep(mi, mf, w, ts, h, pos, vel, tau, method, dae):
+    """One substep of RK4, IMEX midpoint or forward Euler from ts to ts + h with the drive torques tau
+    (the offline stepper's too, hil.kernels.offline)."""
+    nq = mi[DIM_NQ]
     # the stage vectors: views of their work blocks (kernels count no references, so views are free)
     k1, k2 = w[mi[W_K1]:mi[W_K1] + nq], w[mi[W_K2]:mi[W_K2] + nq]
     k3, k4 = w[mi[W_K3]:mi[W_K3] + nq], w[mi[W_K4]:mi[W_K4] + nq]
@@ -86,34 +96,32 @@ def advance(mi, mf, w, t, pos, vel, tau, dt, nsub, method, dae):
     cK = 0.25 * h * h if imex else 0.0
     cD = 0.5 * h if imex else 0.0
     ok = True
-    for s in range(nsub):
-        ts = t + s * h
-        for stage in range(STAGES[method]):
-            dts = stage_state(method, stage, h, nq, pos, vel, acc, k1, k2, ps, vs, pe)
-            # IMEX evaluates the elastic forces at the explicit midpoint predictor
-            el_pos = pe if imex else ps
-            el_vel = vel if imex else vs
-            ok &= evaluate(dae, mi, mf, w, ts + dts, ps, vs, tau, el_pos, el_vel, (cK, cD, False), acc)
-            if method == METHOD_RK4:
-                for i in range(nq):
-                    if stage == 0:
-                        k1[i] = acc[i]
-                    elif stage == 1:
-                        k2[i] = acc[i]
-                    elif stage == 2:
-                        k3[i] = acc[i]
-                    else:
-                        k4[i] = acc[i]
+    for stage in range(STAGES[method]):
+        dts = stage_state(method, stage, h, nq, pos, vel, acc, k1, k2, ps, vs, pe)
+        # IMEX evaluates the elastic forces at the explicit midpoint predictor
+        el_pos = pe if imex else ps
+        el_vel = vel if imex else vs
+        ok &= evaluate(dae, mi, mf, w, ts + dts, ps, vs, tau, el_pos, el_vel, (cK, cD, False), acc)
         if method == METHOD_RK4:
             for i in range(nq):
-                pos[i] += h * vel[i] + h * h / 6.0 * (k1[i] + k2[i] + k3[i])
-                vel[i] += h / 6.0 * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i])
-        elif imex:
-            for i in range(nq):
-                pos[i] += h * vel[i] + 0.5 * h * h * acc[i]
-                vel[i] += h * acc[i]
-        else:
-            for i in range(nq):
-                pos[i] += h * vel[i]
-                vel[i] += h * acc[i]
-    return profiles.end_of_step(mi, mf, t + dt, pos, vel) and ok
+                if stage == 0:
+                    k1[i] = acc[i]
+                elif stage == 1:
+                    k2[i] = acc[i]
+                elif stage == 2:
+                    k3[i] = acc[i]
+                else:
+                    k4[i] = acc[i]
+    if method == METHOD_RK4:
+        for i in range(nq):
+            pos[i] += h * vel[i] + h * h / 6.0 * (k1[i] + k2[i] + k3[i])
+            vel[i] += h / 6.0 * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i])
+    elif imex:
+        for i in range(nq):
+            pos[i] += h * vel[i] + 0.5 * h * h * acc[i]
+            vel[i] += h * acc[i]
+    else:
+        for i in range(nq):
+            pos[i] += h * vel[i]
+            vel[i] += h * acc[i]
+    return ok

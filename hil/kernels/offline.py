@@ -15,6 +15,10 @@ y + h/6 (k1 + 2 k2 + 2 k3 + k5); its difference to the fourth-order one,
 
 is O(h^4): the local error of the third-order solution, which bounds that of the fourth-order one.
 Five evaluations per substep, four when the next substep of the same step reuses k5.
+
+The midpoint schemes take their substeps from the real-time loop's integrators (hil.kernels.integrate
+.substep, hil.kernels.fitted_midpoint.substep) with the torque at each substep's midpoint; RK4 has
+its own substep here, for the torque at each stage's time, the stored k5 and the error estimate.
 """
 from collections import namedtuple
 
@@ -23,6 +27,7 @@ import numpy as np
 from .jit import kernel
 from . import fitted_midpoint, profiles
 from .aba import forward_dynamics
+from . import integrate
 from .integrate import stage_state
 from .layout import (DIM_NQ, METHOD_FITTED, METHOD_IMEX, METHOD_RK4, W_ACC, W_K1, W_K2, W_K3, W_K4, W_PE, W_PS,
                      W_VS)
@@ -105,7 +110,7 @@ def advance(mi, mf, w, t, pos, vel, u, dt, nsub, method, tol, scratch):
             if method == METHOD_FITTED:
                 ok &= fitted_midpoint.substep(mi, mf, w, ts, h, pos, vel, tau_s, False)
             else:
-                ok &= _imex_substep(mi, mf, w, ts, h, pos, vel, tau_s)
+                ok &= integrate.substep(mi, mf, w, ts, h, pos, vel, tau_s, METHOD_IMEX, False)
     scratch[OUT, 0] = worst
     scratch[OUT, 1] = taken
     return profiles.end_of_step(mi, mf, t + dt, pos, vel) and ok
@@ -186,20 +191,3 @@ def _scaled_error(mi, w, h, pos, vel, tol, scratch):
         e_v = h / 6.0 * (w[k4 + i] - scratch[K5, i])
         worst = max(worst, abs(e_q) / (tol * (1.0 + abs(pos[i]))), abs(e_v) / (tol * (1.0 + abs(vel[i]))))
     return worst
-
-
-@kernel
-def _imex_substep(mi, mf, w, ts, h, pos, vel, tau):
-    """hil.kernels.integrate's IMEX midpoint over one substep."""
-    nq = mi[DIM_NQ]
-    k1, k2 = w[mi[W_K1]:mi[W_K1] + nq], w[mi[W_K2]:mi[W_K2] + nq]
-    ps, vs = w[mi[W_PS]:mi[W_PS] + nq], w[mi[W_VS]:mi[W_VS] + nq]
-    pe, acc = w[mi[W_PE]:mi[W_PE] + nq], w[mi[W_ACC]:mi[W_ACC] + nq]
-    ok = True
-    for stage in range(2):
-        dts = stage_state(METHOD_IMEX, stage, h, nq, pos, vel, acc, k1, k2, ps, vs, pe)
-        ok &= forward_dynamics(mi, mf, w, ts + dts, ps, vs, tau, pe, vel, 0.25 * h * h, 0.5 * h, acc)
-    for i in range(nq):
-        pos[i] += h * vel[i] + 0.5 * h * h * acc[i]
-        vel[i] += h * acc[i]
-    return ok
