@@ -103,15 +103,7 @@ def substep(mi, mf, w, ts, h, pos, vel, tau, method, dae):
         el_vel = vel if imex else vs
         ok &= evaluate(dae, mi, mf, w, ts + dts, ps, vs, tau, el_pos, el_vel, (cK, cD, False), acc)
         if method == METHOD_RK4:
-            for i in range(nq):
-                if stage == 0:
-                    k1[i] = acc[i]
-                elif stage == 1:
-                    k2[i] = acc[i]
-                elif stage == 2:
-                    k3[i] = acc[i]
-                else:
-                    k4[i] = acc[i]
+            store_stage(stage, nq, acc, k1, k2, k3, k4)
     if method == METHOD_RK4:
         for i in range(nq):
             pos[i] += h * vel[i] + h * h / 6.0 * (k1[i] + k2[i] + k3[i])
@@ -125,3 +117,17 @@ def substep(mi, mf, w, ts, h, pos, vel, tau, method, dae):
             pos[i] += h * vel[i]
             vel[i] += h * acc[i]
     return ok
+
+
+@kernel
+def store_stage(stage, nq, acc, k1, k2, k3, k4):
+    """RK4: the accelerations of stage `stage` kept as its k (k1..k4)."""
+    for i in range(nq):
+        if stage == 0:
+            k1[i] = acc[i]
+        elif stage == 1:
+            k2[i] = acc[i]
+        elif stage == 2:
+            k3[i] = acc[i]
+        else:
+            k4[i] = acc[i]

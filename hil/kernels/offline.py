@@ -28,7 +28,7 @@ from .jit import kernel
 from . import fitted_midpoint, profiles
 from .aba import forward_dynamics
 from . import integrate
-from .integrate import stage_state
+from .integrate import stage_state, store_stage
 from .layout import (DIM_NQ, METHOD_FITTED, METHOD_IMEX, METHOD_RK4, W_ACC, W_K1, W_K2, W_K3, W_K4, W_PE, W_PS,
                      W_VS)
 
@@ -165,15 +165,7 @@ def _rk4_substep(mi, mf, w, ts, h, pos, vel, u, reuse_k5, scratch):
         else:
             torque_at(u, ts + dts, tau_s)
             ok &= forward_dynamics(mi, mf, w, ts + dts, ps, vs, tau_s, ps, vs, 0.0, 0.0, acc)
-        for i in range(nq):
-            if stage == 0:
-                k1[i] = acc[i]
-            elif stage == 1:
-                k2[i] = acc[i]
-            elif stage == 2:
-                k3[i] = acc[i]
-            else:
-                k4[i] = acc[i]
+        store_stage(stage, nq, acc, k1, k2, k3, k4)
     for i in range(nq):
         scratch[V4, i] = vel[i] + h * k3[i]
         pos[i] += h * vel[i] + h * h / 6.0 * (k1[i] + k2[i] + k3[i])
