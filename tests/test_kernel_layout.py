@@ -79,8 +79,8 @@ def test_the_fitted_blocks_reach_the_modal_mass_of_their_body(asm):
     km.fitted[layout.FIT_C] = cK * km.Kmod
     try:
         assert forward_dynamics(km.mi, km.mf, w, 0.0, pos, vel, tau, pos, vel, cK, cD, acc[0])
-        assert forward_dynamics_blocks(km.mi, km.mf, w, 0.0, pos, vel, tau, pos, vel, 0.0, cD, True, acc[1])
-        assert forward_dynamics_blocks(km.mi, km.mf, w, 0.0, pos, vel, tau, pos, vel, 0.0, cD, False, acc[2])
+        assert forward_dynamics_blocks(km.mi, km.mf, w, 0.0, pos, vel, tau, pos, vel, (0.0, cD, True), acc[1])
+        assert forward_dynamics_blocks(km.mi, km.mf, w, 0.0, pos, vel, tau, pos, vel, (0.0, cD, False), acc[2])
     finally:
         km.fitted[:] = 0.0
     np.testing.assert_allclose(acc[1], acc[0], rtol=0, atol=1e-12 * np.max(np.abs(acc[0])))

@@ -136,7 +136,7 @@ def test_station_state_against_independent_derivatives(chain, seed):
 
 def rk4_state_at(km, w, t0, pos, vel, tau, dt, nsub):
     p, v = pos.copy(), vel.copy()
-    assert integrate.advance(km.mi, km.mf, w.w, t0, p, v, tau, dt, nsub, METHOD_RK4, False)
+    assert integrate.advance(km.mi, km.mf, w.w, t0, p, v, tau, dt, nsub, METHOD_RK4)
     return p, v
 
 

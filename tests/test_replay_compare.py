@@ -26,7 +26,7 @@ def _hil_run(log: Path, *extra: str, duration: float = 1.5, statuses: tuple[int,
     proc = subprocess.run([sys.executable, "-m", "hil", "run", "configs/ella.toml", "--bus",
                            "configs/bus/serial_frame.toml", "--link", "pty", "--spawn-firmware", "--no-realtime",
                            "--duration", str(duration), "--move-time", "1.0", "--log", str(log), "--json", *extra],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode in statuses, proc.stdout[-2000:] + proc.stderr
 
 

@@ -97,7 +97,7 @@ def dense_loop(mi, mf, w, t, pos, vel, tau, acc, n):
 def step_loop(mi, mf, w, t, pos, vel, tau, dt, nsub, method, n):
     ok = True
     for i in range(n):
-        if not advance(mi, mf, w, t + i * dt, pos, vel, tau, dt, nsub, method, False):
+        if not advance(mi, mf, w, t + i * dt, pos, vel, tau, dt, nsub, method):
             ok = False
     return ok
 
@@ -210,7 +210,7 @@ def bench_ella(timer: Timer, config: Path) -> dict:
         def run(n):
             ok = True
             for i in range(n):
-                ok &= advance(mi, mf, w, i * plan.dt_s, pos, vel, tau, plan.dt_s, nsub, method, False)
+                ok &= advance(mi, mf, w, i * plan.dt_s, pos, vel, tau, plan.dt_s, nsub, method)
             return ok
         return run
 

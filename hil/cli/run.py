@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> dict:
     targets = load_targets(resolve("targets", args.targets)) if args.targets else None
     check_link_fits(bus_map, args.link)           # refused before anything is compiled or opened
     if needs_compiling(Path(config.CACHE_DIR)):
-        print(f"hil: compiling kernels (first run only, about a minute; cached in {config.CACHE_DIR})",
+        print(f"hil: compiling kernels (first run only, two to three minutes; cached in {config.CACHE_DIR})",
               file=sys.stderr, flush=True)
     log_dir = None if args.log else tempfile.mkdtemp(prefix="hil-run-")
     log_path = args.log or os.path.join(log_dir, "run.msgpack")

@@ -440,7 +440,7 @@ class LinearisedPlant:
     def _substep(self, km, x: np.ndarray, h: float, code: int) -> np.ndarray:
         nq = self.asm.layout.nq
         pos, vel = x[:nq].copy(), x[nq:].copy()
-        integrate.advance(km.mi, km.mf, self.work.w, 0.0, pos, vel, self.tau, h, 1, code, False)
+        integrate.advance(km.mi, km.mf, self.work.w, 0.0, pos, vel, self.tau, h, 1, code)
         return np.concatenate([pos, vel])
 
     def _jacobian(self, fn, km, eps: float = 1e-7) -> np.ndarray:

@@ -63,8 +63,8 @@ class Plant:
         self.work = make_work(self.km)
         self.kernel_args = (self.km.mi, self.km.mf, self.work.w)      # what every kernel call takes first
         self.dae = formulation == "screw-dae"    # the DAE kernel: its blocks dae_* of the same arrays
-        # the step with output stations, a station's kinematics and the solve, with the plant's formulation
-        # (the integrators take it as a flag: hil.kernels.formulation)
+        # the step, the step with output stations, a station's kinematics and the solve, with the plant's
+        # formulation
         self._step_and_sample, self._station_state = step_and_sample, station_state
         self._dae_solve = None
         if self.dae:
@@ -76,10 +76,12 @@ class Plant:
                           ForwardEulerWarning, stacklevel=2)
         self.method = METHODS[self.plan.method]
         # the step kernel of the plan's method: the fitted midpoint's own (no method code), so that only its
-        # code is loaded (the step of every method is a larger load)
-        self._advance, self._method_arg = integrate.advance, (self.method, self.dae)
-        if self.plan.method == "fitted_midpoint":
-            self._advance, self._method_arg = fitted_midpoint.advance, (self.dae,)
+        # code is loaded (the step of every method is a larger load); the DAE's takes the code
+        self._advance, self._method_arg = integrate.advance, (self.method,)
+        if self.dae:
+            self._advance = screw_dae_step.advance
+        elif self.plan.method == "fitted_midpoint":
+            self._advance, self._method_arg = fitted_midpoint.advance, ()
         if self.plan.method == "fitted_midpoint":
             self.km.fitted[:] = self.fitted_blocks(self.asm, self.plan.substeps)
         self.tau = np.zeros(max(self.layout.n_joints, 1))

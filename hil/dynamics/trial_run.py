@@ -36,8 +36,7 @@ class TrialRun:
     def step(self) -> bool:
         """One outer step with the torques held; False on a non-finite state or singular inertia."""
         km = self.km
-        ok = advance(km.mi, km.mf, self.w, self.t, self.pos, self.vel, self.tau, self.dt, self.substeps, self.code,
-                     False)
+        ok = advance(km.mi, km.mf, self.w, self.t, self.pos, self.vel, self.tau, self.dt, self.substeps, self.code)
         self.t += self.dt
         return bool(ok)
 

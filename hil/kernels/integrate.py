@@ -11,14 +11,12 @@
 * Fitted midpoint (hil.kernels.fitted_midpoint): the IMEX scheme with each mode's added mass fitted so
   that it keeps its frequency.
 
-Every method is written once, as stages around a single forward-dynamics call site, for either
-formulation (hil.kernels.formulation.evaluate: the articulated-body algorithm, or the screw DAE with
-`dae`).
+Every method is written as stages around a single forward_dynamics call site.
 """
 
 from .jit import kernel
 from . import fitted_midpoint, profiles
-from .formulation import evaluate
+from .aba import forward_dynamics
 from .layout import (DIM_NQ, METHOD_FITTED, METHOD_IMEX, METHOD_RK4, W_ACC, W_K1,
                      W_K2, W_K3, W_K4, W_PE, W_PS, W_VS)
 
@@ -68,22 +66,22 @@ def stage_state(method, stage, h, nq, pos, vel, acc_prev, k1, k2, ps, vs, pe):
 
 
 @kernel
-def advance(mi, mf, w, t, pos, vel, tau, dt, nsub, method, dae):
-    """Advance (pos, vel) in place from t to t + dt with nsub substeps of `method`, with the screw DAE's
-    dynamics when `dae`; False on a singular inertia or a non-finite state. One call per outer step:
+def advance(mi, mf, w, t, pos, vel, tau, dt, nsub, method):
+    """Advance (pos, vel) in place from t to t + dt with nsub substeps of `method`; False on a singular
+    inertia or a non-finite state. One call per outer step:
     the model (mi, mf) and work w of hil.kernels.layout, the state and the drive torques held over the
     step."""
     if method == METHOD_FITTED:
-        return fitted_midpoint.advance(mi, mf, w, t, pos, vel, tau, dt, nsub, dae)
+        return fitted_midpoint.advance(mi, mf, w, t, pos, vel, tau, dt, nsub)
     h = dt / nsub
     ok = True
     for s in range(nsub):
-        ok &= substep(mi, mf, w, t + s * h, h, pos, vel, tau, method, dae)
+        ok &= substep(mi, mf, w, t + s * h, h, pos, vel, tau, method)
     return profiles.end_of_step(mi, mf, t + dt, pos, vel) and ok
 
 
 @kernel
-def substep(mi, mf, w, ts, h, pos, vel, tau, method, dae):
+def substep(mi, mf, w, ts, h, pos, vel, tau, method):
     """One substep of RK4, IMEX midpoint or forward Euler from ts to ts + h with the drive torques tau
     (the offline stepper's too, hil.kernels.offline)."""
     nq = mi[DIM_NQ]
@@ -101,7 +99,7 @@ def substep(mi, mf, w, ts, h, pos, vel, tau, method, dae):
         # IMEX evaluates the elastic forces at the explicit midpoint predictor
         el_pos = pe if imex else ps
         el_vel = vel if imex else vs
-        ok &= evaluate(dae, mi, mf, w, ts + dts, ps, vs, tau, el_pos, el_vel, (cK, cD, False), acc)
+        ok &= forward_dynamics(mi, mf, w, ts + dts, ps, vs, tau, el_pos, el_vel, cK, cD, acc)
         if method == METHOD_RK4:
             store_stage(stage, nq, acc, k1, k2, k3, k4)
     if method == METHOD_RK4:

@@ -108,9 +108,9 @@ def advance(mi, mf, w, t, pos, vel, u, dt, nsub, method, tol, scratch):
             ts = t + s * h
             torque_at(u, ts + 0.5 * h, tau_s)
             if method == METHOD_FITTED:
-                ok &= fitted_midpoint.substep(mi, mf, w, ts, h, pos, vel, tau_s, False)
+                ok &= fitted_midpoint.substep(mi, mf, w, ts, h, pos, vel, tau_s)
             else:
-                ok &= integrate.substep(mi, mf, w, ts, h, pos, vel, tau_s, METHOD_IMEX, False)
+                ok &= integrate.substep(mi, mf, w, ts, h, pos, vel, tau_s, METHOD_IMEX)
     scratch[OUT, 0] = worst
     scratch[OUT, 1] = taken
     return profiles.end_of_step(mi, mf, t + dt, pos, vel) and ok
