@@ -85,3 +85,73 @@ def test_a_plan_with_another_cycle_is_refused_before_the_run(model):
     with pytest.raises(UserError, match="two_ms.toml: bus.cycle_s = 0.002 s differs from the plant step"):
         Emulator(plant, memory_pair()[0], plan.commands, plan.sensors_out, RuntimeOptions(mode="afap", realtime=False),
                  plan=plan)
+
+
+# the layers a map may pass through, outermost last: a call from one into an outer one is a climb back up
+LAYER_RANK = {"config_schema": 0, "firmware_bridge.wire": 1, "firmware_bridge.links": 2, "firmware_bridge.canopen": 3,
+              "hil.kernels": 4, "hil.logs": 4, "hil.model": 5, "hil.dynamics": 6, "hil.devices": 7, "hil.faults": 8,
+              "hil.runtime": 9}
+
+
+def layer_rank(module: str) -> int | None:
+    for layer in sorted(LAYER_RANK, key=len, reverse=True):
+        if module == layer or module.startswith(layer + "."):
+            return LAYER_RANK[layer]
+    return None
+
+
+def map_route(monkeypatch, build) -> tuple[set[str], set[tuple[str, str]]]:
+    """The modules on the call paths from build_emulator to every read of the bus map's attributes (outside
+    the map's own module) while `build` runs, and the calls on those paths from a layer into an outer one."""
+    import sys
+    from firmware_bridge.wire.messages import BusMap
+    modules, climbs = set(), set()
+    read = BusMap.__getattribute__
+
+    def traced(self, name):
+        frame, path = sys._getframe(1), []
+        while frame is not None and frame.f_code.co_name != "build_emulator":
+            path.append(frame.f_globals.get("__name__", "?"))
+            frame = frame.f_back
+        if frame is not None and path[0] != BusMap.__module__:
+            path.append(frame.f_globals["__name__"])
+            modules.update(path)
+            for inner, outer in zip(path, path[1:]):
+                if None not in (layer_rank(inner), layer_rank(outer)) and layer_rank(inner) > layer_rank(outer):
+                    climbs.add((outer, inner))
+        return read(self, name)
+    monkeypatch.setattr(BusMap, "__getattribute__", traced)
+    build()
+    monkeypatch.undo()
+    return modules, climbs
+
+
+@pytest.mark.parametrize("bus, link", [("serial_frame", "pty"), ("canopen_cst", "can:virtual:route"),
+                                       ("compact_fd", "canfd:virtual:route")])
+def test_the_map_is_followed_through_at_most_12_modules_without_climbing_back(monkeypatch, bus, link):
+    """From build_emulator to every read of the map: at most 12 modules, and no call from a layer into an
+    outer one (a fault-engine or wire module calling back into the runtime to read the map again)."""
+    emulators = []
+    modules, climbs = map_route(monkeypatch, lambda: emulators.append(launch.build_emulator(
+        "ella", bus, link, RuntimeOptions(mode="lockstep", realtime=False)).emulator))
+    emulators[0].link.close()
+    assert "hil.runtime.wire_plan" in modules and "firmware_bridge.wire.signals" in modules
+    assert len(modules) <= 12, sorted(modules)
+    assert climbs == set()
+
+
+def test_the_route_finds_a_climb_back_up(monkeypatch):
+    """The route's check fails on a planted climb: a wire-layer function that calls the runtime to read the map."""
+    import types
+    from firmware_bridge.wire.messages import BusMap
+    bus = BusMap.load("configs/bus/serial_frame.toml")
+    runtime = types.ModuleType("hil.runtime.planted")
+    exec("def reread(bus):\n    return bus.cycle_s\n", runtime.__dict__)
+    wire = types.ModuleType("firmware_bridge.wire.planted")
+    wire.__dict__["reread"] = runtime.reread
+    exec("def compile_part(bus):\n    return reread(bus)\n", wire.__dict__)
+    composition = {"compile_part": wire.compile_part, "bus": bus, "__name__": "hil.runtime.launch"}
+    exec("def build_emulator():\n    return compile_part(bus)\n", composition)
+    modules, climbs = map_route(monkeypatch, composition["build_emulator"])
+    assert climbs == {("firmware_bridge.wire.planted", "hil.runtime.planted")}
+    assert modules == {"hil.runtime.launch", "firmware_bridge.wire.planted", "hil.runtime.planted"}

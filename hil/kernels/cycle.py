@@ -7,7 +7,8 @@ from .aba import forward_dynamics
 from .drive import drives_update
 from . import screw_dae_step
 from .sensing import sense
-from .integrate import advance
+from .formulation import AbaPlant
+from .integrate import steps
 from .layout import DIM_NQ, W_ACC
 from .outputs import station_state, world_poses
 
@@ -26,7 +27,7 @@ def step_and_sample(mi, mf, w, t, pos, vel, tau, dt, nsub, method, stations, out
     """Advance (pos, vel) from t to t + dt, then solve the accelerations at the new state and
     write the world kinematics of each station index in `stations` to out[i] (see
     outputs.station_state). The joint angles, rates and rotor angles are pos/vel themselves."""
-    ok = advance(mi, mf, w, t, pos, vel, tau, dt, nsub, method)
+    ok = steps(AbaPlant(mi, mf, w), t, pos, vel, tau, dt, nsub, method)
     acc = w[mi[W_ACC]:mi[W_ACC] + mi[DIM_NQ]]
     ok &= forward_dynamics(mi, mf, w, t + dt, pos, vel, tau, pos, vel, 0.0, 0.0, acc)
     world_poses(mi, mf, w)

@@ -45,7 +45,7 @@ per substep (RK4: four) and O(n_m^2) per body.
 
 from .jit import kernel
 from . import profiles
-from .aba import forward_dynamics_blocks
+from .formulation import AbaPlant, accelerations
 from .layout import (DIM_NB, DIM_NM, DIM_NQ, FIT_B, MF_FITTED, W_ACC, W_PE, W_PS, W_VS, at, first_mode, modes_of)
 
 
@@ -68,19 +68,21 @@ def midpoint_positions(mi, mf, h, pe, a, ps):
 
 
 @kernel
-def substep(mi, mf, w, ts, h, pos, vel, tau):
-    """One substep from ts to ts + h with the drive torques tau (module docstring)."""
+def substep(plant, ts, h, pos, vel, tau):
+    """One substep from ts to ts + h with the drive torques tau (module docstring), for either
+    formulation (hil.kernels.formulation)."""
+    mi, mf, w = plant.mi, plant.mf, plant.w
     nq = mi[DIM_NQ]
     ps, vs = w[mi[W_PS]:mi[W_PS] + nq], w[mi[W_VS]:mi[W_VS] + nq]
     pe, acc = w[mi[W_PE]:mi[W_PE] + nq], w[mi[W_ACC]:mi[W_ACC] + nq]
     tm = ts + 0.5 * h
     for i in range(nq):
         pe[i] = pos[i] + 0.5 * h * vel[i]
-    ok = forward_dynamics_blocks(mi, mf, w, tm, pe, vel, tau, pe, vel, (0.0, 0.5 * h, True), acc)
+    ok = accelerations(plant, tm, pe, vel, tau, pe, vel, (0.0, 0.5 * h, True), acc)
     midpoint_positions(mi, mf, h, pe, acc, ps)
     for i in range(nq):
         vs[i] = vel[i] + 0.5 * h * acc[i]
-    ok &= forward_dynamics_blocks(mi, mf, w, tm, ps, vs, tau, pe, vel, (0.0, 0.5 * h, True), acc)
+    ok &= accelerations(plant, tm, ps, vs, tau, pe, vel, (0.0, 0.5 * h, True), acc)
     for i in range(nq):
         pos[i] += h * vel[i] + 0.5 * h * h * acc[i]
         vel[i] += h * acc[i]
@@ -90,11 +92,15 @@ def substep(mi, mf, w, ts, h, pos, vel, tau):
 @kernel
 def advance(mi, mf, w, t, pos, vel, tau, dt, nsub):
     """Advance (pos, vel) in place from t to t + dt with nsub substeps, tau held; False on a singular
-    inertia or a non-finite state."""
+    inertia or a non-finite state (the articulated-body formulation; steps, for either)."""
+    return steps(AbaPlant(mi, mf, w), t, pos, vel, tau, dt, nsub)
+
+
+@kernel
+def steps(plant, t, pos, vel, tau, dt, nsub):
+    """advance for the plant record of either formulation (hil.kernels.formulation)."""
     h = dt / nsub
     ok = True
     for s in range(nsub):
-        ok &= substep(mi, mf, w, t + s * h, h, pos, vel, tau)
-    return profiles.end_of_step(mi, mf, t + dt, pos, vel) and ok
-
-
+        ok &= substep(plant, t + s * h, h, pos, vel, tau)
+    return profiles.end_of_step(plant.mi, plant.mf, t + dt, pos, vel) and ok

@@ -11,12 +11,13 @@
 * Fitted midpoint (hil.kernels.fitted_midpoint): the IMEX scheme with each mode's added mass fitted so
   that it keeps its frequency.
 
-Every method is written as stages around a single forward_dynamics call site.
+Every method is written once, as stages around a single call of the forward dynamics, for either
+formulation (the plant record of hil.kernels.formulation picks it when the kernel compiles).
 """
 
 from .jit import kernel
 from . import fitted_midpoint, profiles
-from .aba import forward_dynamics
+from .formulation import AbaPlant, accelerations
 from .layout import (DIM_NQ, METHOD_FITTED, METHOD_IMEX, METHOD_RK4, W_ACC, W_K1,
                      W_K2, W_K3, W_K4, W_PE, W_PS, W_VS)
 
@@ -70,20 +71,27 @@ def advance(mi, mf, w, t, pos, vel, tau, dt, nsub, method):
     """Advance (pos, vel) in place from t to t + dt with nsub substeps of `method`; False on a singular
     inertia or a non-finite state. One call per outer step:
     the model (mi, mf) and work w of hil.kernels.layout, the state and the drive torques held over the
-    step."""
-    if method == METHOD_FITTED:
-        return fitted_midpoint.advance(mi, mf, w, t, pos, vel, tau, dt, nsub)
-    h = dt / nsub
-    ok = True
-    for s in range(nsub):
-        ok &= substep(mi, mf, w, t + s * h, h, pos, vel, tau, method)
-    return profiles.end_of_step(mi, mf, t + dt, pos, vel) and ok
+    step; the articulated-body formulation (steps, for either)."""
+    return steps(AbaPlant(mi, mf, w), t, pos, vel, tau, dt, nsub, method)
 
 
 @kernel
-def substep(mi, mf, w, ts, h, pos, vel, tau, method):
+def steps(plant, t, pos, vel, tau, dt, nsub, method):
+    """advance for the plant record of either formulation (hil.kernels.formulation)."""
+    if method == METHOD_FITTED:
+        return fitted_midpoint.steps(plant, t, pos, vel, tau, dt, nsub)
+    h = dt / nsub
+    ok = True
+    for s in range(nsub):
+        ok &= substep(plant, t + s * h, h, pos, vel, tau, method)
+    return profiles.end_of_step(plant.mi, plant.mf, t + dt, pos, vel) and ok
+
+
+@kernel
+def substep(plant, ts, h, pos, vel, tau, method):
     """One substep of RK4, IMEX midpoint or forward Euler from ts to ts + h with the drive torques tau
     (the offline stepper's too, hil.kernels.offline)."""
+    mi, w = plant.mi, plant.w
     nq = mi[DIM_NQ]
     # the stage vectors: views of their work blocks (kernels count no references, so views are free)
     k1, k2 = w[mi[W_K1]:mi[W_K1] + nq], w[mi[W_K2]:mi[W_K2] + nq]
@@ -99,7 +107,7 @@ def substep(mi, mf, w, ts, h, pos, vel, tau, method):
         # IMEX evaluates the elastic forces at the explicit midpoint predictor
         el_pos = pe if imex else ps
         el_vel = vel if imex else vs
-        ok &= forward_dynamics(mi, mf, w, ts + dts, ps, vs, tau, el_pos, el_vel, cK, cD, acc)
+        ok &= accelerations(plant, ts + dts, ps, vs, tau, el_pos, el_vel, (cK, cD, False), acc)
         if method == METHOD_RK4:
             store_stage(stage, nq, acc, k1, k2, k3, k4)
     if method == METHOD_RK4:

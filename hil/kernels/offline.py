@@ -27,6 +27,7 @@ import numpy as np
 from .jit import kernel
 from . import fitted_midpoint, profiles
 from .aba import forward_dynamics
+from .formulation import AbaPlant
 from . import integrate
 from .integrate import stage_state, store_stage
 from .layout import (DIM_NQ, METHOD_FITTED, METHOD_IMEX, METHOD_RK4, W_ACC, W_K1, W_K2, W_K3, W_K4, W_PE, W_PS,
@@ -104,13 +105,14 @@ def advance(mi, mf, w, t, pos, vel, u, dt, nsub, method, tol, scratch):
     else:
         h = dt / nsub
         tau_s = scratch[TAU, :u.tau0.shape[0]]
+        plant = AbaPlant(mi, mf, w)
         for s in range(nsub):
             ts = t + s * h
             torque_at(u, ts + 0.5 * h, tau_s)
             if method == METHOD_FITTED:
-                ok &= fitted_midpoint.substep(mi, mf, w, ts, h, pos, vel, tau_s)
+                ok &= fitted_midpoint.substep(plant, ts, h, pos, vel, tau_s)
             else:
-                ok &= integrate.substep(mi, mf, w, ts, h, pos, vel, tau_s, METHOD_IMEX)
+                ok &= integrate.substep(plant, ts, h, pos, vel, tau_s, METHOD_IMEX)
     scratch[OUT, 0] = worst
     scratch[OUT, 1] = taken
     return profiles.end_of_step(mi, mf, t + dt, pos, vel) and ok

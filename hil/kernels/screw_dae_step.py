@@ -1,88 +1,20 @@
 """The plant's step with the screw-theoretic DAE kernel: the integrators of hil.kernels.integrate
-around hil.kernels.screw_dae.forward_dynamics, and the output stations from its solution."""
+with this formulation (hil.kernels.formulation.DaePlant), and the output stations from its solution."""
 
 from .jit import kernel
-from . import profiles
-from .integrate import STAGES, stage_state, store_stage
-from .layout import DAE_MO, DAE_NM, FIT_B, METHOD_FITTED, METHOD_IMEX, METHOD_RK4
+from .formulation import DaePlant
+from .integrate import steps
+from .layout import DAE_MO, DAE_NM
 from .screw_dae import solve, station_frame
 from .screw_dae_arrays import views
 
 
 @kernel
 def advance(mi, mf, w, t, pos, vel, tau, dt, nsub, method):
-    """Advance (pos, vel) in place from t to t + dt with nsub substeps (the stages of
-    hil.kernels.integrate.advance); False on a singular block or a non-finite state."""
+    """Advance (pos, vel) in place from t to t + dt with nsub substeps of `method` (the integrators of
+    hil.kernels.integrate with this formulation); False on a singular block or a non-finite state."""
     dm, dw = views(mi, mf, w)
-    return _advance(dm, dw, t, pos, vel, tau, dt, nsub, method)
-
-
-@kernel
-def _advance(dm, dw, t, pos, vel, tau, dt, nsub, method):
-    if method == METHOD_FITTED:
-        return fitted_advance(dm, dw, t, pos, vel, tau, dt, nsub)
-    nq = dm.nq
-    h = dt / nsub
-    k1, k2, k3, k4 = dw.k1, dw.k2, dw.k3, dw.k4
-    ps, vs, pe, acc = dw.ps, dw.vs, dw.pe, dw.acc
-    imex = method == METHOD_IMEX
-    cK = 0.25 * h * h if imex else 0.0
-    cD = 0.5 * h if imex else 0.0
-    ok = True
-    for s in range(nsub):
-        ts = t + s * h
-        for stage in range(STAGES[method]):
-            dts = stage_state(method, stage, h, nq, pos, vel, acc, k1, k2, ps, vs, pe)
-            el_pos = pe if imex else ps
-            el_vel = vel if imex else vs
-            ok &= solve(dm, dw, ts + dts, ps, vs, tau, el_pos, el_vel, cK, cD, False, acc)
-            if method == METHOD_RK4:
-                store_stage(stage, nq, acc, k1, k2, k3, k4)
-        if method == METHOD_RK4:
-            for i in range(nq):
-                pos[i] += h * vel[i] + h * h / 6.0 * (k1[i] + k2[i] + k3[i])
-                vel[i] += h / 6.0 * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i])
-        elif imex:
-            for i in range(nq):
-                pos[i] += h * vel[i] + 0.5 * h * h * acc[i]
-                vel[i] += h * acc[i]
-        else:
-            for i in range(nq):
-                pos[i] += h * vel[i]
-                vel[i] += h * acc[i]
-    return profiles.end_of_step(dm.mi, dm.mf, t + dt, pos, vel) and ok
-
-
-@kernel
-def fitted_advance(dm, dw, t, pos, vel, tau, dt, nsub):
-    """hil.kernels.fitted_midpoint.advance with this kernel's forward dynamics."""
-    nb = dm.nb
-    nq = dm.nq
-    h = dt / nsub
-    ps, vs, pe, acc = dw.ps, dw.vs, dw.pe, dw.acc
-    B = dm.fitted[FIT_B]
-    ok = True
-    for s in range(nsub):
-        tm = t + s * h + 0.5 * h
-        for i in range(nq):
-            pe[i] = pos[i] + 0.5 * h * vel[i]
-        ok &= solve(dm, dw, tm, pe, vel, tau, pe, vel, 0.0, 0.5 * h, True, acc)
-        for i in range(nq):
-            ps[i] = pe[i] + h * h / 12.0 * acc[i]
-            vs[i] = vel[i] + 0.5 * h * acc[i]
-        for k in range(nb):
-            base = nb + dm.body[k, DAE_MO]
-            n = dm.body[k, DAE_NM]
-            for r in range(n):
-                sb = 0.0
-                for c in range(n):
-                    sb += B[k, r, c] * acc[base + c]
-                ps[base + r] = pe[base + r] + h * h * sb
-        ok &= solve(dm, dw, tm, ps, vs, tau, pe, vel, 0.0, 0.5 * h, True, acc)
-        for i in range(nq):
-            pos[i] += h * vel[i] + 0.5 * h * h * acc[i]
-            vel[i] += h * acc[i]
-    return profiles.end_of_step(dm.mi, dm.mf, t + dt, pos, vel) and ok
+    return steps(DaePlant(mi, mf, w, dm, dw), t, pos, vel, tau, dt, nsub, method)
 
 
 @kernel
@@ -155,7 +87,7 @@ def step_and_sample(mi, mf, w, t, pos, vel, tau, dt, nsub, method, stations, out
     """Advance from t to t + dt, solve the DAE at the new state (wrenches and accelerations there)
     and write the world kinematics of each output station in `stations` to out[i]."""
     dm, dw = views(mi, mf, w)
-    ok = _advance(dm, dw, t, pos, vel, tau, dt, nsub, method)
+    ok = steps(DaePlant(mi, mf, w, dm, dw), t, pos, vel, tau, dt, nsub, method)
     ok &= solve(dm, dw, t + dt, pos, vel, tau, pos, vel, 0.0, 0.0, False, dw.acc)
     for i in range(stations.shape[0]):
         _station_state(dm, dw, stations[i], out[i])
