@@ -247,11 +247,28 @@ def test_check_makes_the_exit_status_follow_the_verdicts(tmp_path):
     common = ("run", "ella", "--bus", "serial_frame", "--mode", "lockstep", "--duration", "1.5", "--spawn-firmware",
               "--move-time", "1.0", "--no-realtime", "--check")
     failing = hil(*common, "--targets", str(tight))
-    assert failing.returncode == 1 and "FAIL  setpoint_elbow" in failing.stdout and "0 of 1 passed" in failing.stdout
+    # the set-point fails; the link-health verdicts (defaults: no rejected command, no watchdog trip) pass
+    assert failing.returncode == 1 and "FAIL  setpoint_elbow" in failing.stdout and "2 of 3 passed" in failing.stdout
+    assert "PASS  rejected_commands" in failing.stdout and "PASS  watchdog_trips" in failing.stdout
     loose = tmp_path / "loose.toml"
     loose.write_text('[verdict]\nsetpoints_rad = { elbow = 0.4270 }\ntolerance_rad = 0.01\n')
     passing = hil(*common, "--targets", str(loose))
     assert passing.returncode == 0 and "PASS  setpoint_elbow" in passing.stdout
+
+
+HOLD_FW = f"{PY} tests/firmwares/hold_pose.py configs/bus/serial_frame.toml serial:{{port}}"
+
+
+def test_check_without_targets_fails_a_firmware_that_sends_one_out_of_range_command():
+    """--check with no targets judges the link's health: one rejected frame among 500 fails the run."""
+    common = ("run", "ella", "--bus", "serial_frame", "--mode", "lockstep", "--duration", "0.5", "--no-realtime",
+              "--check")
+    bad = hil(*common, "--firmware", HOLD_FW + " --out-of-range-at 100")
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "FAIL  rejected_commands" in bad.stdout and "(1 range)" in bad.stdout
+    good = hil(*common, "--firmware", HOLD_FW)
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "PASS  rejected_commands" in good.stdout and "PASS  watchdog_trips" in good.stdout
 
 
 def test_without_targets_no_line_claims_an_error_against_set_points():

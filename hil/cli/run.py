@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> dict:
     from firmware_bridge.canopen.network import is_canopen
     from hil.cli.bus import load_bus
     from hil.jit_cache import needs_compiling
-    from hil.logs.targets import load_targets
+    from hil.logs.targets import LINK_HEALTH_ONLY, Targets, load_targets
     from hil.model.presets import resolve
     from hil.runtime.launch import build_emulator
     from hil.runtime.loop import RuntimeOptions
@@ -164,10 +164,14 @@ def run(args: argparse.Namespace) -> dict:
                            None if args.heartbeat_ms is None else args.heartbeat_ms * 1e-3, args.firmware_link,
                            ideal_sensors=args.ideal_sensors, ideal_drives=args.ideal_drives,
                            formulation=args.formulation)
+    if targets is None and built.scenario_targets is not None:
+        targets = built.scenario_targets
+    if targets is None and args.check:
+        targets = Targets(source=LINK_HEALTH_ONLY)
     try:
+        if targets is not None:
+            targets.check_joints(built.emulator.plant.layout.joint_names)     # before the run, not after it
         summary = _run_with_firmware(args, built)
-        if targets is None and built.scenario_targets is not None:
-            targets = built.scenario_targets
         _judge(summary, built, log_path, targets)
     finally:
         if log_dir is not None:

@@ -15,17 +15,35 @@ Every key is optional; each one given becomes a verdict (hil.logs.verdicts)::
     safe_state_within_s = 0.05     # after the first fault injection, the drives in their safe state within
     final_window_s = 0.1           # the final value of a signal: its mean over the run's last stretch
 
+    # the link's health, from the run's counters (hil.logs.verdicts.link_health)
+    max_rejected_commands = 0      # command frames rejected (CRC, counter, out of range, NaN, length)
+    max_watchdog_trips = 0         # command timeouts that put the drives in their safe state
+    max_lost_commands = 0          # command frames lost (gaps in the rolling counter)
+    max_missed_cycles = 0          # cycles the plant stepped without a fresh command
+    max_command_age_p99_s = 0.002  # 99th percentile of the age of the command each cycle applies
+    max_bus_errors = 0             # link errors: CRC or framing errors, garbage bytes, overruns, frames not sent
+
+Without a fault scenario (no fault injected in the run), max_rejected_commands and max_watchdog_trips
+default to 0: a firmware that sends one bad frame, or lets the watchdog trip, fails (LINK_DEFAULTS).
+A fault scenario states its own limits, since its faults cause rejections and trips on purpose.
+
 A problem raises config_schema.ConfigError naming the file, the key, the value and the unit.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from config_schema import Document, Table, load_toml
+from config_schema import ConfigError, Document, Table, load_toml, suggest
 
 KEYS = ("description", "setpoints_rad", "tolerance_rad", "settling_from_s", "settling_band_m", "settling_time_s",
-        "max_tip_deflection_m", "max_torque_N_m", "max_current_A", "safe_state_within_s", "final_window_s")
+        "max_tip_deflection_m", "max_torque_N_m", "max_current_A", "safe_state_within_s", "final_window_s",
+        "max_rejected_commands", "max_watchdog_trips", "max_lost_commands", "max_missed_cycles",
+        "max_command_age_p99_s", "max_bus_errors")
+# the link-health counts and their limits where the run injects no fault and the targets give none
+LINK_DEFAULTS = {"max_rejected_commands": 0, "max_watchdog_trips": 0}
+LINK_HEALTH_ONLY = "the link-health defaults"      # the source of the targets of a checked run that gives none
+COUNT_LIMIT = 10 ** 12        # the largest count limit a target may give
 
 
 @dataclass(frozen=True)
@@ -42,6 +60,29 @@ class Targets:
     max_current_A: float | dict[str, float] | None = None
     safe_state_within_s: float | None = None
     final_window_s: float = 0.1
+    max_rejected_commands: int | None = None
+    max_watchdog_trips: int | None = None
+    max_lost_commands: int | None = None
+    max_missed_cycles: int | None = None
+    max_command_age_p99_s: float | None = None
+    max_bus_errors: int | None = None
+
+    def with_link_defaults(self, faults_injected: bool) -> Targets:
+        """These targets with LINK_DEFAULTS for the link-health keys they leave out, in a run without faults."""
+        if faults_injected:
+            return self
+        return replace(self, **{k: v for k, v in LINK_DEFAULTS.items() if getattr(self, k) is None})
+
+    def check_joints(self, joints: list[str]) -> None:
+        """ConfigError (one line, with a suggestion) for a per-joint key naming a joint the arm lacks: found
+        before the run, not after it."""
+        for key in ("setpoints_rad", "tolerance_rad", "max_torque_N_m", "max_current_A"):
+            value = getattr(self, key)
+            for joint in value if isinstance(value, dict) else ():
+                if joint not in joints:
+                    raise ConfigError(self.source, f"verdict.{key}.{joint}", value[joint],
+                                      f"no such joint in the arm{suggest(joint, joints)}; its joints: "
+                                      f"{', '.join(joints)}")
 
     def as_dict(self) -> dict:
         """The targets as the run summary keeps them (``"targets"``): the keys that were given."""
@@ -70,7 +111,13 @@ def read_verdict(doc: Document, data: object, where: str = "verdict") -> Targets
         max_torque_N_m=_per_joint(t, "max_torque_N_m", "N m", positive=True),
         max_current_A=_per_joint(t, "max_current_A", "A", positive=True),
         safe_state_within_s=t.number("safe_state_within_s", None, unit="s", positive=True),
-        final_window_s=t.number("final_window_s", 0.1, unit="s", positive=True))
+        final_window_s=t.number("final_window_s", 0.1, unit="s", positive=True),
+        max_command_age_p99_s=t.number("max_command_age_p99_s", None, unit="s", positive=True),
+        **{k: t.integer(k, None, maximum=COUNT_LIMIT, what="a count") for k in COUNT_KEYS})
+
+
+COUNT_KEYS = ("max_rejected_commands", "max_watchdog_trips", "max_lost_commands", "max_missed_cycles",
+              "max_bus_errors")
 
 
 def _per_joint(t: Table, key: str, unit: str, positive: bool) -> float | dict[str, float] | None:

@@ -89,6 +89,42 @@ def evaluate(targets: Targets, log: Log, joints: list[str]) -> list[dict]:
     return out
 
 
+REJECTION_CAUSES = ("crc", "counter", "range", "nan", "length")     # a command frame's, not a stranger's id
+
+
+def link_health(targets: Targets, summary: dict) -> list[dict]:
+    """The verdicts on the link's counters in the run summary, one per link-health key the targets give."""
+    commands, link = summary.get("commands") or {}, summary.get("link") or {}
+    rejected = commands.get("rejected") or {}
+    by_cause = ", ".join(f"{rejected[c]} {c}" for c in REJECTION_CAUSES if rejected.get(c))
+    n_rejected = sum(int(rejected.get(c, 0)) for c in REJECTION_CAUSES)
+    timing = summary.get("firmware_timing") or {}
+    watchdog = summary.get("watchdog") or {}
+    trips = [t for kind, t in watchdog.get("events") or [] if kind == "tripped"]
+    bus_errors = {k: int(link.get(k, 0)) for k in ("rx_crc_errors", "rx_framing_errors", "rx_garbage_bytes",
+                                                   "rx_overruns", "tx_dropped")}
+    dropped_silent = (summary.get("lockstep") or {}).get("dropped_while_silent", 0)
+    bus_errors["tx_dropped"] = max(0, bus_errors["tx_dropped"] - dropped_silent)
+    age = (timing.get("cmd_age_us") or {}).get("p99")
+    checks = [
+        ("max_rejected_commands", "rejected_commands", n_rejected, "",
+         f"command frames rejected ({by_cause})" if by_cause else "command frames rejected"),
+        ("max_watchdog_trips", "watchdog_trips", int(watchdog.get("trips", 0)), "",
+         "watchdog trips (command timeouts)" + (f", the first at t = {trips[0]:.3f} s" if trips else "")),
+        ("max_lost_commands", "lost_commands", int(commands.get("lost", 0)), "",
+         "command frames lost (gaps in the rolling counter)"),
+        ("max_missed_cycles", "missed_cycles", timing.get("missed_cycles"), "",
+         "cycles stepped without a fresh command"),
+        ("max_command_age_p99_s", "command_age_p99", None if age is None else age * 1e-6, "s",
+         "99th percentile of the age of the command each cycle applied"),
+        ("max_bus_errors", "bus_errors", sum(bus_errors.values()), "",
+         "link errors (" + ", ".join(f"{v} {k}" for k, v in bus_errors.items() if v) + ")"
+         if any(bus_errors.values()) else "link errors"),
+    ]
+    return [verdict(name, text, value, getattr(targets, key), unit)
+            for key, name, value, unit, text in checks if getattr(targets, key) is not None]
+
+
 def _too_short() -> dict:
     return verdict("run", "the run logged fewer than two cycles", None, None, "", False)
 

@@ -17,7 +17,7 @@ from hil.kernels.layout import JOINT_PRESCRIBED
 from hil.logs.streaming import Steps, scan
 from hil.logs.targets import Targets
 from hil.model.linearize import motor_inertias
-from hil.logs.verdicts import evaluate, tip_metrics
+from hil.logs.verdicts import evaluate, link_health, tip_metrics
 
 
 def failures(summary: dict) -> list[str]:
@@ -41,9 +41,16 @@ def judge(summary: dict, log_path: str | Path, plant: Plant, period_s: float, ta
     summary["input_hold"] = input_hold(log_path, [plant.layout.joint_names[k] for k in driven],
                                        motor_inertias(plant.km, plant.layout, plant.asm.pos0)[driven], period_s)
     if targets is not None:
+        targets = targets.with_link_defaults(faults_injected(summary))
         summary["targets"] = targets.as_dict()
         summary["targets_file"] = targets.source
-        summary["verdicts"] = evaluate(targets, log_path, plant.layout.joint_names)
+        summary["verdicts"] = evaluate(targets, log_path, plant.layout.joint_names) + link_health(targets, summary)
+
+
+def faults_injected(summary: dict) -> bool:
+    """Whether the run injected a fault (plant, sensor or bus): the link's health is then the scenario's to judge."""
+    faults = summary.get("faults") or {}
+    return bool(faults.get("injections") or (faults.get("link") or {}).get("faults"))
 
 
 def input_hold(log_path: str | Path, joints: list[str], inertias: np.ndarray, period_s: float) -> dict:

@@ -43,7 +43,7 @@ import numpy as np
 
 from hil.faults.spec import Duration, Fault, Trigger
 from hil.logs.runlog import RunLog
-from hil.logs.targets import load_targets
+from hil.logs.targets import LINK_HEALTH_ONLY, Targets, load_targets
 from hil.model.presets import resolve
 from hil.runtime.firmware_process import FirmwareProcess
 from hil.runtime.launch import REFERENCE_PARAMS, await_host, build_emulator, reference_firmware, spawn_firmware
@@ -109,6 +109,7 @@ class EmulatorRun:
     _error: BaseException | None = field(default=None, init=False, repr=False)
     _link_closed: bool = field(default=False, init=False, repr=False)
     _temp_dir: str | None = field(default=None, init=False, repr=False)
+    _targets: Targets | None = field(default=None, init=False, repr=False)
 
     # ------------------------------------------------------------------ start
     def start(self) -> EmulatorRun:
@@ -145,6 +146,9 @@ class EmulatorRun:
         self._emulator = built.emulator
         command = self._firmware_command(built.endpoint.bus)
         try:
+            self._targets = (load_targets(self._path("targets", self.targets)) if self.targets
+                             else built.scenario_targets) or Targets(source=LINK_HEALTH_ONLY)
+            self._targets.check_joints(self._emulator.plant.layout.joint_names)    # before the run, not after it
             if command is not None:
                 self._firmware = spawn_firmware(command, built.endpoint,
                                                 ready_line="ready" if self.firmware == REFERENCE else None,
@@ -167,7 +171,7 @@ class EmulatorRun:
         cmd = [sys.executable, "-m", "hil", "run", self._path("preset", self.arm), "--bus", self._path("bus", self.bus),
                "--link", self.link, "--mode", self.mode, "--duration", str(self.duration_s), "--log", self.log_path,
                "--watchdog", str(self.watchdog_s), "--safe-state", self.safe_state,
-               "--start-timeout", str(self.start_timeout_s), "--json"]
+               "--start-timeout", str(self.start_timeout_s), "--json", "--check"]
         cmd += ["--scenario", self._path("scenario", self.scenario)] if self.scenario else []
         cmd += ["--targets", self._path("targets", self.targets)] if self.targets else []
         cmd += ["--seed", str(self.seed)] if self.seed is not None else []
@@ -247,9 +251,8 @@ class EmulatorRun:
         summary["run_failures"] = failures(summary)
         if summary["run_failures"]:
             raise RunFailed(summary["run_failures"], summary, output)
-        targets = load_targets(self._path("targets", self.targets)) if self.targets else self._built.scenario_targets
         emulator = self._built.emulator
-        judge(summary, self.log_path, emulator.plant, emulator.opt.period_s, targets)
+        judge(summary, self.log_path, emulator.plant, emulator.opt.period_s, self._targets)
         reference = _last_json("\n".join(self._firmware.stdout)) if self.firmware == REFERENCE else None
         return RunResult(summary, reference, RunLog.read(self.log_path), output)
 
