@@ -57,6 +57,7 @@ class ReferenceController:
         self.gear = np.asarray(gear, float)
         self.rad_per_count = 2 * np.pi / (counts_per_rev * self.gear)
         self.q0 = np.asarray(q0, float).copy()
+        self.origin = self.q0.copy()             # where the trajectory to the goal starts (replan)
         self.goal = np.asarray(goal, float)
         self.T = move_time_s
         self.start = start_s
@@ -84,19 +85,33 @@ class ReferenceController:
 
     def reference(self, t: float) -> tuple[np.ndarray, np.ndarray]:
         s, sd = quintic(t - self.start, self.T)
-        return self.q0 + s * (self.goal - self.q0), sd * (self.goal - self.q0)
+        return self.origin + s * (self.goal - self.origin), sd * (self.goal - self.origin)
 
-    def update(self, t: float, counts: np.ndarray, feedforward=None, gyro: np.ndarray | None = None) -> np.ndarray:
+    def replan(self, t: float, q: np.ndarray) -> None:
+        """The trajectory to the goal restarted at time t from the pose q."""
+        self.origin = np.asarray(q, float).copy()
+        self.start = t
+
+    def update(self, t: float, counts: np.ndarray, feedforward=None, gyro: np.ndarray | None = None,
+               engaged: bool = True) -> np.ndarray:
         """Drive torques [N m, link side] from the encoder counts; `feedforward(q)` (e.g. the
         gravity torque of the nominal rigid arm) is added before the torque limit; `gyro` (IMU angular
-        rate in its frame [rad/s]) feeds the vibration suppression when it is on."""
+        rate in its frame [rad/s]) feeds the vibration suppression when it is on.
+
+        `engaged` False: the drives do not apply the commands (their status reports a command timeout).
+        The integrator then holds its value and the trajectory restarts from the measured pose every
+        cycle, so that re-engaging is bumpless: no wound-up integral, no jump to where the old
+        trajectory has got to meanwhile."""
         q = self.joint_angles(counts)
         self.qd += self.alpha * ((q - self.q) / self.dt - self.qd)
         self.q = q
+        if not engaged:
+            self.replan(t, q)
         q_ref, qd_ref = self.reference(t)
         e = q_ref - q
-        self.integral = np.clip(self.integral + self.g.ki * e * self.dt, -self.g.integral_limit_N_m,
-                                self.g.integral_limit_N_m)
+        if engaged:
+            self.integral = np.clip(self.integral + self.g.ki * e * self.dt, -self.g.integral_limit_N_m,
+                                    self.g.integral_limit_N_m)
         tau = self.g.kp * e + self.g.kd * (qd_ref - self.qd) + self.integral
         if feedforward is not None:
             tau = tau + feedforward(q)

@@ -37,7 +37,7 @@ from firmware_bridge.reference.controller import ELLA_SETPOINTS, ControllerGains
 from firmware_bridge.reference.nominal import load_nominal_arm
 from firmware_bridge.reference.rigid_chain import RigidChain
 from firmware_bridge.reference.stats import LatencyHistogram
-from firmware_bridge.wire.messages import BusMap
+from firmware_bridge.wire.messages import BusMap, StatusFlag
 from firmware_bridge.wire.signals import CommandOutput, SensorInput
 
 MAX_JOINT_RATE_RAD_S = 5.0     # supervision limit: a 0.5 s set-point manoeuvre peaks near 3 rad/s
@@ -151,7 +151,8 @@ def serve(fw: Firmware, link: Link, duration_s: float, idle_timeout_s: float = I
             latency.add((last_rx - sent_at) * 1e6)
         cycle = sensors.cycle if master is None else master.syncs
         if fw.monitor.check(sensors.counts, cycle, fw.names):
-            tau = ctl.update(cycle * bus.cycle_s, sensors.counts, gravity, sensors.gyro)
+            engaged = not sensors.status & StatusFlag.COMMAND_TIMEOUT      # the drives apply the commands
+            tau = ctl.update(cycle * bus.cycle_s, sensors.counts, gravity, sensors.gyro, engaged)
             for f in commands.frames(tau, cycle):
                 link.send(f)
         elif fault_cycle is None:

@@ -47,6 +47,11 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
                         "sensor frames are sent again until then) or at once")
     p.add_argument("--start-timeout", type=positive_float, default=30.0,
                    help="no valid command within this many s after the start fails the run (default 30)")
+    p.add_argument("--lockstep-resend", type=positive_float, default=1.0,
+                   help="lockstep: an unanswered sensor frame goes out again after this many s (default 1)")
+    p.add_argument("--lockstep-timeout", type=positive_float, default=10.0,
+                   help="lockstep: a sensor frame unanswered this many s marks the firmware silent; the plant then "
+                        "steps on without commands (default 10)")
     p.add_argument("--duration", type=positive_float, default=None, help="simulated time in s (default: until SIGINT)")
     p.add_argument("--period", type=positive_float, default=None,
                    help="cycle period in s: must equal the preset's integrator.dt_s (the default) and the bus map's "
@@ -159,7 +164,8 @@ def run(args: argparse.Namespace) -> dict:
                           halt_after=args.halt_after, ignore_first_s=args.ignore_first,
                           bus_record_path=args.record_bus, seed=args.seed, announce_faults=args.announce_faults,
                           log_wrenches=args.log_wrenches, start=args.start.replace("-", "_"),
-                          start_timeout_s=args.start_timeout, lift_rt_throttling=args.lift_rt_throttling)
+                          start_timeout_s=args.start_timeout, lift_rt_throttling=args.lift_rt_throttling,
+                          lockstep_resend_s=args.lockstep_resend, lockstep_timeout_s=args.lockstep_timeout)
     built = build_emulator(args.config, args.bus, args.link, opts, args.scenario,
                            None if args.heartbeat_ms is None else args.heartbeat_ms * 1e-3, args.firmware_link,
                            ideal_sensors=args.ideal_sensors, ideal_drives=args.ideal_drives,
@@ -198,6 +204,10 @@ def _run_with_firmware(args: argparse.Namespace, built) -> dict:
     firmware = live = None
     ran = False
     print("ready " + json.dumps(built.ready_line()), flush=True)
+    emulator.on_progress = lambda text: print(f"hil: {text}", file=sys.stderr, flush=True)
+    if not (args.spawn_firmware or args.firmware):
+        emulator.progress(f"waiting for your firmware on {built.endpoint.link} (no --firmware given; --firmware CMD "
+                          "starts it, --spawn-firmware starts the reference firmware)")
     try:
         if args.live is not None:
             live = emulator.live = _live_view(emulator, args.live, args.live_rate)

@@ -9,12 +9,14 @@ def format_summary(s: dict, timing_only: bool = False) -> str:
              + (f", stopped: {s['halted']}" if s["halted"] else "")]
     if s.get("start"):
         st = s["start"]
-        lines.append(f"start: first command {st['waited_s']:.3f} s after the first sensor frames"
-                     + (f" (sent again {st['resent']} times)" if st["resent"] else ""))
-    lines += _timing(s) + integrity_lines(s)
-    if not timing_only:
-        lines += _integrator(s) + _counters(s) + _outcome(s)
+        resent = f" (sent again {st['resent']} times)" if st["resent"] else ""
+        lines.append(f"start: first command {st['waited_s']:.3f} s after the first sensor frames{resent}"
+                     if st.get("started", True) else
+                     f"start: no valid command came in {st['waited_s']:.3f} s after the first sensor frames{resent}")
     lines += _failures(s)
+    if not timing_only:         # what the run showed first, then how it ran
+        lines += _verdicts(s) + _outcome(s) + _counters(s) + _integrator(s)
+    lines += _timing(s) + integrity_lines(s)
     return "\n".join(lines)
 
 
@@ -38,8 +40,12 @@ def _timing(s: dict) -> list[str]:
         lines.append(f"firmware timing: command age us  p50 {a['p50']:8.1f}  p99 {a['p99']:8.1f}  max {a['max']:8.1f}"
                      f"  (sensor frames sent -> the plant using the command that answers them); missed cycles "
                      f"{ft['missed_cycles']} of {ft['cycles_with_command']}")
-    if s.get("lockstep", {}).get("silent_cycles"):
-        lines.append(f"lockstep: {s['lockstep']['silent_cycles']} cycles stepped without an answer (firmware silent)")
+    lockstep = s.get("lockstep") or {}
+    if lockstep.get("rejected_answers"):
+        lines.append(f"lockstep: {lockstep['rejected_answers']} cycles answered only with command frames the emulator "
+                     "rejected (stepped without a new command)")
+    if lockstep.get("silent_cycles"):
+        lines.append(f"lockstep: {lockstep['silent_cycles']} cycles stepped without an answer (firmware silent)")
     p = s["pacer"]
     lines.append(f"overruns {p['overruns']} (max consecutive {p['max_consecutive']}, skipped periods "
                  f"{p['skipped_periods']})")
@@ -113,6 +119,11 @@ def _outcome(s: dict) -> list[str]:
         if lat.get("count"):
             lines.append(f"reference firmware command->sensor us  p50 {lat['p50']:8.1f}  p99 {lat['p99']:8.1f}  "
                          f"p99.9 {lat['p99.9']:8.1f}  max {lat['max']:8.1f}")
+    return lines
+
+
+def _verdicts(s: dict) -> list[str]:
+    lines = []
     if "verdicts" in s:
         lines.append(f"verdicts ({s['targets_file']}):")
         for v in s["verdicts"]:

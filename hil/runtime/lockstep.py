@@ -1,10 +1,14 @@
 """Lockstep: the firmware's commands are the clock (one plant step per answered cycle).
 
 After each cycle's sensor frames the loop waits for the command that answers them
-(``wait_for_command``; CANopen maps: for the master's SYNC, ``wait_for_sync``). An unanswered frame
-goes out again every `KEEPALIVE_S` (same counter: a firmware that lost it answers, one that has
-answered already rejects the repeat) and after ``lockstep_timeout_s`` the firmware is silent: the
-plant steps on without commands (the watchdog acts), waiting ``lockstep_silent_poll_s`` per cycle.
+(``wait_for_command``; CANopen maps: for the master's SYNC, ``wait_for_sync``). A command frame the
+emulator rejects (CRC, out of range, NaN, length) is the firmware's answer too: the cycle steps on
+without a new command (the watchdog acts) and counts as answered with a rejected frame, not as
+silence; a repeated rolling counter (a copy of an earlier frame) answers nothing. An unanswered frame
+goes out again every ``lockstep_resend_s`` (same counter: a firmware that lost it answers, one that
+has answered already rejects the repeat) and after ``lockstep_timeout_s`` the firmware is silent:
+the plant steps on without commands (the watchdog acts), waiting ``lockstep_silent_poll_s`` per cycle.
+While it waits the loop says why, at most every ``PROGRESS_S`` (``Emulator.progress``).
 
 Which cycles are answered: those whose sensor frames, as they went out on the wire (after the bus
 faults), a receiver following the bus map's rules computes on (:class:`FirmwareCue`, the firmware
@@ -24,8 +28,8 @@ from config_schema import ConfigError
 from firmware_bridge.links.base import Frame
 from firmware_bridge.wire.messages import BusMap
 from firmware_bridge.wire.signals import SensorInput
+from hil.runtime.start import PROGRESS_S, rejections
 
-KEEPALIVE_S = 1.0       # an unanswered sensor frame goes out again after this long (same counter)
 
 
 class FirmwareCue:
@@ -52,9 +56,10 @@ def firmware_cue(bus: BusMap, joint_names: list[str]) -> FirmwareCue | None:
 
 
 def wait_for_command(emu: Any) -> bool:
-    """`emu`: a hil.runtime.loop.Emulator. Poll the link until a valid command frame has been taken
-    in; False only when stopped (CANopen: or no SYNC within the timeout). Without an answer in time
-    the firmware is silent and the plant steps on; with no answer expected there is nothing to wait for."""
+    """`emu`: a hil.runtime.loop.Emulator. Poll the link until the firmware answered: a valid command
+    frame taken in, or a command frame rejected (module docstring); False only when stopped (CANopen:
+    or no SYNC within the timeout). Without an answer in time the firmware is silent and the plant steps
+    on; with no answer expected there is nothing to wait for."""
     if emu.protocol is not None:
         return wait_for_sync(emu)
     if emu.held_fresh:                 # the first command, taken in while starting
@@ -62,22 +67,35 @@ def wait_for_command(emu: Any) -> bool:
     io = emu.io
     if not io.answer_expected:
         return True
-    now = time.monotonic()
-    deadline = now + (emu.opt.lockstep_silent_poll_s if io.silent else emu.opt.lockstep_timeout_s)
-    resend_at = now + KEEPALIVE_S
+    start = time.monotonic()
+    timeout = emu.opt.lockstep_silent_poll_s if io.silent else emu.opt.lockstep_timeout_s
+    deadline, resend_at, report_at = start + timeout, start + emu.opt.lockstep_resend_s, start + PROGRESS_S
+    rejected = rejections(emu)
     while not emu.stop_requested and time.monotonic() < deadline:
         frame = io.recv()
         if frame is None:
-            if not io.silent and time.monotonic() >= resend_at:     # lost, or a firmware that is alive
-                io.resend_unanswered()                             # only while it hears from the plant
-                resend_at += KEEPALIVE_S
-            io.idle(min(deadline, resend_at) - time.monotonic())
+            now = time.monotonic()
+            if not io.silent and now >= resend_at:      # lost, or a firmware that is alive
+                io.resend_unanswered()                 # only while it hears from the plant
+                resend_at += emu.opt.lockstep_resend_s
+            if now >= report_at:
+                emu.progress(f"lockstep: after cycle {emu.cycle} (t = {emu.plant.t:.3f} s) the loop waits "
+                             f"{now - start:.0f} s for the firmware's answer; sensor frames sent again every {emu.opt.lockstep_resend_s:g} s, "
+                             f"silent after {timeout:g} s")
+                report_at += PROGRESS_S
+            io.idle(min(deadline, resend_at, report_at) - time.monotonic())
             continue
         if emu.hold_command(frame):
             io.answered()
             return True
+        if rejections(emu) > rejected:
+            io.answered_rejected()
+            return True
     if emu.stop_requested:
         return False
+    if not io.silent:
+        emu.progress(f"lockstep: no answer after cycle {emu.cycle} (t = {emu.plant.t:.3f} s) within {timeout:g} s: the "
+                     "firmware is silent; the plant steps on without commands until it answers")
     io.unanswered()
     return True
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -127,6 +128,8 @@ class Emulator:
         self.logger: RunLogger | None = None
         self.stage_clock: StageClock | None = None    # per-stage timestamps (hil.runtime.stages), when set
         self.live = None        # a tap on the logger's thread (hil.viz.live.LiveView), set before run()
+        self.on_progress: Callable[[str], None] | None = None   # told why the loop waits (`hil run`: stderr)
+        self.expected_commands = plan.expected_commands      # for the start's map-mismatch hint
         self.one_call = OneCall(self, plan)    # the cycle's compute
 
     @property
@@ -167,6 +170,11 @@ class Emulator:
         if not self.finished and (self.n_cycles is None or self.cycle < self.n_cycles):
             how = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
             self.abort(f"the firmware {how} at t = {self.plant.t:.3f} s (cycle {self.cycle}), before the run's end")
+
+    def progress(self, text: str) -> None:
+        """Say why the loop waits (to on_progress, when set)."""
+        if self.on_progress is not None:
+            self.on_progress(text)
 
     def abort(self, reason: str) -> None:
         """Fail the run and stop the loop (any thread; the first reason stays)."""

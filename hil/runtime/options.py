@@ -26,6 +26,7 @@ class RuntimeOptions:
     lockstep_timeout_s: float = 10.0    # lockstep: a sensor frame unanswered this long: the firmware is silent
                                         # (long: a firmware starved by a busy machine is not silent)
     lockstep_silent_poll_s: float = 2e-3    # lockstep, firmware silent: the wait for an answer per cycle
+    lockstep_resend_s: float = 1.0      # lockstep: an unanswered sensor frame goes out again after this long
     start: str = "first_command"        # realtime/afap: the clock starts at the first valid command, or immediately
     start_timeout_s: float = 30.0       # no valid command within this long after the start fails the run
     resend_s: float = 0.1               # until the first command: the first sensor frames again after this

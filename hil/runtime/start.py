@@ -1,10 +1,13 @@
-"""The start of a run: one period checked, and until the firmware's first valid command, the
-first sensor frames again.
+"""The start of a run: one period checked, and until the firmware's first answer, the first sensor
+frames again.
 
 A firmware may open its end of the link after the emulator sent its first frames, or flush its
 input when it opens the port (pyserial does): the same frames (same counters) go out again after
-`resend_s`, the interval doubling up to 1 s, until the first valid command (CANopen: the master's
-first frame) arrives. No such frame within `start_timeout_s` fails the run (Emulator.abort).
+`resend_s`, the interval doubling up to 1 s, until the firmware's first answer arrives: a valid
+command, or a command frame the emulator rejects for its content (ANSWERING_REJECTIONS: the firmware
+is there, its commands are wrong; the link-health verdicts judge them) (CANopen: the master's first
+frame). No answer within `start_timeout_s` fails the run (Emulator.abort), with a hint when the
+frames that came are not the bus map's commands.
 """
 from __future__ import annotations
 
@@ -17,17 +20,22 @@ from typing import Any
 from firmware_bridge.links.base import Frame
 from config_schema import UserError
 
+PROGRESS_S = 2.0        # a wait longer than this is reported (Emulator.progress), and then again as often
+ANSWERING_REJECTIONS = ("crc", "range", "nan", "length")   # a rejected command frame that answers its cycle
+
 
 def await_first_command(emu: Any, initial: list[Frame]) -> dict:
-    """`emu`: a hil.runtime.loop.Emulator. Waits until the first valid command was taken in (held for
-    the first cycle), the loop is stopped, or the start timeout fails the run; returns how the run
-    started (waited_s, resent)."""
+    """`emu`: a hil.runtime.loop.Emulator. Waits until the firmware's first answer (a valid command is
+    held for the first cycle), the loop is stopped, or the start timeout fails the run; returns how the run
+    started (started, waited_s, resent). Every PROGRESS_S it says that it waits (Emulator.progress)."""
     t_start = time.monotonic()
     deadline = t_start + emu.opt.start_timeout_s
     interval = emu.opt.resend_s
-    resend_at = t_start + interval
+    resend_at, report_at = t_start + interval, t_start + PROGRESS_S
     resent = 0
     started = False
+    seen = FramesSeen()
+    rejected = rejections(emu)
     while not started and not emu.stop_requested and time.monotonic() < deadline:
         if emu.protocol is not None:
             emu.io.send(emu.protocol.heartbeats())
@@ -39,18 +47,59 @@ def await_first_command(emu: Any, initial: list[Frame]) -> dict:
                 resent += 1
                 interval = min(2 * interval, 1.0)
                 resend_at = now + interval
-            emu.io.idle(min(resend_at, deadline) - time.monotonic())
+            if now >= report_at:
+                emu.progress(f"waiting for the firmware's first command on {emu.link.name}: {now - t_start:.0f} s "
+                             f"of the start timeout's {emu.opt.start_timeout_s:g} s; {seen.describe()}")
+                report_at += PROGRESS_S
+            emu.io.idle(min(resend_at, deadline, report_at) - time.monotonic())
             continue
+        seen.add(frame)
         if emu.protocol is not None and emu.protocol.receive(frame):
             started = True
-        else:
-            started = emu.hold_command(frame)
-    report = {"waited_s": time.monotonic() - t_start, "resent": resent}
+        else:     # the first answer starts the run, a valid command or one the emulator rejects
+            started = emu.hold_command(frame) or rejections(emu) > rejected
+    report = {"started": started, "waited_s": time.monotonic() - t_start, "resent": resent}
     if not started and not emu.stop_requested:
+        rejected = {k: v for k, v in emu.commands.reader.rejected.items() if v}
         emu.abort(f"start: no valid command within {emu.opt.start_timeout_s:g} s on {emu.link.name} "
-                   f"(frames received {emu.link.counters.rx_frames}, commands rejected "
-                   f"{dict((k, v) for k, v in emu.commands.reader.rejected.items() if v) or 'none'})")
+                  f"(frames received {emu.link.counters.rx_frames}, commands rejected {rejected or 'none'})"
+                  + seen.mismatch(emu.expected_commands))
     return report
+
+
+class FramesSeen:
+    """The first distinct (id, payload length) pairs received while the run waits to start."""
+
+    LIMIT = 4
+
+    def __init__(self):
+        self.kinds: list[tuple[int, int]] = []
+
+    def add(self, frame: Frame) -> None:
+        kind = (frame.arbitration_id, len(frame.data))
+        if kind not in self.kinds and len(self.kinds) < self.LIMIT:
+            self.kinds.append(kind)
+
+    def describe(self) -> str:
+        if not self.kinds:
+            return "nothing received yet"
+        return "received " + ", ".join(f"id 0x{i:X} ({n} bytes)" for i, n in self.kinds)
+
+    def mismatch(self, expected: list[tuple[str, int, int]]) -> str:
+        """A hint when frames came but none has the id and length of a command the map expects: the two
+        sides probably use different bus maps."""
+        wanted = {(i, n) for _, i, n in expected}
+        if not self.kinds or any(kind in wanted for kind in self.kinds):
+            return ""
+        return (f"; {self.describe()}, but the bus map expects " + ", ".join(
+            f"{name} id 0x{i:X} ({n} bytes)" for name, i, n in expected) +
+            ": does the firmware use the same bus map?")
+
+
+def rejections(emu: Any) -> int:
+    """The command frames rejected so far for a cause that makes a rejected frame an answer."""
+    rejected = emu.commands.reader.rejected
+    return sum(rejected.get(cause, 0) for cause in ANSWERING_REJECTIONS)
 
 
 def check_period(options: Any, plant: Any, plan: Any) -> Any:

@@ -41,6 +41,7 @@ class WireIO:
         self.answer_expected = True         # lockstep: the last cycle's sensor frames cue the firmware
         self.silent = False                 # lockstep: the firmware left a sensor frame unanswered
         self.silent_cycles = 0
+        self.rejected_answers = 0           # lockstep: cycles answered with a frame the emulator rejected
         self.last_sensor_frames: list[Frame] = []
         self.resent_frames = 0              # lockstep: unanswered sensor frames sent again
         self.dropped_while_silent = 0
@@ -114,13 +115,19 @@ class WireIO:
     def answered(self) -> None:
         self.silent = False
 
+    def answered_rejected(self) -> None:
+        """The firmware answered the last sensor frames with a command frame the emulator rejected."""
+        self.silent = False
+        self.rejected_answers += 1
+
     def unanswered(self) -> None:
         """The firmware left the last sensor frames unanswered within its time: silent from now."""
         self.silent = True
         self.silent_cycles += 1
 
     def lockstep_summary(self) -> dict:
-        return {"silent_cycles": self.silent_cycles, "resent_frames": self.resent_frames,
+        return {"silent_cycles": self.silent_cycles, "rejected_answers": self.rejected_answers,
+                "resent_frames": self.resent_frames,
                 "dropped_while_silent": self.dropped_while_silent}
 
     def close(self) -> None:

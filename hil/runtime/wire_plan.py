@@ -42,6 +42,8 @@ class WirePlan:
         self.sensor_encoding = bus_encoding(bus)
         self.cue: FirmwareCue | None = firmware_cue(bus, joint_names) if protocol is None else None
         self._bus = bus
+        # the command frames the emulator takes: (name, id, payload bytes), for the start's map-mismatch hint
+        self.expected_commands = [(c.name, c.arbitration_id, c.length) for c in bus.messages("to_plant")]
         self.encoder: CompiledSensorFrames | None = None
 
     @classmethod

@@ -1,11 +1,12 @@
 """A firmware written on the wire library alone (firmware_bridge: the link, the sensor decoder and the
 command encoder with its rolling counter and CRC): a joint PD that holds the pose it first reads.
 
-    python tests/firmwares/hold_pose.py BUS_MAP LINK_SPEC [--out-of-range-at N]
+    python tests/firmwares/hold_pose.py BUS_MAP LINK_SPEC [--out-of-range-at N|all] [--silent-from N]
 
 `--out-of-range-at N` sends its Nth command with the elbow's torque at the largest raw value of its
 signal (far beyond the map's range): one bad frame among good ones, which the emulator must reject
-and a checked run must fail on. It exits when no frame comes for 5 s.
+and a checked run must fail on; `all`: every command so. `--silent-from N`: it stops answering after
+N commands (it keeps reading). It exits when no frame comes for 5 s.
 """
 import argparse
 import select
@@ -36,8 +37,10 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("bus")
     p.add_argument("link")
-    p.add_argument("--out-of-range-at", type=int, default=-1)
+    p.add_argument("--out-of-range-at", default="-1")
+    p.add_argument("--silent-from", type=int, default=None)
     args = p.parse_args()
+    bad = (lambda n: True) if args.out_of_range_at == "all" else (lambda n: n == int(args.out_of_range_at))
     bus = BusMap.load(args.bus)
     link = open_link(args.link)
     sensors, commands = SensorInput(bus, JOINTS), CommandOutput(bus, JOINTS)
@@ -58,8 +61,10 @@ def main() -> None:
         if last_q is not None:
             qd += 0.4 * ((q - last_q) / bus.cycle_s - qd)
         last_q = q
+        if args.silent_from is not None and sent >= args.silent_from:
+            continue
         for f in commands.frames(KP * (hold - q) - KD * qd, sensors.cycle):
-            link.send(out_of_range(f) if sent == args.out_of_range_at else f)
+            link.send(out_of_range(f) if bad(sent) else f)
             sent += 1
 
 
