@@ -88,7 +88,7 @@ def write_synthetic_log(path: Path, duration_s: float = 2.0, optional: bool = Fa
     asm = assemble(load_model(ARM))
     cols = ella_columns(asm, optional)
     rows = synthetic_rows(cols, asm, duration_s)
-    header = {"config": "configs/ella.toml", "config_text": text, "mode": "lockstep", "columns": cols}
+    header = {"config": "configs/ella.toml", "config_text": text, "mode": "realtime", "columns": cols}
     with MsgpackRunWriter(path, header) as w:
         events = iter(EVENTS)
         pending = next(events, None)
@@ -98,7 +98,7 @@ def write_synthetic_log(path: Path, duration_s: float = 2.0, optional: bool = Fa
                 pending = next(events, None)
             w.write(row)
     if optional:
-        summary = {"cycles": len(rows), "t_s": float(rows[-1, 1]), "mode": "lockstep",
+        summary = {"cycles": len(rows), "t_s": float(rows[-1, 1]), "mode": "realtime",
                    "targets": {"setpoints_rad": SETPOINTS, "settling_band_m": 2e-4},
                    "verdicts": [{"name": "settled", "description": "tip within the band", "value": 0.42,
                                  "limit": 1.0, "unit": "s", "passed": True},

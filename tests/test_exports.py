@@ -56,7 +56,17 @@ def test_mdf4_round_trip_samples_units_events(log, tmp_path):
         assert (sig.unit, sig.comment) == describe(name), name
     assert read_mdf4_events(mdf) == EVENTS
     assert [round(e.sync_base * e.sync_factor, 9) for e in mdf.events] == [e["t"] for e in EVENTS]
+    assert mdf.groups[0].channels[mdf.masters_db[0]].name == "time"     # the master channel the manual names
     mdf.close()
+
+
+def test_an_mdf4_export_asked_for_as_mdf4_prints_the_file_it_wrote(log, tmp_path, capsys):
+    pytest.importorskip("asammdf")
+    path, _, _ = log
+    assert main(["log", "export", str(path), "--format", "mdf4", "--out", str(tmp_path / "run.mdf4")]) == 0
+    printed = capsys.readouterr().out.split(" -> ")[1].split(" (")[0]
+    assert printed == str(tmp_path / "run.mf4") and (tmp_path / "run.mf4").is_file()
+    assert not (tmp_path / "run.mdf4").exists()
 
 
 def test_parquet_round_trip_with_metadata(log, tmp_path):
@@ -105,6 +115,7 @@ def test_mcap_round_trip_signals_scene_events(log, tmp_path):
     for topic, messages in raw.items():
         if topic.startswith("/signals/"):
             assert messages[0][1].message_encoding == "json"
+            assert messages[0][0].name == "hil.signals." + topic.removeprefix("/signals/")     # a readable name
             schema = json.loads(messages[0][0].data)
             for _, _, m in messages:
                 row = json.loads(m.data)
@@ -134,6 +145,7 @@ def test_mcap_round_trip_signals_scene_events(log, tmp_path):
         assert np.allclose(got, points, atol=1e-12)
     assert len(entity.spheres) == len(expected.attachments) and len(entity.arrows) == 3
     assert [json.loads(m.data) for _, _, m in raw["/events"]] == EVENTS
+    assert raw["/events"][0][0].name == "hil.event" and raw["/events"][0][0].encoding == "jsonschema"
     assert len(raw["/arm/imu_imu"]) == len(scenes)
 
 

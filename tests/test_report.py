@@ -152,7 +152,42 @@ def test_report_renders_in_headless_chromium(logs, tmp_path, which):
     out = tmp_path / "r.html"
     data = _report(logs[which])
     out.write_text(render_html(data))
-    _check_in_browser(out, tmp_path, len(data.plot_ids()))
+    page = _check_in_browser(out, tmp_path, len(data.plot_ids()))
+    # log axes: every tick labelled, none rounded to "0" (the spectra reach 1e-9)
+    ticks = re.findall(r'data-yticks="([^"]*)"', page.dom)
+    assert ticks and all(t and "0" not in t.split() for t in ticks), ticks
+    assert any("e-" in t for t in ticks), ticks
+    # the modal-frequency labels drawn do not overlap (a label that does not fit is left out)
+    drawn = [label_spans(v) for v in re.findall(r'data-vlabels="([^"]*)"', page.dom)]
+    assert any(drawn) if which == 0 else True
+    for rows in drawn:
+        assert not overlapping(rows), rows
+
+
+def label_spans(vlabels: str) -> dict[int, list[tuple[int, int]]]:
+    """The marker labels a plot drew, by row: their left and right edges in pixels."""
+    rows: dict[int, list[tuple[int, int]]] = {}
+    for item in filter(None, vlabels.split(";")):
+        x0, x1, row = map(int, item.rsplit("@", 1)[1].split(":"))
+        rows.setdefault(row, []).append((x0, x1))
+    return rows
+
+
+def overlapping(rows: dict[int, list[tuple[int, int]]]) -> bool:
+    return any(b[0] <= a[1] for spans in rows.values() for a, b in zip(sorted(spans), sorted(spans)[1:]))
+
+
+def test_the_overlap_check_finds_overlapping_labels():
+    assert overlapping(label_spans("L1 b1@10:60:0;L1 b2@40:90:0"))
+    assert not overlapping(label_spans("L1 b1@10:60:0;L1 b2@40:90:1;L2 b1@70:99:0"))
+
+
+def test_a_lockstep_report_shows_no_lateness(logs, tmp_path):
+    header, rows = read_run(logs[0])
+    lockstep = build_report({**header, "mode": "lockstep"}, rows, None, "lockstep.msgpack")
+    ids = set(lockstep.plot_ids())
+    assert not {"hist_lateness_us", "lateness"} & ids and {"hist_compute_us", "cmd_age"} <= ids
+    assert "lockstep mode keeps no wall-clock deadlines" in next(s for s in lockstep.sections if s.id == "timing").note
 
 
 def test_browser_check_fails_on_a_broken_page(tmp_path):

@@ -68,6 +68,9 @@ class BusRecorder:
 
     def __init__(self, path: str, depth: int = 16384):
         self.path = path
+        # frames are stamped on the monotonic clock; the files carry wall-clock time (an ASC header's date
+        # comes from the first stamp)
+        self._to_wall_s = time.time() - time.monotonic()
         self._logger = can.Logger(path)
         self._worker = BackgroundWriter(self._write, "bus-record", depth)
 
@@ -90,7 +93,7 @@ class BusRecorder:
     def _write(self, item) -> None:
         frame, received, stamp = item
         self._logger.on_message_received(can.Message(
-            timestamp=stamp, arbitration_id=frame.arbitration_id, data=frame.data, is_fd=frame.is_fd,
+            timestamp=stamp + self._to_wall_s, arbitration_id=frame.arbitration_id, data=frame.data, is_fd=frame.is_fd,
             is_extended_id=frame.is_extended_id, is_rx=received, channel="hil"))
 
     def close(self) -> None:

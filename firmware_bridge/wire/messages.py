@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from config_schema import ConfigError, UserError, is_integer, load_toml, parse_toml
+from config_schema import UserError, is_integer, load_toml, parse_toml
 from firmware_bridge.wire.bus_schema import BusSpec, read_bus_map
 from firmware_bridge.wire.codec import (DIRECTIONS, REJECTION_KINDS, Codec, DecodeError, EncodeError, MessageSpec,
                                         StatusFlag, counter_delta, counter_next, crc8_sae_j1850)
@@ -263,13 +263,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Print layout and bus load of each bus map given on the command line."""
     parser = argparse.ArgumentParser(prog="python -m firmware_bridge.wire.messages",
                                      description="Check bus maps and print their bus load.")
-    parser.add_argument("maps", nargs="+", type=Path, help="bus map TOML files")
+    parser.add_argument("maps", nargs="+", help="bus map files or shipped names (python -m firmware_bridge.describe "
+                                                "prints their signal tables)")
     args = parser.parse_args(argv)
+    from firmware_bridge.describe import resolve
     status = 0
-    for path in args.maps:
+    for name in args.maps:
         try:
-            print(describe(BusMap.load(path)))
-        except (ConfigError, OSError) as exc:
+            print(describe(BusMap.load(resolve(name))))
+        except (UserError, OSError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             status = 1
     return status

@@ -54,7 +54,9 @@ def _event_json(event: dict[str, Any]) -> str:
 
 
 def export_mdf4(header: dict[str, Any], rows: np.ndarray, out: str | Path) -> list[Path]:
-    """An MDF 4.10 file: all columns on the master ``t``, units and comments, marker events."""
+    """An MDF 4.10 file: all columns on the master channel ``time`` (the log's ``t``; asammdf's name for
+    the master), units and comments, marker events. asammdf writes the suffix .mf4 whatever `out`
+    ends with; the path returned is the file written."""
     from asammdf import MDF, Signal
     from asammdf.blocks import v4_constants as v4c
     from asammdf.blocks.v4_blocks import EventBlock
@@ -77,9 +79,9 @@ def export_mdf4(header: dict[str, Any], rows: np.ndarray, out: str | Path) -> li
         block.name = str(e["event"])
         block.comment = _event_json(e)
         mdf.events.append(block)
-    mdf.save(out, overwrite=True)
+    written = mdf.save(out, overwrite=True)
     mdf.close()
-    return [Path(out)]
+    return [Path(written)]
 
 
 def read_mdf4_events(mdf) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ Log times are the simulated time in ns from the run start (t = 0 at 0 ns).
 """
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any
@@ -30,6 +31,10 @@ __all__ = ["scene_update", "imu_transforms", "signal_groups", "group_schema", "S
 
 SCENE_TOPIC = "/arm/scene"
 EVENT_TOPIC = "/events"
+# a run log event (hil.logs.runlog): its kind and time, with the fields its kind adds
+EVENT_SCHEMA = {"type": "object", "properties": {"event": {"type": "string", "description": "the event's kind"},
+                                                 "t": {"type": "number", "description": "emulator time [s]"}},
+                "required": ["event", "t"]}
 _COLORS = [(0.15, 0.45, 0.85), (0.9, 0.45, 0.1), (0.2, 0.65, 0.3), (0.75, 0.2, 0.6), (0.5, 0.5, 0.5)]
 _AXES = [(1.0, 0.0, 0.0), (0.0, 0.8, 0.0), (0.0, 0.3, 1.0)]
 _GROUPS = [("joints", r"(q|qd|theta|thetad)_.+"), ("drives", r"(tau_cmd|tau|cur|brake)_.+"),
@@ -131,3 +136,9 @@ def group_schema(columns: list[str], indices: list[int]) -> dict[str, Any]:
         unit, text = describe(columns[i])
         props[columns[i]] = {"type": "number", "description": f"{text} [{unit}]" if unit else text}
     return {"type": "object", "properties": props}
+
+
+def named_schema(name: str, schema: dict[str, Any]):
+    """A JSON schema under a name a viewer shows (`hil.signals.joints`), not the SDK's generated one."""
+    import foxglove
+    return foxglove.Schema(name=name, encoding="jsonschema", data=json.dumps(schema).encode())

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from hil.viz.foxglove_scene import (EVENT_TOPIC, SCENE_TOPIC, group_schema, imu_transforms, ns, scene_update,
-                                    signal_groups)
+from hil.viz.foxglove_scene import (EVENT_SCHEMA, EVENT_TOPIC, SCENE_TOPIC, group_schema, imu_transforms,
+                                    named_schema, ns, scene_update, signal_groups)
 from hil.viz.scene import ArmScene, model_of_log
 
 __all__ = ["export_mcap", "scene_rows"]
@@ -43,11 +43,14 @@ def export_mcap(header: dict[str, Any], rows: np.ndarray, out: str | Path, scene
     ctx = foxglove.Context()
     writer = foxglove.open_mcap(str(out), allow_overwrite=True, context=ctx)
     try:
-        groups = {name: (foxglove.Channel(f"/signals/{name}", schema=group_schema(cols, idx), context=ctx), idx)
+        groups = {name: (foxglove.Channel(f"/signals/{name}", schema=named_schema(f"hil.signals.{name}",
+                                                                                 group_schema(cols, idx)),
+                                          message_encoding="json", context=ctx), idx)
                   for name, idx in signal_groups(cols).items()}
         scene_channel = SceneUpdateChannel(SCENE_TOPIC, context=ctx)
         imu_channels = {name: FrameTransformChannel(f"/arm/imu_{name}", context=ctx) for name in scene.imu_names}
-        events = foxglove.Channel(EVENT_TOPIC, context=ctx)
+        events = foxglove.Channel(EVENT_TOPIC, schema=named_schema("hil.event", EVENT_SCHEMA), message_encoding="json",
+                                  context=ctx)
         formats = [(channel, idx, "{" + ",".join(f'"{cols[j]}":%r' for j in idx) + "}")
                    for channel, idx in groups.values()]
         finite = np.isfinite(rows).all(axis=1)

@@ -215,9 +215,10 @@ class _Builder:
     def timing_section(self) -> Section:
         s = Section("timing", "Loop timing")
         period_us = float(self.h.get("period_s") or (self.asm.model.integrator.dt_s if self.asm else 1e-3)) * 1e6
+        paced = self.h.get("mode", "realtime") == "realtime"     # lockstep and afap keep no deadlines: no lateness
         for name, title in (("lateness_us", "wake-up lateness"), ("compute_us", "compute time"), ("io_us", "I/O time"),
                             ("cmd_age_us", "command age (the firmware's reaction time)")):
-            if not self.has(name):
+            if not self.has(name) or (name == "lateness_us" and not paced):
                 continue
             edges, counts = log_histogram(self.col(name))
             if len(edges):
@@ -225,7 +226,9 @@ class _Builder:
                 y = self.out.add(f"h:{name}:n", np.where(counts > 0, counts, np.nan))
                 s.plots.append(Plot(f"hist_{name}", f"histogram: {title}", x, [Series("cycles", y, bars=True)],
                                     "cycles", "us", logx=True, logy=True))
-        if self.has("lateness_us"):
+        if not paced:
+            s.note = f"{self.h.get('mode')} mode keeps no wall-clock deadlines: no lateness to show"
+        if self.has("lateness_us") and paced:
             late = self.col("lateness_us")
             over = np.where(late > period_us, late, np.nan)
             n_over = int(np.count_nonzero(late > period_us))
@@ -238,7 +241,7 @@ class _Builder:
             s.plots.append(Plot("cmd_age", "command age over the run", TIME, [self.series("cmd_age_us", "age")], "us",
                                 events=True))
         else:
-            s.note = "the log has no cmd_age_us column (the firmware's command age)"
+            s.note = "; ".join(filter(None, [s.note, "the log has no cmd_age_us column (the firmware's command age)"]))
         return s
 
     def event_section(self) -> Section:

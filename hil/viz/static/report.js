@@ -2,7 +2,9 @@
 // Time plots zoom together (drag to zoom, double-click for the whole run) and are re-decimated
 // for the visible window: per pixel the min and the max of the stored samples, so peaks survive.
 // document.body.dataset.rendered / .errors / .renderMs tell a headless browser how many plots were
-// drawn, how many failed and how long decoding and drawing took.
+// drawn, how many failed and how long decoding and drawing took; each plot's element keeps the tick
+// labels of its log axes (data-xticks, data-yticks) and the marker labels it drew, with their extents
+// (data-vlabels: "label@left:right:row;..."), for the same purpose.
 (function () {
   "use strict";
   const errors = [];
@@ -39,6 +41,22 @@
   }
   function clean(v, log) { return (Number.isFinite(v) && (!log || v > 0)) ? v : null; }
 
+  // a log axis' tick: three significant digits, powers of ten outside 1e-3 .. 1e5 (never a rounded "0")
+  function tickLabel(v) {
+    if (v == null) return "";
+    const a = Math.abs(v);
+    if (a === 0) return "0";
+    if (a < 1e-3 || a >= 1e5) return v.toExponential(0).replace("e+", "e");
+    return String(+v.toPrecision(3));
+  }
+  function logTicks(el, which) {
+    return function (u, ticks) {
+      const labels = ticks.map(tickLabel);
+      el.dataset[which] = labels.filter(function (l) { return l; }).join(" ");
+      return labels;
+    };
+  }
+
   // [x, y1, y2, ...] for the window [x0, x1]: the stored points, or min/max pairs per bucket
   function view(x, ys, x0, x1, buckets, logy) {
     const i0 = Math.max(0, lowerBound(x, x0) - 1);
@@ -74,22 +92,32 @@
     return out;
   }
 
-  function drawLines(u, p) {
+  function drawLines(u, p, el) {
     const ctx = u.ctx, left = u.bbox.left, top = u.bbox.top, w = u.bbox.width, h = u.bbox.height;
     const dpr = window.devicePixelRatio || 1;
     ctx.save();
     ctx.beginPath(); ctx.rect(left, top, w, h); ctx.clip();
     ctx.font = (10 * dpr) + "px sans-serif";
     ctx.lineWidth = dpr;
-    function vline(xv, color, label, k) {
+    // a marker's label goes in the first of four rows where it clears the labels left of it, else it
+    // is left out (the line stays; the legend and the hover name it)
+    const rowEnds = [-Infinity, -Infinity, -Infinity, -Infinity], drawn = [];
+    function vline(xv, color, label) {
       const px = u.valToPos(xv, "x", true);
       if (!(px >= left && px <= left + w)) return;
       ctx.strokeStyle = color; ctx.fillStyle = color; ctx.setLineDash([4 * dpr, 3 * dpr]);
       ctx.beginPath(); ctx.moveTo(px, top); ctx.lineTo(px, top + h); ctx.stroke();
-      if (label) ctx.fillText(label, px + 3 * dpr, top + (12 + 11 * (k % 4)) * dpr);
+      if (!label) return;
+      const x0 = px + 3 * dpr, x1 = x0 + ctx.measureText(label).width;
+      const row = rowEnds.findIndex(function (end) { return x0 > end + 4 * dpr; });
+      if (row < 0) return;
+      ctx.fillText(label, x0, top + (12 + 11 * row) * dpr);
+      rowEnds[row] = x1;
+      drawn.push(label + "@" + Math.round(x0) + ":" + Math.round(x1) + ":" + row);
     }
-    if (p.events) data.events.forEach(function (e, k) { vline(e.t, EVENT_COLORS[e.event] || "#999", "", k); });
-    p.vlines.forEach(function (v, k) { vline(v[0], "#888", v[1], k); });
+    if (p.events) data.events.forEach(function (e) { vline(e.t, EVENT_COLORS[e.event] || "#999", ""); });
+    p.vlines.slice().sort(function (a, b) { return a[0] - b[0]; }).forEach(function (v) { vline(v[0], "#888", v[1]); });
+    el.dataset.vlabels = drawn.join(";");
     p.hlines.forEach(function (hl) {
       const py = u.valToPos(hl[0], "y", true);
       if (!(py >= top && py <= top + h)) return;
@@ -124,6 +152,9 @@
     const isTime = p.x === "t";
     const yScale = {distr: p.logy ? 3 : 1};
     const yAxis = {label: p.ylabel, size: 72};
+    const xAxis = {label: p.xlabel};
+    if (p.logx) xAxis.values = logTicks(el, "xticks");
+    if (p.logy) yAxis.values = logTicks(el, "yticks");
     if (p.hlines.length && !p.logy && !p.lanes.length) {
       // the limits and targets stay in view: the data range widened to them, 5 % padding
       yScale.range = function (u, lo, hi) {
@@ -141,10 +172,10 @@
     const opts = {
       title: p.title, width: width, height: p.lanes.length ? 60 + 28 * p.lanes.length : 250, series: series,
       scales: {x: {time: false, distr: p.logx ? 3 : 1}, y: yScale},
-      axes: [{label: p.xlabel}, yAxis],
+      axes: [xAxis, yAxis],
       legend: {live: true},
       cursor: isTime ? {sync: {key: "time"}, bind: {dblclick: function () { return null; }}} : {},
-      hooks: {draw: [function (u) { drawLines(u, p); }]},
+      hooks: {draw: [function (u) { drawLines(u, p, el); }]},
     };
     let initial;
     if (isTime) {
