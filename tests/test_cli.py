@@ -334,3 +334,16 @@ def test_refusals_from_inside_the_commands_stay_one_line_user_errors(capsys, arg
     config_schema.UserError: one line, status 2, no traceback."""
     code, out, err = _run(capsys, *argv)
     assert code == 2 and message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_misspelt_option_is_one_line_with_the_nearest_option(capsys):
+    from hil.cli.main import main
+    assert main(["run", "ella", "--bus", "serial_frame", "--durration", "3"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--durration (did you mean '--duration'?)" in err
+    assert "hil run --help lists the options" in err and "usage:" not in err
+    with pytest.raises(SystemExit) as stop:
+        main(["run", "ella", "--bus", "serial_frame", "--mode", "lockstp"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "invalid choice: 'lockstp'" in err and "usage:" not in err

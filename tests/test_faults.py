@@ -1102,3 +1102,10 @@ def test_scenario_binding_errors_name_the_file(plant):
     with pytest.raises(ConfigError, match=r"^s.toml: fault\[bias\].target = \"wrist_ax\": expected a sensor channel"):
         scenario.inject_into(engine)
 
+
+
+def test_a_misspelt_target_is_refused_with_the_nearest_name(tmp_path):
+    """Every name a scenario gives is checked at load, with a suggestion: a sensor channel, a joint."""
+    engine = FaultEngine(["enc_elbow", "imu_ax"], dt_s=1e-3)
+    with pytest.raises(ConfigError, match=r"expected a sensor channel \(did you mean 'enc_elbow'\?\)"):
+        engine.inject(Fault("f", "offset", "enc_elbw", {"offset_counts": 5}))

@@ -37,3 +37,17 @@ def test_a_firmware_command_line_gets_the_link_spec_of_its_end(hil_start):
     assert np.abs(np.array(result.summary["q"]) - goal).max() < 2e-3
     assert result.firmware is None and '"cycles": 2000' in result.firmware_output
     assert result.summary["cycles"] == 2000 and result.summary["halted"] is None
+
+
+def test_a_misspelt_marker_setting_fails_the_test_in_one_line_with_a_suggestion(pytester):
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.hil(durration_s=1.0)
+        def test_inner(hil_run):
+            pass
+    """)
+    result = pytester.runpytest_inprocess()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*@pytest.mark.hil: unknown setting 'durration_s' (did you mean 'duration_s'?)*"])
+    assert "TypeError" not in result.stdout.str()

@@ -168,3 +168,18 @@ def test_compare_nan_and_tolerance_rules():
         parse_tolerances(["q_*=abc"])
     with pytest.raises(ValueError, match=">= 0"):
         parse_tolerances(["-1"])
+
+
+def test_a_missing_event_fails_a_test_saying_which_events_the_run_had(tmp_path):
+    from hil.logs.runlog import MissingEvent, RunLog
+    from runlogs import write_synthetic_log
+    path = tmp_path / "run.msgpack"
+    write_synthetic_log(path, duration_s=1.2, optional=True)
+    log = RunLog.read(path)
+    with pytest.raises(MissingEvent) as missing:
+        log.event_time("watchdog_cleared")
+    assert isinstance(missing.value, AssertionError)
+    text = str(missing.value)
+    assert text == ("the run had no 'watchdog_cleared' event (its events: inject elbow_encoder at 0.700 s, "
+                    "watchdog_tripped at 0.722 s, clear elbow_encoder at 0.900 s)")
+    assert log.event_time(log.events[0]["event"]) == float(log.events[0]["t"])

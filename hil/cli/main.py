@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import re
 import sys
 import traceback
 import warnings
@@ -12,15 +13,23 @@ from hil import collector_paused
 with collector_paused():
     # each module registers its commands (in this order in `hil --help`)
     from hil.cli import modes, simulate, run, firmware, log, bench, report, replay, bus, campaign  # noqa: F401
-    from hil.cli.registry import COMMANDS, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, USER_ERRORS
+    from hil.cli.registry import COMMANDS, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, USER_ERRORS, CliError
+    from config_schema import suggest
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """A parser whose usage errors are one line with where to look, not the whole usage."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}; {self.prog} --help lists the options\n")
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The top-level parser with one subparser per registered command (in `parser.commands`); with
     `command`, only that subparser gets its arguments (the others are only named in ``hil --help``:
     building them all costs the start-up their imports)."""
-    parser = argparse.ArgumentParser(prog="hil", description="Hardware-in-the-loop emulator of flexible robot arms.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parser = OneLineParser(prog="hil", description="Hardware-in-the-loop emulator of flexible robot arms.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=OneLineParser)
     parser.commands = {}
     for cmd in COMMANDS.values():
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.description or cmd.help,
@@ -32,12 +41,20 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    """Parse argv; an unknown option is reported with the usage of its command, not the top level's."""
+    """Parse argv; an unknown option is reported in one line with the nearest option of its command."""
     parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args, unknown = parser.parse_known_args(argv)
     if unknown:
-        parser.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+        raise CliError(unknown_arguments(parser.commands[args.command], args.command, unknown))
     return args
+
+
+def unknown_arguments(sub: argparse.ArgumentParser, command: str, unknown: list[str]) -> str:
+    """One line: the arguments `command` does not take, each option with a suggestion."""
+    options = sorted(set(re.findall(r"(?<![\w-])--?[a-zA-Z][\w-]*", sub.format_help())))
+    parts = [f"{word}{suggest(word.split('=')[0], options)}" if word.startswith("-") else repr(word) for word in unknown]
+    return (f"unrecognized argument{'s' if len(unknown) > 1 else ''} {', '.join(parts)}; "
+            f"hil {command} --help lists the options")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from config_schema import MISSING, Table, in_unit, is_integer, is_number
+from config_schema import MISSING, Table, in_unit, is_integer, is_number, suggest
 from hil.faults.fault import Fault, FaultError
 
 if TYPE_CHECKING:
@@ -129,7 +129,8 @@ class BindContext:
         try:
             return self.engine.channel(name)
         except KeyError:
-            raise self.error(key, name, "expected a sensor channel: " + ", ".join(self.engine.channel_names)) from None
+            names = self.engine.channel_names
+            raise self.error(key, name, f"expected a sensor channel{suggest(name, names)}: " + ", ".join(names)) from None
 
     def optional_channel(self, name: str) -> int | None:
         """Index of channel ``name``, None if the engine has no such channel."""
@@ -140,7 +141,8 @@ class BindContext:
         plant = self.engine.plant
         names = plant.layout.joint_names if plant is not None else list(getattr(self.engine.drives, "names", ()))
         if self.fault.target not in names:
-            raise self.error("target", self.fault.target, "expected a joint: " + ", ".join(names))
+            raise self.error("target", self.fault.target,
+                             f"expected a joint{suggest(self.fault.target, names)}: " + ", ".join(names))
         return names.index(self.fault.target)
 
     def need(self, what: str, why: str | None = None) -> Any:

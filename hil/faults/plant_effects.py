@@ -30,6 +30,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from config_schema import suggest
 from hil.dynamics.integrator_plan import accurate_substeps
 from hil.dynamics.plant import Plant, apparent_inertias
 from hil.faults.effects import Effect, EffectHost
@@ -196,9 +197,9 @@ def find_attachment(model: Any, fault: Fault) -> Any:
     found = [(b.name, a) for b in model.bodies for a in b.attachments
              if fault.target in (a.name, f"{b.name}/{a.name}")]
     if len(found) != 1:
-        names = ", ".join(f"{b.name}/{a.name}" for b in model.bodies for a in b.attachments)
-        why = "is ambiguous" if found else "names no attachment"
-        raise FaultError(fault.name, "target", fault.target, f"{why}; expected one of {names}")
+        names = [f"{b.name}/{a.name}" for b in model.bodies for a in b.attachments]
+        why = "is ambiguous" if found else "names no attachment" + suggest(fault.target, names)
+        raise FaultError(fault.name, "target", fault.target, f"{why}; expected one of {', '.join(names)}")
     return found[0][1]
 
 
@@ -232,7 +233,8 @@ def _bind_stiffness_loss(c: BindContext) -> StiffnessLoss:
     bodies = plant.layout.body_names
     flexible = [b for k, b in enumerate(bodies) if plant.km.nm[k] > 0]
     if c.fault.target not in flexible:
-        raise c.error("target", c.fault.target, "expected a flexible body: " + ", ".join(flexible))
+        raise c.error("target", c.fault.target,
+                      f"expected a flexible body{suggest(c.fault.target, flexible)}: " + ", ".join(flexible))
     return StiffnessLoss(arrays, bodies.index(c.fault.target), c.p["stiffness_scale"])
 
 

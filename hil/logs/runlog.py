@@ -83,6 +83,10 @@ def _checked_event(path: str, index: int, event: Any) -> dict[str, Any]:
     return event
 
 
+class MissingEvent(AssertionError):
+    """An event a test expected is not in the run log."""
+
+
 class RunLogReader:
     """A msgpack run log read block by block: ``blocks()`` yields arrays of rows (only the asked
     columns) in constant memory; ``events``, ``gaps``, ``corrupt`` and ``trailing_bytes`` are
@@ -398,11 +402,15 @@ class RunLog:
             raise KeyError(f"no column {name!r}; columns: {', '.join(self.columns)}") from None
 
     def event_time(self, event: str, fault: str | None = None) -> float:
-        """Time [s] of the first event of this kind (and fault name); KeyError if none."""
+        """Time [s] of the first event of this kind (and fault name); MissingEvent (an AssertionError: a test
+        that expects the event fails, saying which events the run had) if none."""
         for e in self.events:
             if e["event"] == event and (fault is None or e.get("fault") == fault):
                 return float(e["t"])
-        raise KeyError(f"no {event!r} event" + (f" of fault {fault!r}" if fault else "") + f" in {self.events}")
+        had = ", ".join(f"{e['event']}{' ' + str(e['fault']) if e.get('fault') else ''} at {float(e['t']):.3f} s"
+                        for e in self.events[:8]) or "none"
+        raise MissingEvent(f"the run had no {event!r} event" + (f" of fault {fault!r}" if fault else "") +
+                           f" (its events: {had}{', ...' if len(self.events) > 8 else ''})")
 
     def window(self, t0: float, t1: float = np.inf) -> RunLog:
         """The rows with t0 <= t < t1."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from config_schema import UserError
+from config_schema import UserError, suggest
 
 CONFIG_ROOT = Path(__file__).resolve().parent.parent / "configs"
 FOLDERS = {"preset": "", "bus": "bus", "scenario": "scenarios", "targets": "targets", "firmware": "firmware",
@@ -30,5 +30,5 @@ def resolve(kind: str, name: str | Path) -> str:
     candidate = CONFIG_ROOT / FOLDERS[kind] / f"{text}.toml"
     if candidate.is_file():
         return str(candidate.resolve())
-    raise UserError(f"{kind} {text!r}: no such file, and no shipped {kind} of that name "
+    raise UserError(f"{kind} {text!r}: no such file, and no shipped {kind} of that name{suggest(text, shipped(kind))} "
                      f"(shipped: {', '.join(shipped(kind))})")

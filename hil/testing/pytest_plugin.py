@@ -64,8 +64,23 @@ def _settings(request: pytest.FixtureRequest) -> dict:
     out = command_line_settings(request.config)
     marker = request.node.get_closest_marker("hil")
     if marker is not None:
+        check_settings(marker.kwargs, "@pytest.mark.hil")
         out.update(marker.kwargs)
     return out
+
+
+def check_settings(settings: dict, where: str) -> None:
+    """Fail the test in one line (not a TypeError from deep inside) for a setting EmulatorRun lacks, with the
+    nearest one and the list."""
+    from dataclasses import fields
+
+    from config_schema import suggest
+    from hil.testing.harness import EmulatorRun
+    known = [f.name for f in fields(EmulatorRun) if f.init]
+    for key in settings:
+        if key not in known:
+            pytest.fail(f"{where}: unknown setting {key!r}{suggest(key, known)}; settings: {', '.join(known)}",
+                        pytrace=False)
 
 
 @pytest.fixture
@@ -76,6 +91,7 @@ def hil_start(request: pytest.FixtureRequest) -> Iterator[Callable[..., Emulator
     runs: list[EmulatorRun] = []
 
     def start(**settings) -> EmulatorRun:
+        check_settings(settings, "hil_start()")
         run = EmulatorRun(**{**_settings(request), **settings})
         runs.append(run)
         return run.start()
