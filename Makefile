@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 HIL := $(VENV)/bin/hil
 
-.PHONY: setup run test test-realtime bench clean
+.PHONY: setup run test test-realtime bench docs clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -36,5 +36,9 @@ test-realtime: setup    # the wall-clock tests (pacer, loop under a flood): on a
 bench: setup
 	$(HIL) bench kernel
 
+docs: setup     # the manual (docs/) as a site in site/; warnings are errors
+	$(PY) -m tools.docs_reference
+	$(PY) -m mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) out .pytest_cache
+	rm -rf $(VENV) out site .pytest_cache

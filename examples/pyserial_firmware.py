@@ -2,7 +2,7 @@
 program `hil run ... --firmware "python examples/pyserial_firmware.py {port}"` starts.
 
 It speaks configs/bus/serial_frame.toml: every packet on the wire is COBS(id, payload, CRC-16) and
-a 0x00 delimiter (README "Serial frame"). Each sensor packet (id 0x81) is answered with one
+a 0x00 delimiter (docs/firmware-guide.md "Serial frame"). Each sensor packet (id 0x81) is answered with one
 command packet (id 0x01): joint torques from a PID on the motor encoders, following a smooth
 ramp from the start pose to the set-points; a sensor packet repeating the last cycle counter is a
 copy and gets no second answer. Time is the emulator's cycle counter, so a lockstep run gives the

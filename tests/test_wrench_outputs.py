@@ -1,7 +1,7 @@
 """Interaction wrenches as outputs (Plant.wrenches, `hil simulate --wrenches`, `hil run --log-wrenches`)
 and the in-process controller of `hil simulate --controller`.
 
-Frame and sign (README "Conventions"): w_<joint> is the wrench [moment; force] the parent exerts on
+Frame and sign (docs/model.md "Conventions"): w_<joint> is the wrench [moment; force] the parent exerts on
 the joint's child body, in the child body frame, moment about its origin (the joint point).
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Floating-point operations of one forward-dynamics evaluation, counted by running the kernels.
 
-Seed 004 (README "References") tabulates multiplications and additions per link of its DeNOC
+Seed 004 (docs/references.md) tabulates multiplications and additions per link of its DeNOC
 forward dynamics (Table 1; m = 2 bending modes, m^ = 1 + 2m: M = 1332 n - 782, A = 1048 n - 685)
 and of Jain and Rodriguez's (seed 002) algorithm. This tool counts ours instead of deriving them by
 hand: it runs hil.kernels.aba.forward_dynamics and hil.kernels.screw_dae.forward_dynamics as plain

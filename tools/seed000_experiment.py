@@ -10,7 +10,7 @@ theta_y1 = -0.4928, theta_z1 = 0.6922, theta_z2 = 0.4270 rad, run in-process thr
 ``hil.dynamics.simulate`` (``tau = controller(t, measured)``) with seed 000's forward Euler at
 1 ms and with the preset's default integrator, both on the screw-theoretic DAE kernel.
 
-Assumed, because seed 000 does not publish them (README "Seed 000's PD experiment"):
+Assumed, because seed 000 does not publish them (docs/validation.md):
 
 * gains: kp1 = kp2 = 4000 N m/rad puts the lowest mode of the PD-held arm at the set-points at
   2.04 Hz, the fundamental that seed 000's 13 Hz component and its 6.27 ratio imply

@@ -58,7 +58,7 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
                         "cycle_s")
     p.add_argument("--log", type=file_with_suffix(".msgpack"), help="run log (.msgpack), readable up to its last flush if the process is killed")
     p.add_argument("--log-wrenches", action="store_true",
-                   help="add the joint interaction wrenches w_<joint>_mx .. _fz to the run log (README \"Conventions\")")
+                   help="add the joint interaction wrenches w_<joint>_mx .. _fz to the run log (docs/model.md \"Conventions\")")
     p.add_argument("--formulation", choices=("aba", "screw-dae"), default="aba",
                    help="the plant's kernel: articulated-body algorithm (default) or seed 000's screw-theoretic DAE")
     p.add_argument("--targets", help="the firmware's targets: a TOML file with a [verdict] table (or a shipped name, "

@@ -46,7 +46,7 @@ Runs the plant offline as fast as possible from the config's initial state.
   read with hil.logs.runlog.read_run). Columns: t, q_<joint>, qd_<joint>, tau_<joint>,
   eta_<body>_<mode>, theta_/thetad_<joint> (elastic joints), tip_x, tip_y, tip_z, energy;
   with --wrenches also w_<joint>_mx, _my, _mz, _fx, _fy, _fz: the wrench the parent exerts on
-  the joint's child body, in the child frame at the joint (README "Conventions").
+  the joint's child body, in the child frame at the joint (docs/model.md "Conventions").
 --input-hold linear: the plant sees the table as it is, its linear interpolation at every
   integrator stage's time, however fine the table (default zoh: sampled at the step's start and
   held, as the real-time loop's DAC holds a command); rk4, imex_midpoint or fitted_midpoint.

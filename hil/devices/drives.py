@@ -9,7 +9,7 @@ Model of one drive (motor quantities at the motor shaft, torques at the joint, l
 n is the gear ratio (motor angle / joint angle), v the rate of the motor coordinate: the joint
 rate, or the rotor rate of a Spong elastic joint (stored referred to the link side). s is
 ``kt_scale`` (1 nominal; a demagnetised motor loses flux, which lowers Kt and Ke alike).
-Positive current, motor torque and link torque all accelerate the joint positively (README
+Positive current, motor torque and link torque all accelerate the joint positively (docs/model.md
 "Conventions").
 
 Gear efficiency eta depends on the direction of the power flow: the link receives n tau_m eta

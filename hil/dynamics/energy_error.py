@@ -1,6 +1,6 @@
 """How well a plan keeps the energy of an undamped arm: the maximum deviation and the secular drift.
 
-The case (README "Energy"): the arm's model with every dissipation removed (joint friction, Spong
+The case (docs/model.md "Energy"): the arm's model with every dissipation removed (joint friction, Spong
 damping, modal damping), gravity kept, released from its initial pose with the links undeformed at
 seeded random joint rates (rotors following their links), stepped without drive torque. Sampled after
 every step:

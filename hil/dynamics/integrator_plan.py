@@ -40,7 +40,7 @@ n (error / tolerance)^(1 / ORDER). ELLA at 1e-6 rad gets the fitted midpoint x3 
 but is 2.0e-6 rad off over the 2 s probe); with an energy tolerance of 1e-6, RK4 x4 (order 4; stable
 while omega h <= 2 sqrt 2 for undamped modes, |lambda| h <= 2.785 for dampings; 16 evaluations per step;
 4.8e-7 over 10 s, a one-signed loss from the numerical damping of its top modes); the second-order plans
-would need 32 (IMEX) to 128 (fitted) evaluations (README "Energy"). Where none does, it takes the plan
+would need 32 (IMEX) to 128 (fitted) evaluations (docs/model.md "Energy"). Where none does, it takes the plan
 that keeps the modes and says so (IntegratorPlan.note, an IntegratorAccuracyWarning at start-up). The plan
 does not depend on the formulation: the screw-theoretic DAE integrates with the same schemes and blocks.
 Every plan states its worst modal error and its measured joint angle error (IntegratorPlan.describe; a

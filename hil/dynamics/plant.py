@@ -50,7 +50,7 @@ class SimulationError(RuntimeError):
 
 
 class Plant:
-    """State and stepping of one arm model (SI units; see README "Conventions")."""
+    """State and stepping of one arm model (SI units; see docs/model.md "Conventions")."""
 
     def __init__(self, model: md.Model | Assembled, method: str | None = None, substeps: int | None = None,
                  formulation: str = "aba"):
@@ -248,7 +248,7 @@ class Plant:
     def wrenches(self) -> np.ndarray:
         """Interaction wrench of every joint (n_joints x 6, updated in place by evaluate() and by each step
         with output stations): the spatial force [moment; force] the parent exerts on the joint's child
-        body, in the child body frame, moment about its origin (the joint point); README "Conventions"."""
+        body, in the child body frame, moment about its origin (the joint point); docs/model.md "Conventions"."""
         return self.work.dae_wrench if self.dae else self.work.fj
 
     @property

@@ -1,7 +1,7 @@
 """O(n) articulated-body forward dynamics of a flexible multibody tree.
 
-Jain & Rodriguez (seed 002 in the README's References), Section 7, in Featherstone's
-body-coordinate form (README References: RBDA, Table 7.1), with two errors of the printed
+Jain & Rodriguez (seed 002 in docs/references.md), Section 7, in Featherstone's
+body-coordinate form (docs/references.md: RBDA, Table 7.1), with two errors of the printed
 equations corrected (each checked against the composite-body mass matrix of kernels/oracle.py
 in tests/test_dynamics_algebra.py):
 

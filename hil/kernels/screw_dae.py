@@ -2,7 +2,7 @@
 
 A second formulation of the plant's equations of motion, independent of the articulated-body
 algorithm (hil.kernels.aba) except for the joint laws they share (prescribed profiles, drive,
-friction and spring torques, the rotor equation). Seed 000 (README "References") writes each link
+friction and spring torques, the rotor equation). Seed 000 (docs/references.md) writes each link
 in body-fixed twists V = [omega; v] and wrenches W = [moment; force] (eqs. 1-4), joins the links by
 screw-compatibility constraints (eqs. 25, 30-33) and stacks per link one block row of unknowns
 [interaction wrench; twist derivative; modal accelerations] (eqs. 35-36, 43, 62-63), giving the
@@ -28,7 +28,7 @@ The stacked matrix couples block k only to its parent's block (joint rows) and i
 wrenches (link rows): block tridiagonal for a chain. It is factorised tip to base by dense LU with
 partial pivoting of each diagonal block and Schur complements into the parent block, then solved
 base to tip. The joint acceleration is read from delta (Table 1, step vii). Two printed
-equations do not work as written and are corrected here (README "The dynamics"):
+equations do not work as written and are corrected here (docs/model.md "The dynamics"):
 eq. 26's projection P_i acts on the twist difference in the inertial frame (eq. 25), where the
 linear rows also contain p x s q_dot for a joint at p away from the origin; applied in the
 joint's frame it is exact. And with P_i as printed the constraint row along s is zero, so

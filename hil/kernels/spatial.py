@@ -2,7 +2,7 @@
 
 Spatial vectors are Featherstone-ordered, angular part first: a twist is
 [omega; v], a wrench is [moment; force], both in the coordinates of the frame
-they belong to. See README.md, section "Conventions".
+they belong to. See the manual, docs/model.md "Conventions".
 
 Matrices live in flat arrays (hil.kernels.layout): a 3 x 3 matrix at offset o holds
 element (i, j) at o + 3 i + j; an n x n block with row stride `stride` at o + i stride + j.

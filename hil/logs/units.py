@@ -1,6 +1,6 @@
 """Units and descriptions of run log columns, from the column names of the shared log schema.
 
-The names say what a column holds (README "Sensors", ``hil.runtime.loop``): ``q_<joint>`` a joint
+The names say what a column holds (docs/model.md "Sensors", ``hil.runtime.loop``): ``q_<joint>`` a joint
 angle, ``imu_ax`` (or ``<imu>_ax``) a specific force, ``enc_<joint>`` encoder counts, and so on;
 ``<channel>_true`` is a channel's ground truth. Exporters (MDF4, Parquet metadata, MCAP) and the
 report label their signals with these.

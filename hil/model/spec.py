@@ -5,7 +5,7 @@ and what ``hil.model.assembly`` turns into the flat arrays of the numba kernels.
 ``drive_problems`` and ``joint_problems`` are the one statement of the valid drive,
 friction and backlash parameters: ``hil.model.config`` reports their problems for a preset,
 ``hil.model.assembly`` and ``hil.devices.drives`` for a model built in code, with the same text.
-Frames and signs are stated once, in README.md section "Conventions".
+Frames and signs are stated once, in the manual, docs/model.md "Conventions".
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ The loop itself lives elsewhere and does, once per cycle::
     ...                            # I/O and the plant step, timed by the caller
     stats.record(lateness, compute_ns, io_ns, total_ns)
 
-Measured on a 2-core VM (README, "Performance"): SCHED_FIFO + gc frozen/disabled + the hybrid
+Measured on a 2-core VM (docs/performance.md): SCHED_FIFO + gc frozen/disabled + the hybrid
 sleep-then-spin wait hold 1 kHz with p99.9 lateness below 50 us. A pure busy-wait under
 SCHED_FIFO is worse than sleeping: RT throttling (`sched_rt_runtime_us`) stops it for about
 50 ms per second. Spinning also holds the GIL, so keep other Python threads out of the

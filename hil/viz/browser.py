@@ -1,6 +1,6 @@
 """Headless Chromium: render a page, its DOM after the scripts ran, the console, a screenshot.
 
-Used by the report's browser test and by ``hil report --screenshot`` (the README's picture). The
+Used by the report's browser test and by ``hil report --screenshot`` (the manual's picture, docs/report.png). The
 Debian package ``chromium`` provides the browser; nothing is fetched.
 """
 from __future__ import annotations
@@ -41,12 +41,13 @@ def _run(browser: str, args: list[str], profile: str, timeout_s: float) -> subpr
 
 def render_page(page: str | Path, screenshot: str | Path | None = None, size: tuple[int, int] = (1400, 1800),
                 budget_ms: int = 8000, timeout_s: float = 120.0, browser: str | None = None) -> RenderedPage:
-    """Open a local HTML file in headless Chromium: its DOM after ``budget_ms`` of virtual time,
-    the console messages, and, with ``screenshot``, a PNG of the top ``size`` pixels."""
+    """Open a local HTML file (or an http:// address on this machine) in headless Chromium: its DOM after
+    ``budget_ms`` of virtual time, the console messages, and, with ``screenshot``, a PNG of the top
+    ``size`` pixels."""
     browser = browser or find_chromium()
     if browser is None:
         raise FileNotFoundError("no Chromium found (Debian package chromium)")
-    url = Path(page).resolve().as_uri()
+    url = str(page) if str(page).startswith("http://") else Path(page).resolve().as_uri()
     common = [f"--window-size={size[0]},{size[1]}", f"--virtual-time-budget={budget_ms}"]
     with tempfile.TemporaryDirectory(prefix="hil-chromium-") as profile:
         dom = _run(browser, [*common, "--dump-dom", url], profile, timeout_s)
