@@ -48,7 +48,7 @@ def test_placeholders_name_the_firmwares_end_of_the_link():
     can = endpoint_of("canfd:udp_loopback:bench,nodes=2", "m.toml")
     assert expand(["{interface}", "{channel}", "{port}", "{link}"], can) == [
         "udp_loopback", "bench", "bench", "canfd:udp_loopback:bench,nodes=2"]
-    with pytest.raises(ValueError, match="unknown placeholder 'device'"):
+    with pytest.raises(ValueError, match="'{device}' is not a placeholder"):
         expand(["{device}"], pty)
 
 

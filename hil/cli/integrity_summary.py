@@ -26,6 +26,8 @@ def integrity_lines(s: dict) -> list[str]:
         lines.append(f"RUN LOG INCOMPLETE: the {log['writer']} writer failed: {log['writer_error']}; "
                      f"{log.get('unwritten_rows', 0)} rows handed over not written, and the records after the "
                      "failure not in the log")
+    if s.get("summary_file_error"):
+        lines.append(f"SUMMARY FILE NOT WRITTEN: {s['summary_file_error']} (the summary printed here is whole)")
     if s.get("diverged"):
         d = s["diverged"]
         lines.append(f"PLANT DIVERGED at t = {d['t']:.3f} s (cycle {d['cycle']}): {d['detail']}; safe state held since")

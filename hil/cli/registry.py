@@ -24,6 +24,7 @@ from config_schema import UserError
 from hil.dynamics.plant import SimulationError
 
 EXIT_USAGE = 2
+EXIT_RECORDS_INCOMPLETE = 4  # hil run: the run log or its summary file could not be written whole (disk full, ...)
 EXIT_INTERNAL = 70          # sysexits.h EX_SOFTWARE: an internal error, a bug
 EXIT_INTERRUPTED = 130
 

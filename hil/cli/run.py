@@ -14,8 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hil.cli.registry import (CliError, command, cpu_index, file_with_suffix, int_in, nonnegative_float,
-                              nonnegative_int, positive_float)
+from hil.cli.registry import (EXIT_RECORDS_INCOMPLETE, CliError, command, cpu_index, file_with_suffix, int_in,
+                              nonnegative_float, nonnegative_int, positive_float)
 from hil.cli.summary import format_summary
 
 EXIT_VERDICT_FAILED = 1
@@ -122,7 +122,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                     "the same arguments as `hil run`, default 10 s, the reference firmware unless --firmware)",
          _latency_arguments)
 def _cmd_latency(args: argparse.Namespace) -> int:
-    if not args.firmware and args.link in ("pty", "slcan-pty"):
+    if args.firmware is None and args.link in ("pty", "slcan-pty"):
         args.spawn_firmware = True
     summary = run(args)
     print(json.dumps(summary, default=float) if args.json else format_summary(summary, timing_only=True))
@@ -133,6 +133,11 @@ def _exit_status(summary: dict, check: bool) -> int:
     from hil.runtime.outcome import all_passed
     if summary["run_failures"]:
         return EXIT_RUN_FAILED
+    if records_incomplete(summary):
+        return EXIT_RECORDS_INCOMPLETE
+    if check and not summary.get("verdicts"):
+        print("hil run: --check: nothing was checked (the targets give no verdict)", file=sys.stderr)
+        return EXIT_VERDICT_FAILED
     return EXIT_VERDICT_FAILED if check and not all_passed(summary) else 0
 
 
@@ -183,10 +188,33 @@ def run(args: argparse.Namespace) -> dict:
         if log_dir is not None:
             Path(log_path).unlink(missing_ok=True)
             os.rmdir(log_dir)
-    if args.log:
-        with open(args.log + ".summary.json", "w", encoding="utf-8") as f:   # stored beside the log
-            json.dump(summary, f, default=float, indent=1)
+    if args.log:            # stored beside the log; a failure to write it is reported, not raised
+        summary["summary_file_error"] = _write_summary(args.log + ".summary.json", summary)
     return summary
+
+
+def _write_summary(path: str, summary: dict) -> str | None:
+    """Write the summary as JSON to `path`; None, or (disk full, ...) why it could not, the partial file removed."""
+    text = json.dumps(summary, default=float, indent=1)
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        if Path(path).is_file():
+            Path(path).unlink()
+        return f"{path}: {exc.strerror or exc}"
+    return None
+
+
+def records_incomplete(summary: dict) -> list[str]:
+    """What of the run's records (its log, its summary file) could not be written whole."""
+    out = []
+    log = summary.get("log") or {}
+    if log.get("writer_error"):
+        out.append(f"run log: {log['writer_error']}")
+    if summary.get("summary_file_error"):
+        out.append(f"summary file: {summary['summary_file_error']}")
+    return out
 
 
 def _judge(summary: dict, built, log_path: str, targets) -> None:
@@ -200,18 +228,22 @@ def _run_with_firmware(args: argparse.Namespace, built) -> dict:
     """Print the ready line, start the firmware, run the loop; the firmware's exit fails the run."""
     from hil.runtime.launch import await_host, spawn_firmware
 
+    from hil.runtime.firmware_process import expand
+
     emulator = built.emulator
     firmware = live = None
     ran = False
+    if args.firmware is not None:                   # refused before the ready line, not after it
+        _check_program(expand(_split(args.firmware), built.endpoint)[0])
     print("ready " + json.dumps(built.ready_line()), flush=True)
     emulator.on_progress = lambda text: print(f"hil: {text}", file=sys.stderr, flush=True)
-    if not (args.spawn_firmware or args.firmware):
+    if not args.spawn_firmware and args.firmware is None:
         emulator.progress(f"waiting for your firmware on {built.endpoint.link} (no --firmware given; --firmware CMD "
                           "starts it, --spawn-firmware starts the reference firmware)")
     try:
         if args.live is not None:
             live = emulator.live = _live_view(emulator, args.live, args.live_rate)
-        if args.spawn_firmware or args.firmware:
+        if args.spawn_firmware or args.firmware is not None:
             command = _reference_firmware(args, built) if args.spawn_firmware else _split(args.firmware)
             echo = None if args.spawn_firmware else (lambda line: print(f"[firmware] {line}", file=sys.stderr))
             firmware = spawn_firmware(command, built.endpoint,
@@ -252,12 +284,24 @@ def _reference_firmware(args: argparse.Namespace, built) -> list[str]:
                               priority=args.firmware_priority)
 
 
+def _check_program(program: str) -> None:
+    """CliError if the firmware's program is neither on PATH nor an executable file."""
+    import shutil
+    if shutil.which(program) is None:
+        raise CliError(f"--firmware: {program!r} is not a program on PATH nor an executable file "
+                       f"(from {os.getcwd()})")
+
+
 def _split(command_line: str) -> list[str]:
     import shlex
     try:
-        return shlex.split(command_line)
+        words = shlex.split(command_line)
     except ValueError as exc:
         raise CliError(f"--firmware {command_line!r}: {exc}") from None
+    if not words:
+        raise CliError("--firmware '': an empty command; give the firmware's command line, or leave --firmware out "
+                       "and start the firmware yourself after the ready line")
+    return words
 
 
 def _last_json(text: str) -> dict | None:

@@ -8,7 +8,9 @@ Usage::
 Schema (every key is checked; a problem raises :class:`config_schema.ConfigError` naming the file,
 the key, the value and what was expected, with the unit)::
 
-    [scenario]          description (string), seed (integer >= 0: the engine seed a run uses)
+    [scenario]          description (string), seed (integer >= 0: the engine seed a run uses),
+                        expect_divergence (boolean, default false: a run whose plant diverges fails,
+                        unless the scenario is about making it diverge)
     [[fault]]           name (unique), kind (one of hil.faults.spec.KINDS), target (a sensor channel;
                         a joint, body or attachment; "to_plant" or "to_firmware", optionally
                         ":<message name or id>"; none for the timing faults), and the kind's
@@ -47,7 +49,7 @@ from hil.faults.params import check_fault
 from hil.logs.targets import Targets, read_verdict
 
 TOP_KEYS = ("scenario", "fault", "verdict")
-SCENARIO_KEYS = ("description", "seed")
+SCENARIO_KEYS = ("description", "seed", "expect_divergence")
 FAULT_KEYS = ("name", "kind", "target", "trigger", "duration")
 TRIGGER_CHOICES = ("at_s", "signal", "probability_per_cycle", "mttf_s")
 DURATION_CHOICES = ("once", "for_s", "permanent", "mttr_s")
@@ -71,6 +73,7 @@ class Scenario:
     seed: int | None
     faults: tuple[ScenarioFault, ...]
     targets: Targets | None = None      # the [verdict] table, if any
+    expect_divergence: bool = False     # a diverged plant is the point of the scenario, not a failed run
 
     def inject_into(self, engine: FaultEngine) -> list[int]:
         """Inject every fault (in file order); a fault the engine cannot bind (unknown channel,
@@ -101,6 +104,7 @@ def _read_scenario(data: dict, source: str) -> Scenario:
     head = top.table("scenario", SCENARIO_KEYS)
     description = head.string("description", "") if head is not None else ""
     seed = head.integer("seed", None, minimum=0) if head is not None else None
+    expect_divergence = head.boolean("expect_divergence", False) if head is not None else False
     faults, seen = [], set()
     for i, row in enumerate(top.array_of_tables("fault", what="[[fault]] tables")):
         sf = _fault(doc, i, row)
@@ -109,7 +113,10 @@ def _read_scenario(data: dict, source: str) -> Scenario:
         seen.add(sf.fault.name)
         faults.append(sf)
     targets = read_verdict(doc, data["verdict"]) if "verdict" in data else None
-    return Scenario(source, description, seed, tuple(faults), targets)
+    if not faults and targets is None:
+        raise doc.error("(file)", MISSING, "a scenario with at least one [[fault]] or a [verdict] table; this one "
+                                           "has neither")
+    return Scenario(source, description, seed, tuple(faults), targets, expect_divergence)
 
 
 def _fault(doc: Document, i: int, row: dict) -> ScenarioFault:

@@ -11,6 +11,7 @@ mid-run fails the run with its exit status and last words.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import threading
 from collections import deque
@@ -51,17 +52,24 @@ def endpoint_of(link_spec: str, bus_path: str) -> Endpoint:
     return Endpoint(kind, link_spec, rest, kind, rest, bus_path)
 
 
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
+
+
 def expand(command: Sequence[str], endpoint: Endpoint) -> list[str]:
-    """The command line with its placeholders filled in; ValueError naming an unknown one."""
+    """The command line with its placeholders filled in: exactly {port}, {link}, {interface}, {channel} and
+    {bus} ({{ and }} for literal braces); anything else in braces, or a lone brace, is a UserError naming
+    it. Plain substitution: no attribute, index or format spec of the user's text is evaluated."""
     values = endpoint.placeholders()
-    out = []
-    for part in command:
-        try:
-            out.append(part.format_map(values))
-        except (KeyError, IndexError, ValueError) as exc:
-            raise UserError(f"firmware command {part!r}: unknown placeholder {exc}; expected "
-                             + ", ".join("{" + k + "}" for k in values)) from None
-    return out
+
+    def fill(m: re.Match, part: str) -> str:
+        text = m.group(0)
+        if text in ("{{", "}}"):
+            return text[0]
+        if m.group(1) in values:
+            return values[m.group(1)]
+        raise UserError(f"firmware command {part!r}: {text!r} is not a placeholder; expected "
+                        + ", ".join("{" + k + "}" for k in values) + " ({{ and }} for literal braces)")
+    return [_PLACEHOLDER.sub(lambda m, part=part: fill(m, part), part) for part in command]
 
 
 class FirmwareProcess:

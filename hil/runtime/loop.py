@@ -110,6 +110,7 @@ class Emulator:
                                   counter_bits=encoder_counter_bits(self.sensors))
         if scenario is not None:
             scenario.inject_into(self.faults)
+        self.divergence_expected = bool(scenario is not None and scenario.expect_divergence)
         self.header = header or {}
         self.timing = LoopTiming(options.stats_capacity, options.period_s)
         self.cycle = 0
@@ -325,7 +326,7 @@ class Emulator:
             "pacer": pacer.counters(), **self.timing.summary(),
             "link": self.link.counters.as_dict(), "commands": self.commands.counters(),
             "receive": self.io.receive_budget.summary(),
-            "diverged": self.divergence.event,
+            "diverged": self.divergence.event, "divergence_expected": self.divergence_expected,
             "watchdog": {"trips": self.supervisor.watchdog.trips, "events": self.supervisor.watchdog.events},
             "log_dropped": 0 if self.logger is None else self.logger.dropped,
             "log": None if self.logger is None else self.logger.report(),

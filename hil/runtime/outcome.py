@@ -1,8 +1,8 @@
 """A finished run judged: whether it failed as a run, and its verdicts against the firmware's targets.
 
 A run fails (it proves nothing about the firmware) when the firmware process exited before the
-end, no valid command came within the start timeout, no cycle ran, or the link could not carry
-the frames (frames the emulator could not send, except those a firmware left unread after it fell
+end, no valid command came within the start timeout, no cycle ran, the plant diverged (unless the
+scenario expects it), or the link could not carry the frames (frames the emulator could not send, except those a firmware left unread after it fell
 silent in lockstep). `hil run` exits non-zero and the test harness
 raises on any of these; the verdicts are judged only on a run that did not fail.
 """
@@ -25,6 +25,10 @@ def failures(summary: dict) -> list[str]:
     out = [summary["failed"]] if summary.get("failed") else []
     if summary["cycles"] == 0 and not out:
         out.append("the run made no cycle")
+    diverged = summary.get("diverged")
+    if diverged and not summary.get("divergence_expected"):
+        out.append(f"the plant diverged at t = {diverged['t']:.3f} s (cycle {diverged['cycle']}): {diverged['detail']} "
+                   "(a scenario that means to diverge it says expect_divergence = true)")
     dropped = summary["link"].get("tx_dropped", 0) - summary.get("lockstep", {}).get("dropped_while_silent", 0)
     if dropped:
         out.append(f"link: {dropped} frames could not be sent (tx_dropped): the firmware's end of the link "
