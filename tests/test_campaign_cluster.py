@@ -124,3 +124,66 @@ def test_a_worker_killed_mid_campaign_loses_and_duplicates_nothing(reference, cl
     assert comparable(rows) == comparable(local)
     rerun = [r for r in rows if any(key.endswith(r["case_id"]) for key in in_flight)]
     assert rerun and all(r["worker"].endswith(f":{survivor_pid}") for r in rerun)   # finished on the other worker
+
+
+def documented_dask_commands() -> list[list[str]]:
+    """The manual's commands that start a scheduler and a worker (docs/campaigns.md), as argv."""
+    import shlex
+    text = (Path(__file__).resolve().parent.parent / "docs" / "campaigns.md").read_text(encoding="utf-8")
+    lines = [line.split("#")[0].strip().rstrip("&").strip() for line in text.splitlines()
+             if line.startswith(("dask scheduler", "dask worker"))]
+    return [shlex.split(line) for line in lines[:2]]
+
+
+def non_loopback_listeners(addresses: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    return [(ip, port) for ip, port in addresses if ip not in ("127.0.0.1", "::1")]
+
+
+def test_the_check_finds_a_socket_on_every_interface():
+    assert non_loopback_listeners([("127.0.0.1", 8786), ("0.0.0.0", 8787)]) == [("0.0.0.0", 8787)]
+
+
+def test_the_documented_cluster_listens_on_loopback_only(tmp_path):
+    """The manual's scheduler and worker commands (ports made free), started: every listening socket of
+    both processes, dashboards included, is on 127.0.0.1."""
+    import psutil
+    import socket
+    free = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            free.append(s.getsockname()[1])
+    scheduler, worker = documented_dask_commands()
+    assert scheduler[:2] == ["dask", "scheduler"] and worker[:2] == ["dask", "worker"]
+    swap = {"8786": str(free[0]), "127.0.0.1:8787": f"127.0.0.1:{free[1]}", "tcp://127.0.0.1:8786":
+            f"tcp://127.0.0.1:{free[0]}"}
+    argv = [[swap.get(a, a) for a in cmd[2:]] for cmd in (scheduler, worker)]
+    procs = [subprocess.Popen(_dask("dask_scheduler", *argv[0]), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)]
+    try:
+        from distributed import Client
+        deadline = time.monotonic() + START_S
+        while True:
+            try:
+                with Client(f"tcp://127.0.0.1:{free[0]}", timeout="5s"):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "the documented scheduler did not start"
+                time.sleep(0.5)
+        procs.append(subprocess.Popen(_dask("dask_worker", *argv[1]), stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, start_new_session=True))
+        with Client(f"tcp://127.0.0.1:{free[0]}", timeout="60s") as client:
+            client.wait_for_workers(1, timeout=START_S)
+        listening = []
+        for p in procs:
+            for proc in [psutil.Process(p.pid), *psutil.Process(p.pid).children(recursive=True)]:
+                listening += [(c.laddr.ip, c.laddr.port) for c in proc.net_connections(kind="inet")
+                              if c.status == psutil.CONN_LISTEN]
+        ports = {port for _, port in listening}
+        assert free[0] in ports and free[1] in ports            # the scheduler and its dashboard
+        assert len(listening) >= 4                              # and the worker's own two
+        assert non_loopback_listeners(listening) == []
+    finally:
+        for p in procs:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
