@@ -27,6 +27,7 @@ the value and what was expected with its unit)::
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ FIRMWARE_KINDS = ("reference", "command", "controller")
 KIND_KEYS = {"reference": ("params", "move_time_s", "vibration_suppression"), "command": ("command",),
              "controller": ("controller",)}
 SAMPLING_KEYS = ("method", "levels", "samples")
+MAX_CASES = 1_000_000       # cases of one campaign: their rows and the expanded case list stay within ~1 GB
 VARIATION_KINDS = ("uniform", "scale", "values", "integers")
 NO_SCENARIO = "none"
 
@@ -121,19 +123,36 @@ def load_campaign(path: str | Path) -> Campaign:
     sampling = top.table("sampling", SAMPLING_KEYS)
     s = sampling or Table(doc, {}, "sampling", "sampling", SAMPLING_KEYS)
     method = s.choice("method", "grid", ("grid", "lhs", "random"))
-    samples = s.integer("samples", 1 if method == "grid" else MISSING, minimum=1, what="parameter samples")
+    samples = s.integer("samples", 1 if method == "grid" else MISSING, minimum=1, maximum=MAX_CASES,
+                        what="parameter samples")
     firmware = _firmware(doc, top, base)
     if any(f.kind == "controller" for f in firmware) and scenarios != (NO_SCENARIO,):
         raise c.error("scenarios", list(c.raw("scenarios")), 'expected ["none"] with an in-process controller: '
                       "it drives the plant without the bus, the sensor models and the fault engine")
-    return Campaign(
+    campaign = Campaign(
         source=source, name=c.name("name"), description=c.string("description", ""), arm=arm,
         bus=_file(c, "bus", "bus", base), link=c.choice("link", "pty", ("pty", "udp_loopback")), mode=mode,
         duration_s=c.number("duration_s", unit="s", positive=True), seed=c.integer("seed", 0, minimum=0),
         timeout_s=c.number("timeout_s", 300.0, unit="s", positive=True),
         logs=c.choice("logs", "failing", ("all", "failing", "none")), scenarios=scenarios,
-        firmware=firmware, method=method, levels=s.integer("levels", 3, minimum=1),
+        firmware=firmware, method=method, levels=s.integer("levels", 3, minimum=1, maximum=MAX_CASES),
         samples=samples, variations=_variations(doc, top, preset), targets=targets, preset=preset)
+    if case_bound(campaign) > MAX_CASES:
+        raise doc.error("sampling", case_bound(campaign), f"a campaign of at most {MAX_CASES} cases (firmware x "
+                        "scenarios x parameter samples); split it, or sample it (method = \"lhs\")")
+    return campaign
+
+
+def case_bound(campaign: Campaign) -> int:
+    """firmware x scenarios x parameter samples, without expanding them: a grid is the product of its axes (an
+    integer axis counted at its most, before equal rounded levels merge)."""
+    if campaign.method == "grid":
+        samples = math.prod(len(v.values) if v.kind == "values" else
+                            min(campaign.levels, v.values[1] - v.values[0] + 1) if v.kind == "integers" else
+                            campaign.levels for v in campaign.variations)
+    else:
+        samples = campaign.samples if campaign.variations else 1
+    return len(campaign.firmware) * len(campaign.scenarios) * samples
 
 
 def _file(t: Table, key: str, kind: str, base: Path) -> str:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from hil.cli.registry import CliError, command, positive_int
 
+CONFIRM_CASES = 10_000      # more cases than this to run need --limit or --yes
+
 
 def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="campaign file, or the name of a shipped one (configs/campaigns/*.toml: payload_spread)")
@@ -18,6 +20,8 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=positive_int, default=None,
                    help="--engine local: cases at a time (default: the CPUs this process may use)")
     p.add_argument("--limit", type=positive_int, default=None, help="run at most N of the cases still to do")
+    p.add_argument("--yes", action="store_true",
+                   help=f"run a campaign of more than {CONFIRM_CASES} cases without --limit (it is not asked otherwise)")
     p.add_argument("--report", action="store_true",
                    help="write DIR/report.html from the results (no case is run): pass/fail matrix, worst cases, "
                         "sensitivity")
@@ -46,6 +50,11 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
         print(write_report(args.file, out))
         return 0
     from hil.campaign.run import run_campaign
+    from hil.campaign.spec import case_bound
+    cases = case_bound(load_campaign(args.file))
+    if cases > CONFIRM_CASES and args.limit is None and not args.yes:
+        raise CliError(f"{args.file}: {cases} cases (more than {CONFIRM_CASES}): give --limit N to run a part, or "
+                       "--yes to run them all")
     outcome = run_campaign(args.file, out, args.engine, args.address, args.workers or default_workers(), args.limit)
     result = {"table": str(outcome.table), "cases": outcome.total, "skipped": outcome.skipped, "ran": outcome.ran,
               "duplicates_refused": outcome.duplicates, "corrupt_parts": outcome.corrupt, "status": outcome.counts}

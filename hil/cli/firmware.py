@@ -6,7 +6,7 @@ import json
 import os
 import sys
 
-from hil.cli.registry import command, cpu_index, int_in, positive_float
+from hil.cli.registry import MAX_DURATION_S, command, cpu_index, duration_s, int_in, positive_float
 
 
 def _firmware_arguments(p: argparse.ArgumentParser) -> None:
@@ -15,7 +15,7 @@ def _firmware_arguments(p: argparse.ArgumentParser) -> None:
                                                    "(configs/firmware/ella_nominal.toml)")
     p.add_argument("--bus", required=True, help="bus map: a TOML file or a shipped name (serial_frame, ...)")
     p.add_argument("--link", required=True, help="link spec (see hil run --help)")
-    p.add_argument("--duration", type=positive_float, default=1e9, help="stop after this much emulator time in s")
+    p.add_argument("--duration", type=duration_s, default=MAX_DURATION_S, help="stop after this much emulator time in s")
     p.add_argument("--move-time", type=positive_float, default=2.0, help="duration of the set-point manoeuvre in s")
     p.add_argument("--vibration-suppression", action="store_true", help="damp the link modes with the tip IMU")
     p.add_argument("--realtime", action="store_true",

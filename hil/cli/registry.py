@@ -87,6 +87,22 @@ def positive_float(text: str) -> float:
     return _float(text, lambda v: v > 0, "a positive number")
 
 
+MAX_DURATION_S = 1e7        # a run's simulated time: 115 days (its cycle count stays exact in a float)
+
+
+def duration_s(text: str) -> float:
+    """argparse type: a simulated duration in s, > 0 and at most MAX_DURATION_S."""
+    return _float(text, lambda v: 0 < v <= MAX_DURATION_S, f"a duration in s, > 0 and at most {MAX_DURATION_S:g}")
+
+
+def float_in(lo: float, hi: float, unit: str) -> Callable[[str], float]:
+    """argparse type: a number in [lo, hi] (unit named in the error)."""
+    def parse(text: str) -> float:
+        return _float(text, lambda v: lo <= v <= hi, f"a number in {lo:g} .. {hi:g} {unit}")
+    parse.__name__ = f"number in {lo:g}..{hi:g} {unit}"
+    return parse
+
+
 def nonnegative_float(text: str) -> float:
     """argparse type: a finite number >= 0."""
     return _float(text, lambda v: v >= 0, "a finite number >= 0")

@@ -14,8 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hil.cli.registry import (EXIT_RECORDS_INCOMPLETE, CliError, command, cpu_index, file_with_suffix, int_in,
-                              nonnegative_float, nonnegative_int, positive_float)
+from hil.cli.registry import (EXIT_RECORDS_INCOMPLETE, CliError, command, cpu_index, duration_s, file_with_suffix,
+                              int_in, nonnegative_float, nonnegative_int, positive_float)
 from hil.cli.summary import format_summary
 
 EXIT_VERDICT_FAILED = 1
@@ -52,7 +52,7 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lockstep-timeout", type=positive_float, default=10.0,
                    help="lockstep: a sensor frame unanswered this many s marks the firmware silent; the plant then "
                         "steps on without commands (default 10)")
-    p.add_argument("--duration", type=positive_float, default=None, help="simulated time in s (default: until SIGINT)")
+    p.add_argument("--duration", type=duration_s, default=None, help="simulated time in s (default: until SIGINT)")
     p.add_argument("--period", type=positive_float, default=None,
                    help="cycle period in s: must equal the preset's integrator.dt_s (the default) and the bus map's "
                         "cycle_s")

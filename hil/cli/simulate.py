@@ -5,22 +5,22 @@ import argparse
 import sys
 from dataclasses import asdict
 
-from hil.cli.registry import CliError, command, positive_float, positive_int
+from hil.cli.registry import CliError, command, duration_s, float_in, int_in, positive_float, positive_int
 from hil.dynamics.integrator_plan import judge
 from hil.dynamics.offline import INPUT_HOLDS, OfflineStepper
 from hil.dynamics.plant import FORMULATIONS, Plant
 from hil.dynamics.simulate import ControllerSource, Progress, TorqueTable, load_controller, run_columns, simulate
 from hil.logs.run_writers import open_writer
-from hil.model.config import INTEGRATOR_METHODS, load_model
+from hil.model.config import INTEGRATOR_METHODS, MAX_SUBSTEPS, MIN_DT_S, load_model
 from hil.model.presets import resolve
 from hil.model.spec import DRIVE_PRESCRIBED, Model
 
 
 def integrator_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dt", type=positive_float, metavar="DT",
+    p.add_argument("--dt", type=float_in(MIN_DT_S, 1.0, "s"), metavar="DT",
                    help="outer step in s (overrides integrator.dt_s of the config)")
     p.add_argument("--method", choices=INTEGRATOR_METHODS, help="integrator (default: the config's)")
-    p.add_argument("--substeps", type=positive_int, metavar="N",
+    p.add_argument("--substeps", type=int_in(1, MAX_SUBSTEPS), metavar="N",
                    help="substeps per outer step (default: the config's, or automatic)")
     p.add_argument("--formulation", choices=FORMULATIONS, default="aba",
                    help="the plant's kernel: articulated-body algorithm (default) or seed 000's screw-theoretic DAE")
@@ -60,7 +60,7 @@ Runs the plant offline as fast as possible from the config's initial state.
 
 def _simulate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", help="arm preset: a TOML file or a shipped name (ella, ...)")
-    p.add_argument("--duration", type=positive_float, required=True, metavar="T", help="simulated time in s")
+    p.add_argument("--duration", type=duration_s, required=True, metavar="T", help="simulated time in s")
     source = p.add_mutually_exclusive_group()
     source.add_argument("--input", metavar="CSV", help="drive torques over time (see above)")
     source.add_argument("--controller", metavar="MODULE:FACTORY", help="in-process controller (see above)")

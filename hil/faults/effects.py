@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 from config_schema import MISSING
 from firmware_bridge.links.faults import FaultyLink, parse_bus_target
 from hil.faults.fault import Fault, FaultError
-from hil.faults.kind import COUNT, INDEX, POSITIVE, PROBABILITY, BindContext, FaultKind, Param, integer, nonzero_integer
+from hil.faults.kind import (MAX_DELAY_SAMPLES, MAX_STALL_S, PROBABILITY, BindContext, FaultKind, Param, integer,
+                             nonzero_integer, number)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -109,23 +110,31 @@ def _one_message(fault: Fault) -> None:
 
 _LINK = _on_link()
 _PROB_FRAME = Param("probability_per_frame", default=1.0, read=PROBABILITY)
-_DELAY = (Param("cycles", default=None, read=COUNT), Param("delay_s", "s", default=None, read=POSITIVE))
+MAX_FRAME_BYTES = 255          # the longest frame of any link (a serial packet's payload; CAN FD: 64)
+MAX_COPIES = 100               # copies of one frame a duplicate fault sends
+MAX_BABBLE_HZ = 1e6            # a babbling node's frames per second (beyond any CAN FD bus's capacity)
+_DELAY = (Param("cycles", default=None, read=integer(minimum=1, maximum=MAX_DELAY_SAMPLES)),
+          Param("delay_s", "s", default=None, read=number(positive=True, upper=MAX_DELAY_SAMPLES * 1e-3)))
+_BYTES = integer(minimum=1, maximum=MAX_FRAME_BYTES, what="bytes of a frame")
 
 # the bus kinds in the order of firmware_bridge.link_faults.BUS_KINDS, whose effects they bind
 FAULT_KINDS = (
     FaultKind("drop", "bus", (_PROB_FRAME,), _LINK),
-    FaultKind("duplicate", "bus", (Param("copies", default=1, read=COUNT), _PROB_FRAME), _LINK),
+    FaultKind("duplicate", "bus", (Param("copies", default=1, read=integer(minimum=1, maximum=MAX_COPIES)), _PROB_FRAME),
+              _LINK),
     FaultKind("reorder", "bus", (), _LINK),
     FaultKind("frame_delay", "bus", _DELAY, _LINK, check=_one_delay),
-    FaultKind("corrupt", "bus", (Param("bytes", default=1, read=COUNT), _PROB_FRAME), _LINK),
+    FaultKind("corrupt", "bus", (Param("bytes", default=1, read=_BYTES), _PROB_FRAME), _LINK),
     FaultKind("bad_crc", "bus", (_PROB_FRAME,), _LINK),
     FaultKind("wrong_counter", "bus", (Param("counter_offset", default=-1, read=nonzero_integer), _PROB_FRAME), _LINK),
-    FaultKind("wrong_dlc", "bus", (Param("length_bytes", read=INDEX),), _LINK),
+    FaultKind("wrong_dlc", "bus", (Param("length_bytes", read=integer(minimum=0, maximum=MAX_FRAME_BYTES)),), _LINK),
     FaultKind("silent", "bus", (), _LINK),
-    FaultKind("period", "bus", (Param("divider", read=integer(minimum=2)),), _LINK),
-    FaultKind("babble", "bus", (Param("rate_hz", "Hz", read=POSITIVE), Param("length_bytes", default=8, read=INDEX),
+    FaultKind("period", "bus", (Param("divider", read=integer(minimum=2, maximum=MAX_DELAY_SAMPLES)),), _LINK),
+    FaultKind("babble", "bus", (Param("rate_hz", "Hz", read=number(positive=True, upper=MAX_BABBLE_HZ)),
+                                Param("length_bytes", default=8, read=integer(minimum=0, maximum=MAX_FRAME_BYTES)),
                                 Param("fill_byte", default=0xAA, read=integer(minimum=0, maximum=255, what="a byte"))),
               _LINK, check_target=_one_message),
-    FaultKind("stall", "timing", (Param("stall_s", "s", read=POSITIVE),), lambda c: Stall(round(c.p["stall_s"] * 1e9))),
+    FaultKind("stall", "timing", (Param("stall_s", "s", read=number(positive=True, upper=MAX_STALL_S)),),
+              lambda c: Stall(round(c.p["stall_s"] * 1e9))),
     FaultKind("output_delay", "timing", _DELAY, _on_link("frame_delay", "to_firmware"), check=_one_delay),
 )

@@ -65,6 +65,8 @@ NONNEG = number(nonneg=True, what="a number >= 0")
 PROBABILITY = number(positive=True, upper=1.0, what="a probability in (0, 1]")
 FRACTION = number(positive=True, upper=1.0, what="a factor in (0, 1]")
 COUNT = integer(minimum=1)
+MAX_DELAY_SAMPLES = 100_000     # a delay line of 100 s at 1 kHz: 0.8 MB per channel
+MAX_STALL_S = 10.0              # one cycle stalled this long: far beyond any watchdog
 INDEX = integer(minimum=0)
 
 

@@ -46,7 +46,8 @@ import numpy as np
 from config_schema import MISSING
 from hil.faults.effects import Effect, EffectHost
 from hil.faults.fault import Fault, FaultError
-from hil.faults.kind import COUNT, INDEX, NONNEG, POSITIVE, BindContext, FaultKind, Param, choice, nonzero_integer
+from hil.faults.kind import (INDEX, MAX_DELAY_SAMPLES, NONNEG, POSITIVE, BindContext, FaultKind, Param, choice,
+                             integer, nonzero_integer)
 
 
 class Stuck(Effect):
@@ -291,7 +292,7 @@ FAULT_KINDS = (
     FaultKind("noise", "signal", (Param("sigma", "@", read=NONNEG),),
               lambda c: Noise(c.channel(), c.p["sigma"], c.rng)),
     FaultKind("drift", "signal", (Param("rate", "@/s"),), lambda c: Drift(c.channel(), c.p["rate"], c.dt)),
-    FaultKind("delay", "signal", (Param("samples", "cycles", read=COUNT),),
+    FaultKind("delay", "signal", (Param("samples", "cycles", read=integer(minimum=1, maximum=MAX_DELAY_SAMPLES)),),
               lambda c: Delay(c.channel(), c.p["samples"])),
     FaultKind("dropout", "signal", (Param("mode", default="zero", read=choice("zero", "hold")),),
               lambda c: Dropout(c.channel(), c.p["mode"] == "hold")),

@@ -99,6 +99,9 @@ __all__ = ["load_model", "load_model_from_string", "parameter_paths", "INTEGRATO
 INTEGRATOR_METHODS = ("auto", "fitted_midpoint", "rk4", "imex_midpoint", "euler")
 
 TOP_KEYS = ("model", "integrator", "body", "station", "sensor", "provenance")
+MAX_BODIES = 256        # bodies of one arm: a chain this deep steps in ~1 ms; every recursion over it stays shallow
+MAX_SUBSTEPS = 4096     # substeps per step: ELLA's 4096 take ~40 ms of compute per 1 ms step, 40 s per second simulated
+MIN_DT_S = 1e-6         # the shortest step: 1 MHz, beyond any drive or bus this emulator serves
 MODEL_KEYS = ("name", "description", "gravity_m_s2", "foreshortening", "sensor_seed")
 INTEGRATOR_KEYS = ("method", "dt_s", "substeps", "safety", "bandwidth_hz", "budget_fraction", "motion_tolerance_rad",
                    "energy_tolerance")
@@ -143,8 +146,8 @@ def _read_preset(data: dict, source: str, doc: Document | None = None) -> Model:
     if it is not None:
         integ = IntegratorSettings(
             method=it.choice("method", integ.method, INTEGRATOR_METHODS),
-            dt_s=it.number("dt_s", integ.dt_s, unit="s", positive=True),
-            substeps=it.integer("substeps", integ.substeps, minimum=0,
+            dt_s=it.number("dt_s", integ.dt_s, unit="s", lower=MIN_DT_S, upper=1.0),
+            substeps=it.integer("substeps", integ.substeps, minimum=0, maximum=MAX_SUBSTEPS,
                                 what="inner steps per dt_s, 0 = automatic"),
             safety=it.number("safety", integ.safety, unit="(fraction of the stability bound)",
                              positive=True, upper=1.0),
@@ -158,6 +161,9 @@ def _read_preset(data: dict, source: str, doc: Document | None = None) -> Model:
         )
 
     raw_bodies = top.array_of_tables("body", required=True, what="at least one [[body]] table")
+    if len(raw_bodies) > MAX_BODIES:
+        raise doc.error("body", f"{len(raw_bodies)} [[body]] tables",
+                        f"at most {MAX_BODIES} bodies (the kernels' arrays and the chain's depth are bounded by it)")
     bodies, initial_eta = BodyReader(doc, raw_bodies).read()
     by_name = {b.name: b for b in bodies}
 

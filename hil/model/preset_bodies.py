@@ -41,6 +41,9 @@ from hil.model.spec import (
 DRIVES = (DRIVE_TORQUE, DRIVE_PRESCRIBED)
 PROFILE_KINDS = (PROFILE_SPINUP, PROFILE_CYCLOIDAL, PROFILE_TABLE, PROFILE_CONSTANT)
 MAX_QUADRATURE_POINTS = 256    # lumped nodes per beam: each costs every evaluation (and the Gauss rule N^2 memory)
+MAX_MODES_PER_KIND = 24        # modes of one kind per beam: a body's modal blocks cost its mode count cubed per
+                               # evaluation (24 bending + 24 bending + 24 + 24: ~1 ms a step), and a mode beyond the
+                               # 24th of a 1 m steel beam lies above 100 kHz
 PROFILE_KEYS = {
     PROFILE_SPINUP: ("kind", "omega_rad_s", "T_s"),
     PROFILE_CYCLOIDAL: ("kind", "k_rad_s", "T_s"),
@@ -317,7 +320,7 @@ class BodyReader:
         mt = b.table("modes", MODES_KEYS)
         if mt is not None:
             for kind in MODE_KINDS:
-                counts[kind] = mt.integer(kind, counts[kind], minimum=0,
+                counts[kind] = mt.integer(kind, counts[kind], minimum=0, maximum=MAX_MODES_PER_KIND,
                                           what=f"number of {kind} modes")
         beam = Beam(**kw, n_bending_y=counts["bending_y"], n_bending_z=counts["bending_z"],
                     n_torsion=counts["torsion"], n_axial=counts["axial"], family=family,
