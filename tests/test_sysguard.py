@@ -81,3 +81,57 @@ def _alive(pid: int) -> bool:
         return False
     with open(f"/proc/{pid}/stat") as f:
         return f.read().split()[2] != "Z"
+
+
+GROUP = """
+import os, sys, time
+os.environ["HIL_RUNTIME_DIR"] = sys.argv[2]
+from hil.runtime.realtime import RealtimeSetup
+report = RealtimeSetup(priority=None, cpu=0, lock_memory=False, gc_mode="keep", workqueue_mask=sys.argv[1]).apply()
+print(report["kworkers"].active, report["kworkers"].detail, flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_setting_left_changed_when_the_emulator_dies_with_its_guardian_is_restored_by_the_next_run(tmp_path,
+                                                                                                    monkeypatch):
+    """A kill of the whole process group takes the guardian too; the record written before the change lets
+    the next run (restore_stale, which `hil run` and `hil doctor --restore` call) put the setting back."""
+    from hil.runtime.sysguard import restore_stale
+    runtime = tmp_path / "runtime"
+    monkeypatch.setenv("HIL_RUNTIME_DIR", str(runtime))
+    mask = tmp_path / "cpumask"
+    mask.write_text("ff")
+    holder = subprocess.Popen([sys.executable, "-c", GROUP, str(mask), str(runtime)], stdout=subprocess.PIPE,
+                              text=True, start_new_session=True)
+    try:
+        line = holder.stdout.readline()
+        assert line.startswith("True ")
+        guardian = int(line.split("guardian pid ")[1].rstrip(")\n"))
+        records = list((runtime / "settings").glob("*.json"))
+        assert len(records) == 1 and mask.read_text() != "ff"
+        assert restore_stale() == []                                # its owner lives: nothing touched
+        os.killpg(holder.pid, signal.SIGKILL)                       # the emulator ...
+        os.kill(guardian, signal.SIGKILL)                           # ... and its guardian (its own session)
+        holder.wait()
+        assert wait_for(lambda: not _alive(guardian))
+        assert mask.read_text() != "ff"                             # nobody put it back
+        restored = restore_stale()
+        assert len(restored) == 1 and f"{mask} restored to 'ff'" in restored[0] and "died" in restored[0]
+        assert mask.read_text() == "ff" and not list((runtime / "settings").glob("*.json"))
+        assert restore_stale() == []                                # once
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+        holder.stdout.close()
+
+
+def test_a_normal_restore_and_a_guardian_restore_leave_no_record(tmp_path, monkeypatch):
+    monkeypatch.setenv("HIL_RUNTIME_DIR", str(tmp_path / "runtime"))
+    mask = tmp_path / "cpumask"
+    mask.write_text("3")
+    setup = RealtimeSetup(priority=None, cpu=0, lock_memory=False, gc_mode="keep", workqueue_mask=str(mask))
+    setup.apply()
+    assert len(list((tmp_path / "runtime" / "settings").glob("*.json"))) == 1
+    setup.restore()
+    assert not list((tmp_path / "runtime" / "settings").glob("*.json"))

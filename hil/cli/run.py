@@ -153,6 +153,9 @@ def run(args: argparse.Namespace) -> dict:
     from numba.core import config
 
     from firmware_bridge.links.connect import check_link_fits
+    from hil.runtime.sysguard import restore_stale
+    for line in restore_stale():        # settings a run that died with its guardian left changed
+        print(f"hil: {line}", file=sys.stderr)
     bus_map = load_bus(resolve("bus", args.bus))
     if args.heartbeat_ms is not None and not is_canopen(bus_map):
         raise CliError(f"--heartbeat-ms needs a CANopen bus map; {args.bus} has no NMT and SYNC messages")

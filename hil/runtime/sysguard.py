@@ -10,11 +10,24 @@ value and waits on a pipe from the emulator. When the pipe closes without the wo
 restore the emulator sends "released" and the guardian exits without writing. The guardian runs
 under SCHED_OTHER on every CPU, ignores SIGINT, SIGTERM and SIGHUP (a Ctrl-C to the terminal's
 process group must not take it down before the emulator), and imports nothing of the project.
+
+The emulator and its guardian can die together (a kill of the whole process group or cgroup, the
+OOM killer). So each change is first recorded in a file of its own under the settings folder
+(``settings_dir()``: the path, the old value, the owner's pid and start time, the guardian's pid);
+the owner removes the record once it restored the setting, the guardian once it wrote the old value
+back. A record whose owner and guardian are both gone is stale: ``restore_stale()`` writes its old
+value back and removes it; `hil run` calls it before it starts, and `hil doctor --restore` on
+demand. The limits: a record in a removed folder, or a setting changed again by someone else after
+the run died, is restored to the old value all the same (the record cannot know); a reboot resets
+the kernel settings anyway.
 """
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 RELEASED = b"released\n"
@@ -29,7 +42,7 @@ try:
     os.sched_setaffinity(0, range(os.cpu_count() or 1))
 except OSError:
     pass
-path, old = sys.argv[1], sys.argv[2]
+path, old, record = sys.argv[1], sys.argv[2], sys.argv[3]
 sys.stdout.write("armed\n")
 sys.stdout.flush()
 said = b""
@@ -41,28 +54,72 @@ while True:
 if said != RELEASED:
     with open(path, "w") as f:
         f.write(old)
+    try:
+        os.unlink(record)
+    except OSError:
+        pass
 """.replace("RELEASED", repr(RELEASED))
 
 
+def settings_dir() -> Path:
+    """Where the records of changed settings live: $HIL_RUNTIME_DIR, else $XDG_RUNTIME_DIR/ella-hil, else
+    /run/ella-hil for root, else ella-hil-<uid> in the temporary folder."""
+    if os.environ.get("HIL_RUNTIME_DIR"):
+        base = Path(os.environ["HIL_RUNTIME_DIR"])
+    elif os.environ.get("XDG_RUNTIME_DIR"):
+        base = Path(os.environ["XDG_RUNTIME_DIR"]) / "ella-hil"
+    elif os.geteuid() == 0 and Path("/run").is_dir():
+        base = Path("/run/ella-hil")
+    else:
+        base = Path(tempfile.gettempdir()) / f"ella-hil-{os.geteuid()}"
+    return base / "settings"
+
+
+def start_time(pid: int) -> int | None:
+    """The start time of process `pid` in clock ticks after boot (/proc/<pid>/stat field 22), None if it is gone
+    or a zombie: with the pid it names one process, not a later one that reused the number."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return None if fields[0] == "Z" else int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _alive(pid: int, started: int | None) -> bool:
+    return started is not None and start_time(pid) == started
+
+
 class SettingGuard:
-    """Restores `path` to `old` if this process dies before ``release()``."""
+    """Restores `path` to `old` if this process dies before ``release()`` (the guardian), or, should the guardian
+    die with it, at the next restore_stale() (the record)."""
 
     def __init__(self, path: str | Path, old: str):
         self.path = str(path)
-        self._proc = subprocess.Popen([sys.executable, "-c", _PROGRAM, self.path, old], stdin=subprocess.PIPE,
+        folder = settings_dir()
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, record = tempfile.mkstemp(prefix=f"{os.getpid()}-", suffix=".json", dir=folder)
+        self.record = Path(record)
+        entry = {"path": self.path, "old": old, "owner": os.getpid(), "owner_start": start_time(os.getpid())}
+        with os.fdopen(fd, "w", encoding="utf-8") as f:          # recorded before the setting is changed
+            json.dump(entry, f)
+        self._proc = subprocess.Popen([sys.executable, "-c", _PROGRAM, self.path, old, record], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, start_new_session=True, close_fds=True)
         line = self._proc.stdout.readline()
         if line != b"armed\n":
             self._proc.kill()
             self._proc.wait()
+            self.record.unlink(missing_ok=True)
             raise RuntimeError(f"the guardian of {self.path} did not start ({line!r})")
+        entry.update(guardian=self._proc.pid, guardian_start=start_time(self._proc.pid))
+        self.record.write_text(json.dumps(entry), encoding="utf-8")
 
     @property
     def pid(self) -> int:
         return self._proc.pid
 
     def release(self) -> None:
-        """The setting was restored by its owner: the guardian exits without writing."""
+        """The setting was restored by its owner: the guardian exits without writing, the record goes."""
         try:
             self._proc.stdin.write(RELEASED)
             self._proc.stdin.close()
@@ -70,6 +127,33 @@ class SettingGuard:
             pass
         self._proc.wait(timeout=5.0)
         self._proc.stdout.close()
+        self.record.unlink(missing_ok=True)
+
+
+def restore_stale(folder: Path | None = None) -> list[str]:
+    """Write back the old value of every recorded setting whose owner and guardian are both gone, and remove
+    those records; one line per setting restored (or that could not be)."""
+    folder = folder or settings_dir()
+    done = []
+    for record in sorted(folder.glob("*.json")) if folder.is_dir() else ():
+        try:
+            entry = json.loads(record.read_text(encoding="utf-8"))
+            path, old = str(entry["path"]), str(entry["old"])
+        except (OSError, ValueError, KeyError, TypeError):
+            done.append(f"{record}: an unreadable record of a changed setting, left in place")
+            continue
+        if _alive(entry.get("owner", -1), entry.get("owner_start")) or \
+                _alive(entry.get("guardian", -1), entry.get("guardian_start")):
+            continue                                  # its run, or its guardian, still looks after it
+        try:
+            Path(path).write_text(old, encoding="ascii")
+        except OSError as exc:
+            done.append(f"{path}: could not restore {old.strip()!r} ({exc.strerror or exc}); record kept: {record}")
+            continue
+        record.unlink(missing_ok=True)
+        done.append(f"{path} restored to {old.strip()!r} (left changed by run pid {entry.get('owner')}, which died "
+                    "with its guardian)")
+    return done
 
 
 PR_SET_PDEATHSIG = 1     # <linux/prctl.h>
