@@ -22,8 +22,8 @@ from links import MemoryLink
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ["base_yaw", "shoulder_pitch", "elbow"]
-# float32 torque commands without a range: any magnitude gets through the map
-FLOAT_MAP = float_map(crc="crc16", crc_byte=14, limits=False)
+# float32 torque commands with an absurd range: any magnitude up to 1e36 N m gets through the map
+FLOAT_MAP = float_map(crc="crc16", crc_byte=14, limits=(1e36, 1e36, 1e36))
 
 
 class Firmware(MemoryLink):

@@ -47,3 +47,14 @@ def test_a_firmware_command_fills_only_the_listed_placeholders(word):
     with pytest.raises(UserError, match="is not a placeholder"):
         expand(["fw", word], end)
     assert expand(["fw", "{port}", "{{literal}}"], end) == ["fw", "/dev/pts/3", "{literal}"]
+
+
+def test_a_float_torque_command_without_a_range_is_refused_at_load():
+    from bus_maps import float_map
+    from firmware_bridge.wire.messages import BusMap
+    from firmware_bridge.wire.signals import CommandInput
+    joints = ["base_yaw", "shoulder_pitch", "elbow"]
+    with pytest.raises(ConfigError, match=r"unranged.toml: message\[cmd_torque\]\.signal\[tau_base_yaw\]\.max = "
+                                          r"<missing>: expected a range \(min and max in N m\)"):
+        CommandInput(BusMap.from_string(float_map(limits=False), "unranged.toml"), joints)
+    assert CommandInput(BusMap.from_string(float_map(), "ranged.toml"), joints).tau.shape == (3,)

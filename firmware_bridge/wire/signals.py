@@ -14,9 +14,10 @@ from collections import Counter
 
 import numpy as np
 
-from config_schema import ConfigError, suggest
+from config_schema import MISSING, ConfigError, suggest
 
 from firmware_bridge.links.base import Frame
+from .codec import representable
 from .messages import REJECTION_KINDS, BusMap, Codec, DecodeError, EncodeError, counter_delta
 
 IMU_SIGNALS = ("imu_ax", "imu_ay", "imu_az", "imu_gx", "imu_gy", "imu_gz")
@@ -201,6 +202,12 @@ class CommandInput:
         self.slots = _slots(bus, "to_plant", [f"tau_{j}" for j in joint_names])
         torques = [c for c in bus.messages("to_plant") if any(n.startswith("tau_") for n in c.signal_names)]
         _unknown_signals(bus, torques, {f"tau_{j}" for j in joint_names}, "a joint's torque command tau_<joint>")
+        for c, i in self.slots:
+            sig = c.spec.signals[i]
+            if sig.is_float and (sig.minimum, sig.maximum) == representable(sig):
+                raise ConfigError(bus.source, f"message[{c.name}].signal[{sig.name}].max", MISSING,
+                                  f"expected a range (min and max in {sig.unit or 'N m'}) for a float torque command: "
+                                  "without one any magnitude, 3e38 N m included, is a valid command")
         self.tau = np.zeros(len(joint_names))
         self.arrival_s = 0.0                # receive time (time.monotonic) of the last accepted command
 
