@@ -14,6 +14,7 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed
 
 run: setup
+	@mkdir -p out
 	@echo "== ELLA closed loop, joint PID (reference firmware in a second process, serial pty pair)"
 	$(HIL) run ella --bus serial_frame --link pty --spawn-firmware --targets seed000_setpoints \
 		--duration 5 --move-time 1.0 --log out/ella_pid.msgpack

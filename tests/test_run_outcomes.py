@@ -58,3 +58,64 @@ def test_a_float_torque_command_without_a_range_is_refused_at_load():
                                           r"<missing>: expected a range \(min and max in N m\)"):
         CommandInput(BusMap.from_string(float_map(limits=False), "unranged.toml"), joints)
     assert CommandInput(BusMap.from_string(float_map(), "ranged.toml"), joints).tau.shape == (3,)
+
+
+def test_nothing_to_judge_is_an_error_not_a_verdict(tmp_path, capsys):
+    """A replay of an empty log, or of one whose time is NaN, and a plot of an empty window are refused; a FIFO
+    or a device given as a configuration file is refused instead of blocking."""
+    import os
+
+    import numpy as np
+
+    from hil.cli.main import main
+    from hil.logs.runlog import open_writer
+    from hil.logs.targets import load_targets
+    empty = tmp_path / "empty.msgpack"
+    with open_writer(str(empty), {"columns": ["cycle", "t", "q_elbow"], "config": "configs/ella.toml"}):
+        pass
+    assert main(["replay", str(empty)]) == 2
+    assert "the log has no rows: nothing to replay" in capsys.readouterr().err
+    nan = tmp_path / "nan.msgpack"
+    with open_writer(str(nan), {"columns": ["cycle", "t", "q_elbow"], "config": "configs/ella.toml"}) as w:
+        for k in range(3):
+            w.write(np.array([k, np.nan, 0.0]))
+    assert main(["replay", str(nan)]) == 2
+    assert "not finite or not increasing" in capsys.readouterr().err
+    assert main(["plot", str(nan), "q_*", "--t0", "0.9", "--t1", "0.1"]) == 2
+    assert "an empty window" in capsys.readouterr().err
+    fifo = tmp_path / "targets.toml"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="not a regular file"):
+        load_targets(fifo)
+    with pytest.raises(ConfigError, match="/dev/null: not a regular file"):
+        load_targets("/dev/null")
+
+
+def test_temporary_folders_of_dead_runs_are_removed_and_live_ones_kept(tmp_path):
+    import subprocess
+    import sys
+
+    from hil.runtime.sysguard import remove_stale_folders
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = tmp_path / f"hil-run-{dead.stdout.strip()}-abc"
+    live = tmp_path / f"hil-run-{__import__('os').getpid()}-def"
+    for folder in (stale, live):
+        folder.mkdir()
+        (folder / "run.msgpack").write_bytes(b"x")
+    assert remove_stale_folders("run", tmp_path) == 1
+    assert not stale.exists() and live.exists()
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda d: (d / "link.msgpack").symlink_to(d / "target"), "a symbolic link"),
+    (lambda d: (d / "link.msgpack").mkdir(), "not a regular file"),
+])
+def test_a_log_path_that_would_write_elsewhere_is_refused_before_the_run(tmp_path, make, message, capsys):
+    from hil.cli.main import main
+    make(tmp_path)
+    argv = ["run", "ella", "--bus", "serial_frame", "--mode", "lockstep", "--no-realtime", "--duration", "0.1"]
+    assert main([*argv, "--log", str(tmp_path / "link.msgpack")]) == 2
+    assert message in capsys.readouterr().err and not (tmp_path / "target").exists()
+    assert main([*argv, "--log", str(tmp_path / "no" / "such" / "run.msgpack")]) == 2
+    assert "does not exist; create it first" in capsys.readouterr().err
+    assert not (tmp_path / "no").exists()

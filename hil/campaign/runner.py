@@ -12,11 +12,11 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -85,10 +85,12 @@ def _link(settings: dict, case: dict) -> str:
 
 def _run(case: dict, settings: dict, log: Path) -> tuple[dict | None, str | None, str | None]:
     """(summary, error, status): status None for a run that was judged."""
-    from hil.runtime.sysguard import exit_with_parent
+    from hil.runtime.sysguard import exit_with_parent, remove_stale_folders, temp_folder
 
     log.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="hil-case-") as tmp:
+    remove_stale_folders("case")      # those of workers killed mid-case
+    tmp = temp_folder("case")
+    try:
         model = Path(tmp) / "model.toml"
         text = preset(settings["arm"]).with_overrides(case["overrides"], settings["arm"], validate=False)
         model.write_text(text, encoding="utf-8")
@@ -101,6 +103,8 @@ def _run(case: dict, settings: dict, log: Path) -> tuple[dict | None, str | None
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             return None, f"no result within timeout_s = {settings['timeout_s']:g} s (wall clock); killed", "timeout"
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     if case["firmware"]["kind"] == "controller":
         if proc.returncode != 0:
             tail = " | ".join(err.strip().splitlines()[-STDERR_LINES:])

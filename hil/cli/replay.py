@@ -4,9 +4,21 @@ from __future__ import annotations
 import argparse
 import json
 
-from hil.cli.registry import command
+from hil.cli.registry import CliError, command
 
 EXIT_DIFFERENT = 1
+
+
+def _check_replayable(path: str, header: dict, rows) -> None:
+    """CliError for a log that has nothing to replay (no row) or whose time is not a finite increasing sequence:
+    a verdict on it would be a verdict on nothing."""
+    import numpy as np
+    if len(rows) == 0:
+        raise CliError(f"{path}: the log has no rows: nothing to replay")
+    t = rows[:, header["columns"].index("t")] if "t" in header.get("columns", []) else None
+    if t is None or not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
+        raise CliError(f"{path}: the log's time column t is missing, not finite or not increasing: it cannot be "
+                       "replayed")
 
 
 def _replay_arguments(p: argparse.ArgumentParser) -> None:
@@ -26,6 +38,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     from hil.replay.plant_replay import replay
 
     header, rows = read_run(args.log)
+    _check_replayable(args.log, header, rows)
     result = replay(header, rows)
     if args.out:
         with open_writer(args.out, {"columns": result.columns, "config": header.get("config"),

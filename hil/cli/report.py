@@ -73,6 +73,8 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     from hil.logs.runlog import read_run
     from hil.viz.figure import plot_columns
 
+    if args.t0 is not None and args.t1 is not None and args.t1 <= args.t0:
+        raise CliError(f"--t0 {args.t0:g} --t1 {args.t1:g}: an empty window; expected t1 > t0 (s)")
     header, rows = read_run(args.log)
     cols = header["columns"]
     chosen = [c for c in cols if any(fnmatch.fnmatchcase(c, g) for g in args.signals) and c != "t"]

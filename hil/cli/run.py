@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 from hil.cli.registry import (EXIT_RECORDS_INCOMPLETE, CliError, command, cpu_index, duration_s, file_with_suffix,
@@ -146,14 +146,12 @@ def run(args: argparse.Namespace) -> dict:
     from firmware_bridge.canopen.network import is_canopen
     from hil.cli.bus import load_bus
     from hil.jit_cache import needs_compiling
-    from hil.logs.targets import LINK_HEALTH_ONLY, Targets, load_targets
+    from hil.logs.targets import load_targets
     from hil.model.presets import resolve
-    from hil.runtime.launch import build_emulator
-    from hil.runtime.loop import RuntimeOptions
     from numba.core import config
 
     from firmware_bridge.links.connect import check_link_fits
-    from hil.runtime.sysguard import restore_stale
+    from hil.runtime.sysguard import remove_stale_folders, restore_stale, temp_folder
     for line in restore_stale():        # settings a run that died with its guardian left changed
         print(f"hil: {line}", file=sys.stderr)
     bus_map = load_bus(resolve("bus", args.bus))
@@ -161,11 +159,31 @@ def run(args: argparse.Namespace) -> dict:
         raise CliError(f"--heartbeat-ms needs a CANopen bus map; {args.bus} has no NMT and SYNC messages")
     targets = load_targets(resolve("targets", args.targets)) if args.targets else None
     check_link_fits(bus_map, args.link)           # refused before anything is compiled or opened
+    for option, path in (("--log", args.log), ("--log", args.log and args.log + ".summary.json"),
+                         ("--record-bus", args.record_bus)):
+        if path:
+            _check_output(option, path)
     if needs_compiling(Path(config.CACHE_DIR)):
         print(f"hil: compiling kernels (first run only, two to three minutes; cached in {config.CACHE_DIR})",
               file=sys.stderr, flush=True)
-    log_dir = None if args.log else tempfile.mkdtemp(prefix="hil-run-")
-    log_path = args.log or os.path.join(log_dir, "run.msgpack")
+    remove_stale_folders("run")                 # those of runs killed before they could remove them
+    log_dir = None if args.log else temp_folder("run")
+    try:
+        summary = _build_and_run(args, targets, args.log or os.path.join(log_dir, "run.msgpack"))
+    finally:
+        if log_dir is not None:
+            shutil.rmtree(log_dir, ignore_errors=True)
+    if args.log:            # stored beside the log; a failure to write it is reported, not raised
+        summary["summary_file_error"] = _write_summary(args.log + ".summary.json", summary)
+    return summary
+
+
+def _build_and_run(args: argparse.Namespace, targets, log_path: str) -> dict:
+    """Build the emulator, run it with the firmware, judge the run: the summary."""
+    from hil.logs.targets import LINK_HEALTH_ONLY, Targets
+    from hil.runtime.launch import build_emulator
+    from hil.runtime.loop import RuntimeOptions
+
     opts = RuntimeOptions(mode=args.mode, period_s=args.period, duration_s=args.duration,
                           watchdog_s=args.watchdog, safe_state=args.safe_state, realtime=not args.no_realtime,
                           cpu=args.cpu, log_path=log_path, overrun_policy=args.overrun_policy,
@@ -182,18 +200,27 @@ def run(args: argparse.Namespace) -> dict:
         targets = built.scenario_targets
     if targets is None and args.check:
         targets = Targets(source=LINK_HEALTH_ONLY)
-    try:
-        if targets is not None:
+    if targets is not None:
+        try:
             targets.check_joints(built.emulator.plant.layout.joint_names)     # before the run, not after it
-        summary = _run_with_firmware(args, built)
-        _judge(summary, built, log_path, targets)
-    finally:
-        if log_dir is not None:
-            Path(log_path).unlink(missing_ok=True)
-            os.rmdir(log_dir)
-    if args.log:            # stored beside the log; a failure to write it is reported, not raised
-        summary["summary_file_error"] = _write_summary(args.log + ".summary.json", summary)
+        except BaseException:
+            built.emulator.link.close()
+            raise
+    summary = _run_with_firmware(args, built)
+    _judge(summary, built, log_path, targets)
     return summary
+
+
+def _check_output(option: str, path: str) -> None:
+    """CliError, before the run, for an output file the run must not write: a symbolic link (it would overwrite
+    the link's target), something other than a regular file, or a file in a folder that does not exist."""
+    where = Path(path)
+    if where.is_symlink():
+        raise CliError(f"{option} {path}: a symbolic link (to {os.readlink(where)}); give the file's own path")
+    if where.exists() and not where.is_file():
+        raise CliError(f"{option} {path}: not a regular file")
+    if not where.parent.is_dir():
+        raise CliError(f"{option} {path}: the folder {where.parent} does not exist; create it first")
 
 
 def _write_summary(path: str, summary: dict) -> str | None:

@@ -130,6 +130,24 @@ class SettingGuard:
         self.record.unlink(missing_ok=True)
 
 
+def temp_folder(kind: str) -> str:
+    """A new temporary folder ``hil-<kind>-<pid>-*``: the pid lets remove_stale_folders() tell a dead run's."""
+    return tempfile.mkdtemp(prefix=f"hil-{kind}-{os.getpid()}-")
+
+
+def remove_stale_folders(kind: str, base: str | Path | None = None) -> int:
+    """Remove the temporary folders of `kind` (temp_folder) whose process is gone (killed before it could);
+    how many."""
+    import shutil
+    removed = 0
+    for folder in Path(base or tempfile.gettempdir()).glob(f"hil-{kind}-*-*"):
+        pid = folder.name.split("-")[2]
+        if pid.isdigit() and start_time(int(pid)) is None and folder.is_dir() and not folder.is_symlink():
+            shutil.rmtree(folder, ignore_errors=True)
+            removed += 1
+    return removed
+
+
 def restore_stale(folder: Path | None = None) -> list[str]:
     """Write back the old value of every recorded setting whose owner and guardian are both gone, and remove
     those records; one line per setting restored (or that could not be)."""

@@ -31,7 +31,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -49,6 +48,7 @@ from hil.runtime.firmware_process import FirmwareProcess
 from hil.runtime.launch import REFERENCE_PARAMS, await_host, build_emulator, reference_firmware, spawn_firmware
 from hil.runtime.loop import RuntimeOptions
 from hil.runtime.outcome import failures, judge
+from hil.runtime.sysguard import temp_folder
 
 REFERENCE = "reference"
 
@@ -114,7 +114,7 @@ class EmulatorRun:
     # ------------------------------------------------------------------ start
     def start(self) -> EmulatorRun:
         if self.log_path is None:
-            self._temp_dir = tempfile.mkdtemp(prefix="hil-run-")
+            self._temp_dir = temp_folder("run")
             self.log_path = str(Path(self._temp_dir) / "run.msgpack")
         if self.subprocess:
             self._start_process()
