@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from firmware_bridge.describe import describe, main, resolve, shipped
+from firmware_bridge.describe import describe, main
+from firmware_bridge.wire.shipped import resolve, shipped
 from firmware_bridge.wire.codec import crc8_sae_j1850, crc16_e2e_p05
 from firmware_bridge.wire.messages import BusMap
 

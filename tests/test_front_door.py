@@ -360,10 +360,10 @@ def test_the_python_can_example_closes_the_loop_over_can_fd_with_e2e_frames():
     assert [v["name"] for v in s["verdicts"] if not v["passed"]] == []
 
 
-def test_a_misspelt_option_shows_the_usage_of_its_command():
+def test_a_misspelt_option_is_one_line_naming_its_command_and_the_nearest_option():
     proc = hil("run", "ella", "--bus", "serial_frame", "--durration", "1")
-    assert proc.returncode == 2 and proc.stderr.startswith("usage: hil run ")
-    assert "unrecognized arguments: --durration 1" in proc.stderr
+    assert proc.returncode == 2 and proc.stderr.startswith("hil run: error: unrecognized arguments --durration ")
+    assert "(did you mean '--duration'?)" in proc.stderr and proc.stderr.count("\n") == 1
 
 
 def test_frames_a_silent_firmware_leaves_unread_are_no_link_error():

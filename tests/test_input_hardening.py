@@ -24,8 +24,9 @@ RUN = ["run", str(ARM), "--bus", str(SERIAL)]
 
 
 @pytest.mark.parametrize("option, value, expected", [
-    ("--duration", "-1", "expected a positive number"),
-    ("--duration", "nan", "expected a positive number"),
+    ("--duration", "-1", "expected a duration in s, > 0 and at most 1e+07"),
+    ("--duration", "nan", "expected a duration in s, > 0 and at most 1e+07"),
+    ("--duration", "1e308", "expected a duration in s, > 0 and at most 1e+07"),
     ("--watchdog", "nan", "expected a positive number"),
     ("--watchdog", "inf", "expected a positive number"),
     ("--watchdog", "-1", "expected a positive number"),

@@ -33,7 +33,8 @@ def cli_page() -> str:
 
 
 def bus_page() -> str:
-    from firmware_bridge.describe import describe, resolve, shipped
+    from firmware_bridge.describe import describe
+    from firmware_bridge.wire.shipped import resolve, shipped
     from firmware_bridge.wire.bus_schema import BUS_KEYS, MESSAGE_KEYS, SIGNAL_KEYS
     from firmware_bridge.wire.codec import TYPES
     from firmware_bridge.wire.messages import BusMap

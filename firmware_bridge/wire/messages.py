@@ -266,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("maps", nargs="+", help="bus map files or shipped names (python -m firmware_bridge.describe "
                                                 "prints their signal tables)")
     args = parser.parse_args(argv)
-    from firmware_bridge.describe import resolve
+    from firmware_bridge.wire.shipped import resolve
     status = 0
     for name in args.maps:
         try:

@@ -2,9 +2,12 @@
 
 After each cycle's sensor frames the loop waits for the command that answers them
 (``wait_for_command``; CANopen maps: for the master's SYNC, ``wait_for_sync``). A command frame the
-emulator rejects (CRC, out of range, NaN, length) is the firmware's answer too: the cycle steps on
-without a new command (the watchdog acts) and counts as answered with a rejected frame, not as
-silence; a repeated rolling counter (a copy of an earlier frame) answers nothing. An unanswered frame
+emulator rejects (CRC, out of range, NaN, length) is the firmware's answer too when no valid command
+follows it within ``REJECTED_GRACE_S`` (at once once the firmware has answered a cycle so, until it
+sends a valid command again): the cycle steps on without a new command (the watchdog acts) and
+counts as answered with a rejected frame, not as silence. A firmware that sends a bad frame and
+then its good one is answered by the good one, whatever the load (unless the two are more than the
+grace apart); a repeated rolling counter (a copy of an earlier frame) answers nothing. An unanswered frame
 goes out again every ``lockstep_resend_s`` (same counter: a firmware that lost it answers, one that
 has answered already rejects the repeat) and after ``lockstep_timeout_s`` the firmware is silent:
 the plant steps on without commands (the watchdog acts), waiting ``lockstep_silent_poll_s`` per cycle.
@@ -28,7 +31,7 @@ from config_schema import ConfigError
 from firmware_bridge.links.base import Frame
 from firmware_bridge.wire.messages import BusMap
 from firmware_bridge.wire.signals import SensorInput
-from hil.runtime.start import PROGRESS_S, rejections
+from hil.runtime.start import PROGRESS_S, REJECTED_GRACE_S, rejections
 
 
 
@@ -70,11 +73,14 @@ def wait_for_command(emu: Any) -> bool:
     start = time.monotonic()
     timeout = emu.opt.lockstep_silent_poll_s if io.silent else emu.opt.lockstep_timeout_s
     deadline, resend_at, report_at = start + timeout, start + emu.opt.lockstep_resend_s, start + PROGRESS_S
-    rejected = rejections(emu)
+    rejected, rejected_at = rejections(emu), None
     while not emu.stop_requested and time.monotonic() < deadline:
         frame = io.recv()
         if frame is None:
             now = time.monotonic()
+            if rejected_at is not None and (io.rejecting or now - rejected_at >= REJECTED_GRACE_S):
+                io.answered_rejected()                 # its only answer was a rejected frame
+                return True
             if not io.silent and now >= resend_at:      # lost, or a firmware that is alive
                 io.resend_unanswered()                 # only while it hears from the plant
                 resend_at += emu.opt.lockstep_resend_s
@@ -83,14 +89,14 @@ def wait_for_command(emu: Any) -> bool:
                              f"{now - start:.0f} s for the firmware's answer; sensor frames sent again every {emu.opt.lockstep_resend_s:g} s, "
                              f"silent after {timeout:g} s")
                 report_at += PROGRESS_S
-            io.idle(min(deadline, resend_at, report_at) - time.monotonic())
+            grace_end = deadline if rejected_at is None else rejected_at + REJECTED_GRACE_S
+            io.idle(min(deadline, resend_at, report_at, grace_end) - time.monotonic())
             continue
         if emu.hold_command(frame):
             io.answered()
             return True
-        if rejections(emu) > rejected:
-            io.answered_rejected()
-            return True
+        if rejected_at is None and rejections(emu) > rejected:
+            rejected_at = time.monotonic()
     if emu.stop_requested:
         return False
     if not io.silent:

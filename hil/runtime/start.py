@@ -22,6 +22,7 @@ from config_schema import UserError
 
 PROGRESS_S = 2.0        # a wait longer than this is reported (Emulator.progress), and then again as often
 ANSWERING_REJECTIONS = ("crc", "range", "nan", "length")   # a rejected command frame that answers its cycle
+REJECTED_GRACE_S = 0.1  # a rejected command answers when no valid one follows within this (hil.runtime.lockstep)
 
 
 def await_first_command(emu: Any, initial: list[Frame]) -> dict:
@@ -35,13 +36,16 @@ def await_first_command(emu: Any, initial: list[Frame]) -> dict:
     resent = 0
     started = False
     seen = FramesSeen()
-    rejected = rejections(emu)
+    rejected, rejected_at = rejections(emu), None
     while not started and not emu.stop_requested and time.monotonic() < deadline:
         if emu.protocol is not None:
             emu.io.send(emu.protocol.heartbeats())
         frame = emu.io.recv()
         if frame is None:
             now = time.monotonic()
+            if rejected_at is not None and now - rejected_at >= REJECTED_GRACE_S:
+                started = True              # the firmware answered, with a rejected command only
+                break
             if emu.protocol is None and now >= resend_at:
                 emu.send_sensors(initial)
                 resent += 1
@@ -51,13 +55,16 @@ def await_first_command(emu: Any, initial: list[Frame]) -> dict:
                 emu.progress(f"waiting for the firmware's first command on {emu.link.name}: {now - t_start:.0f} s "
                              f"of the start timeout's {emu.opt.start_timeout_s:g} s; {seen.describe()}")
                 report_at += PROGRESS_S
-            emu.io.idle(min(resend_at, deadline, report_at) - time.monotonic())
+            grace_end = deadline if rejected_at is None else rejected_at + REJECTED_GRACE_S
+            emu.io.idle(min(resend_at, deadline, report_at, grace_end) - time.monotonic())
             continue
         seen.add(frame)
         if emu.protocol is not None and emu.protocol.receive(frame):
             started = True
-        else:     # the first answer starts the run, a valid command or one the emulator rejects
-            started = emu.hold_command(frame) or rejections(emu) > rejected
+        else:     # the first answer starts the run: a valid command, or a rejected one with none after it
+            started = emu.hold_command(frame)
+            if not started and rejected_at is None and rejections(emu) > rejected:
+                rejected_at = time.monotonic()
     report = {"started": started, "waited_s": time.monotonic() - t_start, "resent": resent}
     if not started and not emu.stop_requested:
         rejected = {k: v for k, v in emu.commands.reader.rejected.items() if v}

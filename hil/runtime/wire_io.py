@@ -42,6 +42,7 @@ class WireIO:
         self.silent = False                 # lockstep: the firmware left a sensor frame unanswered
         self.silent_cycles = 0
         self.rejected_answers = 0           # lockstep: cycles answered with a frame the emulator rejected
+        self.rejecting = False              # lockstep: the last cycle was so answered (no valid command since)
         self.last_sensor_frames: list[Frame] = []
         self.resent_frames = 0              # lockstep: unanswered sensor frames sent again
         self.dropped_while_silent = 0
@@ -113,11 +114,12 @@ class WireIO:
         self.resent_frames += len(self.last_sensor_frames)
 
     def answered(self) -> None:
-        self.silent = False
+        self.silent = self.rejecting = False
 
     def answered_rejected(self) -> None:
         """The firmware answered the last sensor frames with a command frame the emulator rejected."""
         self.silent = False
+        self.rejecting = True
         self.rejected_answers += 1
 
     def unanswered(self) -> None:

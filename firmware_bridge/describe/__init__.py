@@ -1,7 +1,7 @@
 """What a firmware needs of a bus map, as tables: ``python -m firmware_bridge.describe MAP [MAP ...]``.
 
 MAP is a bus map file (TOML, or a DBC with its sidecar) or the name of a shipped one (``compact_fd``,
-``serial_frame``, ...: ``firmware_bridge/maps``). For each message: its id, direction, length and rate;
+``serial_frame``, ...: firmware_bridge.wire.shipped). For each message: its id, direction, length and rate;
 its CRC (algorithm, the bytes it covers and where it sits) and rolling counter (the rules a receiver
 applies); and per signal its bytes and bits, type, scale, offset, unit and range, so that
 
@@ -14,14 +14,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-from config_schema import UserError, suggest
+from config_schema import UserError
 from firmware_bridge.wire.codec import CRC_WIDTH, Codec
 from firmware_bridge.wire.messages import BusMap
+from firmware_bridge.wire.shipped import resolve, shipped
 from firmware_bridge.wire.signals import CounterCheck
 
-MAPS = Path(__file__).resolve().parent / "maps"
 KINDS = {"can": "classic CAN", "canfd": "CAN FD", "serial": "serial"}
 DIRECTIONS = {"to_plant": "firmware -> emulator", "to_firmware": "emulator -> firmware"}
 CRC_RULES = {
@@ -31,23 +30,6 @@ CRC_RULES = {
 }
 SERIAL_FRAMING = ("serial framing: each frame is one packet, COBS(id byte + payload + CRC-16/CCITT-FALSE of id and "
                   "payload, big-endian) followed by a 0x00 delimiter (firmware_bridge.wire.framing)")
-
-
-def shipped() -> list[str]:
-    """The names of the shipped bus maps."""
-    return sorted(p.stem for p in MAPS.glob("*.toml"))
-
-
-def resolve(name: str) -> Path:
-    """A map file: `name` itself if it is a path, else the shipped map of that name (ConfigError if none)."""
-    path = Path(name)
-    if path.exists() or "/" in name or path.suffix in (".toml", ".dbc"):
-        return path
-    candidate = MAPS / f"{name}.toml"
-    if candidate.is_file():
-        return candidate
-    raise UserError(f"bus map {name!r}: no such file, and no shipped map of that name{suggest(name, shipped())}; "
-                    f"shipped: {', '.join(shipped())}")
 
 
 def _span(first: int, last: int) -> str:
@@ -130,6 +112,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(("\n" if i else "") + text)
     return status
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,6 @@
+"""`python -m firmware_bridge.describe MAP [MAP ...]`: the bus map's tables (firmware_bridge.describe)."""
+import sys
+
+from firmware_bridge.describe import main
+
+sys.exit(main())
