@@ -29,7 +29,7 @@ def test_the_scenario_says_whether_it_expects_divergence_and_an_empty_one_is_ref
     text = '[scenario]\nexpect_divergence = true\n[[fault]]\nname = "f"\nkind = "nan"\ntarget = "imu_ax"\n'
     assert scenario_from_string(text, "s.toml").expect_divergence
     assert not scenario_from_string(text.replace("true", "false"), "s.toml").expect_divergence
-    with pytest.raises(ConfigError, match="s.toml: .*at least one \\[\\[fault\\]\\] or a \\[verdict\\] table"):
+    with pytest.raises(ConfigError, match=r"^s.toml: no \[\[fault\]\] and no \[verdict\] table"):
         scenario_from_string('[scenario]\ndescription = "nothing"\n', "s.toml")
 
 

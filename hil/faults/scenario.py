@@ -114,8 +114,8 @@ def _read_scenario(data: dict, source: str) -> Scenario:
         faults.append(sf)
     targets = read_verdict(doc, data["verdict"]) if "verdict" in data else None
     if not faults and targets is None:
-        raise doc.error("(file)", MISSING, "a scenario with at least one [[fault]] or a [verdict] table; this one "
-                                           "has neither")
+        raise ConfigError(source, None, MISSING, "a [[fault]] or a [verdict] table",
+                          message=f"{source}: no [[fault]] and no [verdict] table: a scenario needs at least one")
     return Scenario(source, description, seed, tuple(faults), targets, expect_divergence)
 
 
