@@ -21,7 +21,9 @@ import difflib
 import json
 import math
 import numbers
+import os
 import re
+import stat
 import tomllib
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple, Sequence
@@ -170,9 +172,30 @@ def parse_toml(text: str, source: str) -> dict:
                           message=f"{source}: not valid TOML: {exc}") from exc
 
 
-def load_toml(path: str | Path) -> dict:
-    """A TOML file as a dict; an unreadable, binary or malformed file is a ConfigError naming it."""
+MAX_CONFIG_BYTES = 64 * 1024 * 1024     # a configuration file larger than this is not one
+
+
+def regular_file(path: str | Path, what: str = "a file") -> None:
+    """ConfigError unless `path` is a regular file (a FIFO, a device or a folder would block or mislead a
+    reader) of at most MAX_CONFIG_BYTES."""
     source = str(path)
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise ConfigError(source, None, MISSING, "a readable file",
+                          message=f"{source}: cannot read: {exc.strerror or exc}") from exc
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(source, None, MISSING, what, message=f"{source}: not a regular file; expected {what}")
+    if st.st_size > MAX_CONFIG_BYTES:
+        raise ConfigError(source, None, MISSING, what, message=f"{source}: {st.st_size} bytes, more than the "
+                                                               f"{MAX_CONFIG_BYTES} of any configuration file")
+
+
+def load_toml(path: str | Path) -> dict:
+    """A TOML file as a dict; an unreadable, binary, malformed or non-regular file (a FIFO, a device) is a
+    ConfigError naming it."""
+    source = str(path)
+    regular_file(path, "a TOML file")
     try:
         raw = Path(path).read_bytes()
     except OSError as exc:
