@@ -25,19 +25,27 @@ class Run(NamedTuple):
     emu: Emulator
 
 
-def closed_loop(vibration_suppression: bool, move_time: float = 1.0, duration: float = 3.0,
-                feedforward: Callable[[np.ndarray], np.ndarray] | None = None) -> Run:
-    """A closed-loop run of the ELLA preset (drives, sensors) with the reference firmware, one plant
-    step per command frame; `feedforward` replaces the firmware's own gravity feed-forward."""
+def rig(move_time: float, vibration_suppression: bool = False, **options):
+    """ELLA at its gravity equilibrium (drives, sensors) behind an in-memory link in afap mode, its first
+    sensor frames sent, and the reference firmware on the other end: (plant, emulator, firmware, its link)."""
     emu_link, fw_link = memory_pair()
     bus = BusMap.load("configs/bus/serial_frame.toml")
     plant = Plant(load_model("configs/ella.toml"))
     plant.equilibrium_eta()
     names = plant.layout.joint_names
     emu = Emulator(plant, emu_link, CommandInput(bus, names), SensorOutput(bus, names),
-                   RuntimeOptions(mode="afap", realtime=False))
+                   RuntimeOptions(mode="afap", realtime=False, **options))
     fw = Firmware(bus, "configs/firmware/ella_nominal.toml", move_time, vibration_suppression)
     emu.io.send(emu.encode(0, 0))
+    return plant, emu, fw, fw_link
+
+
+def closed_loop(vibration_suppression: bool, move_time: float = 1.0, duration: float = 3.0,
+                feedforward: Callable[[np.ndarray], np.ndarray] | None = None) -> Run:
+    """A closed-loop run of the ELLA preset (drives, sensors) with the reference firmware, one plant
+    step per command frame; `feedforward` replaces the firmware's own gravity feed-forward."""
+    plant, emu, fw, fw_link = rig(move_time, vibration_suppression)
+    bus, names = fw.bus, plant.layout.joint_names
     tips, counts = [], []
     peak = np.zeros(len(names))
     for _ in range(int(duration / plant.dt)):
@@ -173,15 +181,8 @@ def outage_run(bumpless: bool, outage_s: tuple[float, float] = (0.4, 0.9), durat
     """The reference manoeuvre with the firmware's commands lost for 0.5 s mid-move (the drives' watchdog
     trips and holds zero torque, the arm sags), then delivered again; `bumpless` False: the firmware
     ignores the status word's command timeout (its integrator winds up, its trajectory runs on)."""
-    emu_link, fw_link = memory_pair()
-    bus = BusMap.load("configs/bus/serial_frame.toml")
-    plant = Plant(load_model("configs/ella.toml"))
-    plant.equilibrium_eta()
-    names = plant.layout.joint_names
-    emu = Emulator(plant, emu_link, CommandInput(bus, names), SensorOutput(bus, names),
-                   RuntimeOptions(mode="afap", realtime=False, watchdog_s=0.05))
-    fw = Firmware(bus, "configs/firmware/ella_nominal.toml", 1.0)
-    emu.io.send(emu.encode(0, 0))
+    plant, emu, fw, fw_link = rig(1.0, watchdog_s=0.05)
+    bus, names = fw.bus, plant.layout.joint_names
     counts = []
     for _ in range(int(duration / plant.dt)):
         while (frame := fw_link.recv()) is not None:
