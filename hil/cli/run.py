@@ -159,6 +159,9 @@ def run(args: argparse.Namespace) -> dict:
         raise CliError(f"--heartbeat-ms needs a CANopen bus map; {args.bus} has no NMT and SYNC messages")
     targets = load_targets(resolve("targets", args.targets)) if args.targets else None
     check_link_fits(bus_map, args.link)           # refused before anything is compiled or opened
+    if args.spawn_firmware and args.firmware_params:
+        from firmware_bridge.reference.nominal import load_nominal_arm
+        load_nominal_arm(resolve("firmware", args.firmware_params))     # the firmware's file, checked here first
     for option, path in (("--log", args.log), ("--log", args.log and args.log + ".summary.json"),
                          ("--record-bus", args.record_bus)):
         if path:
