@@ -119,3 +119,23 @@ def test_a_log_path_that_would_write_elsewhere_is_refused_before_the_run(tmp_pat
     assert main([*argv, "--log", str(tmp_path / "no" / "such" / "run.msgpack")]) == 2
     assert "does not exist; create it first" in capsys.readouterr().err
     assert not (tmp_path / "no").exists()
+
+
+def test_a_fifo_run_log_and_a_corruption_longer_than_the_frame_are_refused(tmp_path):
+    import os
+
+    from firmware_bridge.links.faults import FaultyLink
+    from firmware_bridge.wire.messages import BusMap
+    from hil.logs.run_format import RunLogError
+    from hil.logs.runlog import read_run
+    from links import memory_pair
+    fifo = tmp_path / "run.msgpack"
+    os.mkfifo(fifo)
+    with pytest.raises(RunLogError, match="not a regular file"):
+        read_run(fifo)
+    import numpy as np
+    link = FaultyLink(memory_pair()[0], BusMap.load("configs/bus/serial_frame.toml"))
+    rng = np.random.default_rng(0)
+    with pytest.raises(UserError, match="bytes = 8: more than the 7 payload bytes"):
+        link.bind("c", "corrupt", "to_plant", {"bytes": 8, "probability_per_frame": 1.0}, rng, 1e-3)
+    link.bind("c", "corrupt", "to_plant", {"bytes": 7, "probability_per_frame": 1.0}, rng, 1e-3)

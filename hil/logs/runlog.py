@@ -310,6 +310,8 @@ def read_run(path: str | Path) -> tuple[dict[str, Any], np.ndarray]:
     (non-zero when the writer was killed mid-record). A CSV log gives ``{"format": "csv",
     "columns": [...]}``.
     """
+    if not Path(path).is_file():         # a FIFO or a device would block or mislead the reader
+        raise RunLogError(f"{path}: not a regular file; expected a run log (.msgpack or .csv)")
     if Path(path).suffix.lower() == ".csv":
         return _read_csv(path)
     reader = RunLogReader(path)
