@@ -109,8 +109,45 @@ def preset_page() -> str:
                       "| parameter | provenance |", "|---|---|", *rows, ""])
 
 
+def limits_page() -> str:
+    """Every limit a user's sizes and counts meet, with its unit and why, from the constants that enforce it."""
+
+    from config_schema import MAX_CONFIG_BYTES
+    from hil.campaign import spec as campaign_spec
+    from hil.cli import campaign as campaign_cli
+    from hil.cli import registry
+    from hil.faults import effects, kind
+    from hil.model import config, preset_bodies
+    rows = [(preset_bodies, "MAX_MODES_PER_KIND", "modes of one kind per beam", "preset"),
+            (preset_bodies, "MAX_QUADRATURE_POINTS", "lumped nodes per beam", "preset"),
+            (config, "MAX_BODIES", "bodies of one arm", "preset"),
+            (config, "MAX_SUBSTEPS", "substeps per step (integrator.substeps, --substeps)", "preset, hil simulate"),
+            (config, "MIN_DT_S", "the shortest step in s (integrator.dt_s >= this, <= 1 s; --dt)", "preset, hil simulate"),
+            (kind, "MAX_DELAY_SAMPLES", "cycles of a delay fault (samples, cycles)", "scenario"),
+            (kind, "MAX_STALL_S", "s of a stall fault", "scenario"),
+            (effects, "MAX_FRAME_BYTES", "bytes a bus fault corrupts or writes (also: at most the frame's own)",
+             "scenario"),
+            (effects, "MAX_COPIES", "copies of a duplicate fault", "scenario"),
+            (effects, "MAX_BABBLE_HZ", "frames per second of a babble fault", "scenario"),
+            (registry, "MAX_DURATION_S", "s of simulated time of one run (--duration)", "hil run, simulate, firmware"),
+            (campaign_spec, "MAX_CASES", "cases of one campaign", "campaign"),
+            (campaign_cli, "CONFIRM_CASES", "cases a campaign runs without --limit or --yes", "hil campaign"),
+            (None, "MAX_CONFIG_BYTES", "bytes of a configuration file (regular files only)", "every TOML file")]
+    lines = ["# Limits\n",
+             "Every size and count a user sets has a limit; a value beyond it is refused in one line naming the "
+             "file or option, the key and the unit, before the run starts.\n",
+             "| limit | value | where | constant |", "|---|---|---|---|"]
+    for module, name, what, where in rows:
+        value = MAX_CONFIG_BYTES if module is None else getattr(module, name)
+        source = "config_schema" if module is None else module.__name__
+        shown = value if isinstance(value, int) else f"{value:g}"
+        lines.append(f"| {what} | {shown} | {where} | `{source}.{name}` |")
+    return "\n".join(lines) + "\n"
+
+
 PAGES = {"cli.md": cli_page, "bus-maps.md": bus_page, "targets.md": targets_page, "fault-kinds.md": faults_page,
-         "ella-parameters.md": preset_page}
+         "ella-parameters.md": preset_page,
+         "limits.md": limits_page}
 
 
 def pages() -> dict[str, str]:
