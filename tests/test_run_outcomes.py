@@ -136,6 +136,6 @@ def test_a_fifo_run_log_and_a_corruption_longer_than_the_frame_are_refused(tmp_p
     import numpy as np
     link = FaultyLink(memory_pair()[0], BusMap.load("configs/bus/serial_frame.toml"))
     rng = np.random.default_rng(0)
-    with pytest.raises(UserError, match="bytes = 8: more than the 7 payload bytes"):
+    with pytest.raises(UserError, match="bytes = 8: more than the 7 payload bytes of the frames it damages"):
         link.bind("c", "corrupt", "to_plant", {"bytes": 8, "probability_per_frame": 1.0}, rng, 1e-3)
     link.bind("c", "corrupt", "to_plant", {"bytes": 7, "probability_per_frame": 1.0}, rng, 1e-3)

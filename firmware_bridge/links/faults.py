@@ -411,12 +411,9 @@ class FaultyLink:
             raise UserError(f"message {codec.name} has no rolling counter")
         if kind == "bad_crc" and not self.serial and codec is not None and codec.crc_byte is None:
             raise UserError(f"message {codec.name} has no CRC byte (crc_byte) to damage")
-        if kind == "corrupt" and self.bus is not None:
-            longest = max((c.length for c in ([codec] if codec is not None else self.bus.messages(direction))),
-                          default=0)
-            if int(params.get("bytes", 1)) > longest:
-                raise UserError(f"bytes = {params['bytes']}: more than the {longest} payload bytes of the longest "
-                                f"frame it can damage ({direction}{':' + codec.name if codec is not None else ''})")
+        if kind == "corrupt" and self.bus is not None and params.get("bytes", 1) > (longest := max(
+                (c.length for c in ([codec] if codec else self.bus.messages(direction))), default=0)):
+            raise UserError(f"bytes = {params['bytes']}: more than the {longest} payload bytes of the frames it damages")
         if (kind in ("corrupt", "bad_crc") and self.serial and direction == "to_firmware"
                 and not hasattr(self.inner, "send_packet")):
             raise UserError(f"a {kind} fault on a serial link needs a link that writes raw packets (SerialLink)")
