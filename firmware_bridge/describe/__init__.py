@@ -12,6 +12,7 @@ and a frame can be packed or checked by hand. A serial map adds the packet frami
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -109,6 +110,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             status = 2
             continue
-        print(("\n" if i else "") + text)
+        try:
+            print(("\n" if i else "") + text, flush=True)
+        except BrokenPipeError:         # the reader (`| head`) has had enough
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return status
     return status
 
