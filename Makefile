@@ -15,13 +15,13 @@ setup: $(VENV)/.installed
 
 run: setup
 	@mkdir -p out
-	@echo "== ELLA closed loop, joint PID (reference firmware in a second process, serial pty pair)"
-	$(HIL) run ella --bus serial_frame --link pty --spawn-firmware --targets seed000_setpoints \
+	@echo "== ELLA closed loop, joint PID (reference firmware in a second process, serial pty pair, lockstep)"
+	$(HIL) run ella --bus serial_frame --link pty --spawn-firmware --targets seed000_setpoints --mode lockstep \
 		--duration 5 --move-time 1.0 --log out/ella_pid.msgpack
-	@echo "== the same manoeuvre with the IMU vibration suppression"
-	$(HIL) run ella --bus serial_frame --link pty --spawn-firmware --targets seed000_setpoints \
+	@echo "== the same manoeuvre with the IMU vibration suppression (lockstep)"
+	$(HIL) run ella --bus serial_frame --link pty --spawn-firmware --targets seed000_setpoints --mode lockstep \
 		--duration 5 --move-time 1.0 --vibration-suppression --log out/ella_vs.msgpack
-	@echo "== an elbow encoder signal loss mid-manoeuvre: the firmware stops, the drives' watchdog brakes"
+	@echo "== an elbow encoder signal loss mid-manoeuvre, in real time: the firmware stops, the drives' watchdog brakes"
 	$(HIL) run ella --bus serial_frame --link pty --spawn-firmware \
 		--duration 3 --move-time 1.0 --scenario encoder_signal_loss \
 		--safe-state brake --watchdog 0.02 --log out/ella_fault.msgpack

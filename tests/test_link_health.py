@@ -39,8 +39,8 @@ def healthy_summary() -> dict:
             "watchdog": {"trips": 0, "events": []}, "faults": {"injections": 0, "link": {"faults": {}}}}
 
 
-ALL_LIMITS = Targets(max_rejected_commands=0, max_watchdog_trips=0, max_lost_commands=0, max_missed_cycles=0,
-                     max_command_age_p99_s=1e-3, max_bus_errors=0)
+ALL_LIMITS = Targets(max_rejected_commands=0, max_counter_rejections=0, max_watchdog_trips=0, max_lost_commands=0,
+                     max_missed_cycles=0, max_command_age_p99_s=1e-3, max_bus_errors=0)
 
 
 def failed(verdicts: list[dict]) -> dict[str, str]:
@@ -49,14 +49,15 @@ def failed(verdicts: list[dict]) -> dict[str, str]:
 
 def test_a_healthy_link_passes_every_link_verdict():
     verdicts = link_health(ALL_LIMITS, healthy_summary())
-    assert [v["name"] for v in verdicts] == ["rejected_commands", "watchdog_trips", "lost_commands", "missed_cycles",
-                                             "command_age_p99", "bus_errors"]
+    assert [v["name"] for v in verdicts] == ["rejected_commands", "watchdog_trips", "counter_rejections",
+                                             "lost_commands", "missed_cycles", "command_age_p99", "bus_errors"]
     assert failed(verdicts) == {}
 
 
 @pytest.mark.parametrize("path, value, verdict, cause", [
     (("commands", "rejected", "nan"), 1, "rejected_commands", "1 nan"),
     (("commands", "rejected", "crc"), 2, "rejected_commands", "2 crc"),
+    (("commands", "rejected", "counter"), 2, "counter_rejections", "rolling-counter check"),
     (("commands", "rejected", "range"), 5, "rejected_commands", "5 range"),
     (("watchdog", "trips"), 1, "watchdog_trips", "watchdog trips"),
     (("watchdog", "events"), [["tripped", 0.25], ["cleared", 0.3]], "", "the first at t = 0.250 s"),

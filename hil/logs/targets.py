@@ -16,7 +16,8 @@ Every key is optional; each one given becomes a verdict (hil.logs.verdicts)::
     final_window_s = 0.1           # the final value of a signal: its mean over the run's last stretch
 
     # the link's health, from the run's counters (hil.logs.verdicts.link_health)
-    max_rejected_commands = 0      # command frames rejected (CRC, counter, out of range, NaN, length)
+    max_rejected_commands = 0      # command frames rejected for their content (CRC, out of range, NaN, length)
+    max_counter_rejections = 0     # command frames the rolling-counter check rejected (a repeat, a jump)
     max_watchdog_trips = 0         # command timeouts that put the drives in their safe state
     max_lost_commands = 0          # command frames lost (gaps in the rolling counter)
     max_missed_cycles = 0          # cycles the plant stepped without a fresh command
@@ -38,7 +39,8 @@ from config_schema import ConfigError, Document, Table, load_toml, suggest
 
 KEYS = ("description", "setpoints_rad", "tolerance_rad", "settling_from_s", "settling_band_m", "settling_time_s",
         "max_tip_deflection_m", "max_torque_N_m", "max_current_A", "safe_state_within_s", "final_window_s",
-        "max_rejected_commands", "max_watchdog_trips", "max_lost_commands", "max_missed_cycles",
+        "max_rejected_commands", "max_counter_rejections", "max_watchdog_trips", "max_lost_commands",
+        "max_missed_cycles",
         "max_command_age_p99_s", "max_bus_errors")
 # the link-health counts and their limits where the run injects no fault and the targets give none
 LINK_DEFAULTS = {"max_rejected_commands": 0, "max_watchdog_trips": 0}
@@ -61,6 +63,7 @@ class Targets:
     safe_state_within_s: float | None = None
     final_window_s: float = 0.1
     max_rejected_commands: int | None = None
+    max_counter_rejections: int | None = None
     max_watchdog_trips: int | None = None
     max_lost_commands: int | None = None
     max_missed_cycles: int | None = None
@@ -116,8 +119,8 @@ def read_verdict(doc: Document, data: object, where: str = "verdict") -> Targets
         **{k: t.integer(k, None, maximum=COUNT_LIMIT, what="a count") for k in COUNT_KEYS})
 
 
-COUNT_KEYS = ("max_rejected_commands", "max_watchdog_trips", "max_lost_commands", "max_missed_cycles",
-              "max_bus_errors")
+COUNT_KEYS = ("max_rejected_commands", "max_counter_rejections", "max_watchdog_trips", "max_lost_commands",
+              "max_missed_cycles", "max_bus_errors")
 
 
 def _per_joint(t: Table, key: str, unit: str, positive: bool) -> float | dict[str, float] | None:

@@ -89,7 +89,9 @@ def evaluate(targets: Targets, log: Log, joints: list[str]) -> list[dict]:
     return out
 
 
-REJECTION_CAUSES = ("crc", "counter", "range", "nan", "length")     # a command frame's, not a stranger's id
+# a command frame rejected for what it carries (the firmware's doing); the rolling-counter check's rejections are
+# counted apart: frames lost on a busy link (a receive budget spent) make the counter jump and resynchronise too
+REJECTION_CAUSES = ("crc", "range", "nan", "length")
 
 
 def link_health(targets: Targets, summary: dict) -> list[dict]:
@@ -111,6 +113,8 @@ def link_health(targets: Targets, summary: dict) -> list[dict]:
          f"command frames rejected ({by_cause})" if by_cause else "command frames rejected"),
         ("max_watchdog_trips", "watchdog_trips", int(watchdog.get("trips", 0)), "",
          "watchdog trips (command timeouts)" + (f", the first at t = {trips[0]:.3f} s" if trips else "")),
+        ("max_counter_rejections", "counter_rejections", int(rejected.get("counter", 0)), "",
+         "command frames rejected by the rolling-counter check (a repeat, or a jump until it resynchronises)"),
         ("max_lost_commands", "lost_commands", int(commands.get("lost", 0)), "",
          "command frames lost (gaps in the rolling counter)"),
         ("max_missed_cycles", "missed_cycles", timing.get("missed_cycles"), "",
