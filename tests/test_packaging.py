@@ -24,7 +24,8 @@ def test_the_wheel_installs_in_a_fresh_venv_and_runs_outside_the_checkout(tmp_pa
     wheel, = dist.glob("ella_hil-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert {"hil/configs/ella.toml", "hil/configs/bus/serial_frame.toml", "hil/configs/scenarios/combined.toml",
-            "hil/configs/targets/seed000_setpoints.toml"} <= set(names)
+            "hil/configs/targets/seed000_setpoints.toml", "firmware_bridge/maps/compact_fd.toml",
+            "firmware_bridge/describe/__main__.py"} <= set(names)
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
@@ -47,3 +48,6 @@ def test_the_wheel_installs_in_a_fresh_venv_and_runs_outside_the_checkout(tmp_pa
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["cycles"] == 1000 and summary["run_failures"] == [] and summary["commands"]["accepted"] == 1000
     assert str(ROOT) not in json.dumps(summary)                          # nothing came from the checkout
+    tables = subprocess.run([str(venv / "bin" / "python"), "-m", "firmware_bridge.describe", "compact_fd"], cwd=work,
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert tables.returncode == 0 and "Profile 5" in tables.stdout and str(ROOT) not in tables.stdout
