@@ -86,8 +86,8 @@ def wait_for_command(emu: Any) -> bool:
                 resend_at += emu.opt.lockstep_resend_s
             if now >= report_at:
                 emu.progress(f"lockstep: after cycle {emu.cycle} (t = {emu.plant.t:.3f} s) the loop waits "
-                             f"{now - start:.0f} s for the firmware's answer; sensor frames sent again every {emu.opt.lockstep_resend_s:g} s, "
-                             f"silent after {timeout:g} s")
+                             f"{now - start:.0f} s for the firmware's answer; sensor frames sent again every "
+                             f"{emu.opt.lockstep_resend_s:g} s, silent after {timeout:g} s")
                 report_at += PROGRESS_S
             grace_end = deadline if rejected_at is None else rejected_at + REJECTED_GRACE_S
             io.idle(min(deadline, resend_at, report_at, grace_end) - time.monotonic())
@@ -100,8 +100,8 @@ def wait_for_command(emu: Any) -> bool:
     if emu.stop_requested:
         return False
     if not io.silent:
-        emu.progress(f"lockstep: no answer after cycle {emu.cycle} (t = {emu.plant.t:.3f} s) within {timeout:g} s: the "
-                     "firmware is silent; the plant steps on without commands until it answers")
+        emu.progress(f"lockstep: no answer after cycle {emu.cycle} (t = {emu.plant.t:.3f} s) within {timeout:g} s: "
+                     "the firmware is silent; the plant steps on without commands until it answers")
     io.unanswered()
     return True
 
