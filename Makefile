@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 HIL := $(VENV)/bin/hil
 
-.PHONY: setup run test test-realtime bench docs clean
+.PHONY: setup run test test-realtime bench docs wire-wheel clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -36,6 +36,9 @@ test-realtime: setup    # the wall-clock tests (pacer, loop under a flood): on a
 
 bench: setup
 	$(HIL) bench kernel
+
+wire-wheel: setup    # the firmware's library (ella-wire: plain Python, no numpy) as a wheel in dist/
+	$(PY) -m tools.wire_wheel --out dist
 
 docs: setup     # the manual (docs/) as a site in site/; warnings are errors
 	$(PY) -m tools.docs_reference

@@ -1,7 +1,9 @@
 """Everything that crosses the wire between the emulator and a firmware; imports nothing from hil.
 
 * ``links``: the Link protocol and the links (serial, CAN, slcan, UDP loopback), bus faults, recording;
-* ``wire``: bus maps, codecs, CRCs and counters, serial framing, codec tables, named signals;
+* ``wire``: bus maps, codecs, CRCs and counters, serial framing, codec tables, the frame reader and
+  writer, the emulator's end of a map (``signals``);
+* ``firmware``: the firmware's library, plain Python (the ``ella-wire`` wheel): its end of a map, its loop;
 * ``canopen``: NMT, SYNC, heartbeat, SDO, PDOs, CiA 402, the emulated nodes and the firmware's master;
 * ``formats``: DBC files, C code for firmware, EDS files;
 * ``reference``: the reference firmware.

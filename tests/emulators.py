@@ -9,7 +9,8 @@ import numpy as np
 
 from firmware_bridge.links.base import Frame
 from firmware_bridge.wire.messages import BusMap, DecodeError, crc8_sae_j1850
-from firmware_bridge.wire.signals import CommandInput, SensorInput, SensorOutput
+from firmware_bridge.wire.signals import CommandInput, SensorOutput
+from firmware_bridge.firmware.endpoint import SensorInput
 from hil.devices.drives import DriveBank
 from hil.dynamics.plant import Plant
 from hil.faults.scenario import Scenario
@@ -112,7 +113,7 @@ class FakeFirmware:
 
     def angles(self) -> np.ndarray:
         """Joint angles [rad] from the last encoder counts received."""
-        return self.input.counts * 2 * math.pi / (CPR * self.gear)
+        return np.asarray(self.input.counts) * 2 * math.pi / (CPR * self.gear)
 
     def answer(self, frame: Frame, law: Callable[[float], np.ndarray]) -> list[Frame]:
         """A firmware that computes once per sensor frame: the command `law(t)` for a frame that completed a

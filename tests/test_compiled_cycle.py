@@ -19,7 +19,8 @@ import pytest
 
 from firmware_bridge.links.base import Frame
 from firmware_bridge.wire.messages import BusMap
-from firmware_bridge.wire.signals import CommandInput, CommandOutput, SensorOutput
+from firmware_bridge.wire.signals import CommandInput, SensorOutput
+from firmware_bridge.firmware.endpoint import CommandOutput
 from hil.devices.sensors import SensorSuite
 from hil.dynamics.plant import Plant
 from hil.faults.scenario import scenario_from_string

@@ -14,7 +14,7 @@ import pytest
 
 from chains import random_flexible_chain
 from firmware_bridge.wire.messages import BusMap
-from firmware_bridge.wire.signals import CommandOutput
+from firmware_bridge.firmware.endpoint import CommandOutput
 from hil.model import spec as md
 from hil.model.assembly import assemble, make_work
 from config_schema import ConfigError

@@ -12,7 +12,8 @@ from firmware_bridge.links.base import Frame
 from firmware_bridge.wire.codec import crc8_sae_j1850
 from firmware_bridge.wire.messages import BusMap, describe
 from firmware_bridge.wire.protection import _counted, protection
-from firmware_bridge.wire.signals import CommandInput, FrameReader
+from firmware_bridge.wire.signals import CommandInput
+from firmware_bridge.wire.frame_io import FrameReader
 from config_schema import ConfigError
 from hil.model.config import load_model
 from hil.runtime.loop import Emulator, RuntimeOptions

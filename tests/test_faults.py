@@ -22,7 +22,7 @@ from firmware_bridge.links.faults import FaultyLink
 from firmware_bridge.links.serial import SerialLink, open_pty_pair
 from firmware_bridge.wire.framing import encode_frame
 from firmware_bridge.wire.messages import BusMap
-from firmware_bridge.wire.signals import FrameReader, FrameWriter
+from firmware_bridge.wire.frame_io import FrameReader, FrameWriter
 from config_schema import ConfigError
 from hil.model import spec as md
 from hil.model.config import load_model

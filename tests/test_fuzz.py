@@ -19,7 +19,7 @@ from firmware_bridge.links.can import SlcanAdapterLink
 from firmware_bridge.links.udp_loopback import unpack_datagram
 from firmware_bridge.wire.framing import CobsDecodeError, StreamDecoder, cobs_decode, cobs_encode, crc16_ccitt_false
 from firmware_bridge.wire.messages import BusMap, DecodeError
-from firmware_bridge.wire.signals import FrameReader
+from firmware_bridge.wire.frame_io import FrameReader
 from hil.logs.runlog import MsgpackRunWriter, RunLogError, read_run
 
 ROOT = Path(__file__).resolve().parent.parent

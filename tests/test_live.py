@@ -28,8 +28,9 @@ ROOT = Path(__file__).resolve().parent.parent
 class Client:
     """Subscribes to every advertised channel; collects (topic, log time, payload) per message."""
 
-    def __init__(self, port: int):
-        self.ws = websockets_client.connect(f"ws://127.0.0.1:{port}", subprotocols=["foxglove.sdk.v1"]).__enter__()
+    def __init__(self, port: int, path: str = "", origin: str | None = None):
+        self.ws = websockets_client.connect(f"ws://127.0.0.1:{port}{path}", subprotocols=["foxglove.sdk.v1"],
+                                            origin=origin).__enter__()
         self.channels: dict[int, dict] = {}
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and len(self.channels) < 4:
@@ -110,6 +111,26 @@ def test_a_client_receives_the_scene_signals_and_events_from_the_logger_thread(l
     lines = scene.entities[0].lines
     assert len(lines) == 3 and len(lines[1].points) == len(lines[2].points) == 24
     assert [json.loads(p) for _, p in got["/events"]] == EVENTS
+
+
+def test_the_view_admits_a_viewer_with_its_token_and_refuses_a_foreign_page(log):
+    """Through the view's gate (hil.viz.live_gate, tested on its own in test_live_gate.py)."""
+    from websockets.exceptions import InvalidStatus
+    from hil.viz.live import LiveView
+    header, _ = log
+    live = LiveView(ARM.read_text(encoding="utf-8"), header["columns"], port=0, source=str(ARM),
+                    token="view-token-1", allowed_origins=("https://app.foxglove.dev",))
+    try:
+        client = Client(live.port, "/?token=view-token-1", origin="https://app.foxglove.dev")
+        assert {c["topic"] for c in client.channels.values()} >= {"/arm/scene", "/signals/live"}
+        client.close()
+        for path, origin, status in (("/?token=view-token-1", "https://evil.example", 403), ("/", None, 401)):
+            with pytest.raises(InvalidStatus) as refused:
+                Client(live.port, path, origin)
+            assert refused.value.response.status_code == status
+    finally:
+        live.close()
+    assert live.gate["admitted"] == 1 and live.gate["refused"]["origin"] == live.gate["refused"]["token"] == 1
 
 
 def test_a_failing_row_stops_the_view_not_the_logger(log):

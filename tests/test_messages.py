@@ -379,7 +379,7 @@ def test_counter_argument_needs_a_counter_signal():
 
 
 def test_a_writer_withholds_and_counts_a_frame_with_nan_in_an_integer_signal():
-    from firmware_bridge.wire.signals import FrameWriter
+    from firmware_bridge.wire.frame_io import FrameWriter
     bus = BusMap.load("configs/bus/compact_fd.toml")
     writer = FrameWriter(bus, "to_firmware")
     codec = writer.codecs[0]

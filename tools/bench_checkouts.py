@@ -45,7 +45,9 @@ def module(*names):
 LinkCounters = module("firmware_bridge.links.base", "firmware_bridge.link").LinkCounters
 BusMap = module("firmware_bridge.wire.messages", "firmware_bridge.messages").BusMap
 signals = module("firmware_bridge.wire.signals", "firmware_bridge.signals")
-CommandInput, SensorInput, SensorOutput = signals.CommandInput, signals.SensorInput, signals.SensorOutput
+CommandInput, SensorOutput = signals.CommandInput, signals.SensorOutput
+SensorInput = module("firmware_bridge.firmware.endpoint", "firmware_bridge.wire.signals",
+                     "firmware_bridge.signals").SensorInput
 
 load_model = module("hil.config", "hil.model.config").load_model
 Plant = module("hil.plant", "hil.dynamics.plant").Plant

@@ -54,7 +54,8 @@ import numpy as np
 
 from firmware_bridge.links.base import LinkCounters
 from firmware_bridge.wire.messages import BusMap
-from firmware_bridge.wire.signals import CommandInput, SensorInput, SensorOutput
+from firmware_bridge.wire.signals import CommandInput, SensorOutput
+from firmware_bridge.firmware.endpoint import SensorInput
 from hil.model.config import load_model
 from hil.devices.drives import DriveBank
 from hil.dynamics.plant import Plant

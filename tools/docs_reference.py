@@ -118,6 +118,7 @@ def limits_page() -> str:
     from hil.cli import registry
     from hil.faults import effects, kind
     from hil.model import config, preset_bodies
+    from hil.viz import live_gate
     rows = [(preset_bodies, "MAX_MODES_PER_KIND", "modes of one kind per beam", "preset"),
             (preset_bodies, "MAX_QUADRATURE_POINTS", "lumped nodes per beam", "preset"),
             (config, "MAX_BODIES", "bodies of one arm", "preset"),
@@ -132,6 +133,8 @@ def limits_page() -> str:
             (registry, "MAX_DURATION_S", "s of simulated time of one run (--duration)", "hil run, simulate, firmware"),
             (campaign_spec, "MAX_CASES", "cases of one campaign", "campaign"),
             (campaign_cli, "CONFIRM_CASES", "cases a campaign runs without --limit or --yes", "hil campaign"),
+            (live_gate, "MAX_CLIENTS", "viewers of the live view at once", "hil run --live"),
+            (live_gate, "HANDSHAKE_BYTES", "bytes of a live viewer's opening handshake", "hil run --live"),
             (None, "MAX_CONFIG_BYTES", "bytes of a configuration file (regular files only)", "every TOML file")]
     lines = ["# Limits\n",
              "Every size and count a user sets has a limit; a value beyond it is refused in one line naming the "

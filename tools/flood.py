@@ -41,7 +41,7 @@ from firmware_bridge.links.base import Frame, Link
 from firmware_bridge.links.connect import open_link
 from firmware_bridge.wire.framing import cobs_encode, crc16_ccitt_false
 from firmware_bridge.wire.messages import BusMap
-from firmware_bridge.wire.signals import SensorInput
+from firmware_bridge.firmware.endpoint import SensorInput
 
 ROOT = Path(__file__).resolve().parent.parent
 ARM = "ella"

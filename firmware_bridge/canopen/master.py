@@ -11,7 +11,7 @@ SYNC(k+1).
 """
 from __future__ import annotations
 
-from .network import (HEARTBEAT_FUNCTION, RPDO_FUNCTIONS, STATE_NAMES, TPDO_FUNCTIONS, function_of, is_canopen,
+from .cob_ids import (HEARTBEAT_FUNCTION, RPDO_FUNCTIONS, STATE_NAMES, TPDO_FUNCTIONS, function_of, is_canopen,
                       joint_nodes, node_of)
 from .drive_node import EMCY_BASE
 from firmware_bridge.links.base import Frame

@@ -55,61 +55,24 @@ import numpy as np
 
 from .drive_node import DriveNode, NodeSpec, detected_fault
 from firmware_bridge.links.base import Frame
-from firmware_bridge.wire.messages import (HEARTBEAT_BASE_ID, NMT_ID, NMT_PRE_OPERATIONAL, NMT_RESET_COMMUNICATION,
+from firmware_bridge.wire.messages import (NMT_ID, NMT_PRE_OPERATIONAL, NMT_RESET_COMMUNICATION,
                                            NMT_RESET_NODE, NMT_START, NMT_STOP, STATE_BOOTUP, STATE_OPERATIONAL,
                                            STATE_PRE_OPERATIONAL, STATE_STOPPED, SYNC_ID, BusMap, Codec,
                                            heartbeat_frame)
+from .cob_ids import (HEARTBEAT_FUNCTION, RPDO_FUNCTIONS, STATE_NAMES, TPDO_FUNCTIONS, function_of,  # noqa: F401
+                      is_canopen, joint_nodes, map_joint_names, node_of)
 from .pdo import RPDO, TPDO, Pdo
 from .sdo_server import SDO_REQUEST_BASE, SDO_RESPONSE_BASE
 from firmware_bridge.wire.signals import CommandInput
 from config_schema import UserError
 
-TPDO_FUNCTIONS = (0x180, 0x280, 0x380, 0x480)
-RPDO_FUNCTIONS = (0x200, 0x300, 0x400, 0x500)
-HEARTBEAT_FUNCTION = HEARTBEAT_BASE_ID
-STATE_NAMES = {STATE_BOOTUP: "boot-up", STATE_STOPPED: "stopped", STATE_OPERATIONAL: "operational",
-               STATE_PRE_OPERATIONAL: "pre-operational"}
-
-
-def node_of(cob_id: int) -> int:
-    """Node id of a predefined-connection-set COB-ID."""
-    return cob_id & 0x7F
-
-
-def function_of(cob_id: int) -> int:
-    """Function code of a predefined-connection-set COB-ID."""
-    return cob_id & 0x780
+# the COB-ID names (cob_ids) are still importable from here, as they were before that module
 
 
 def _standard(codecs: Iterable[Codec], functions: tuple[int, ...]) -> dict[int, int]:
     """COB-ID -> node id of the 11-bit messages whose function code is in ``functions``."""
     return {c.arbitration_id: node_of(c.arbitration_id) for c in codecs
             if not c.is_extended_id and function_of(c.arbitration_id) in functions and node_of(c.arbitration_id)}
-
-
-def is_canopen(bus: BusMap) -> bool:
-    """Whether ``bus`` is a CANopen map: NMT (0x000) and SYNC (0x080) messages to the plant."""
-    ids = {c.arbitration_id for c in bus.messages("to_plant") if not c.is_extended_id}
-    return bus.kind in ("can", "canfd") and NMT_ID in ids and SYNC_ID in ids
-
-
-def joint_nodes(bus: BusMap, direction: str, signal: str, names: list[str], functions) -> list[int]:
-    """Node id of the PDO carrying ``signal.format(joint)`` for each joint."""
-    out = []
-    for name in names:
-        sig = signal.format(name)
-        hits = [c for c, _ in bus.find(sig) if c.direction == direction]
-        if not hits or function_of(hits[0].arbitration_id) not in functions or hits[0].is_extended_id:
-            raise UserError(f"{bus.source}: {sig} is not carried by a {direction} PDO of the predefined "
-                             f"connection set")
-        out.append(node_of(hits[0].arbitration_id))
-    return out
-
-
-def map_joint_names(bus: BusMap) -> list[str]:
-    """The joints of a CANopen map: each ``tau_<joint>`` its RPDOs carry, in map order."""
-    return [n[4:] for c in bus.messages("to_plant") if function_of(c.arbitration_id) in RPDO_FUNCTIONS
-            for n in c.signal_names if n.startswith("tau_")]
 
 
 def node_specs(bus: BusMap, joint_names: list[str], heartbeat_ms: float) -> list[NodeSpec]:

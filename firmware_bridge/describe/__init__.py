@@ -20,7 +20,7 @@ from config_schema import UserError
 from firmware_bridge.wire.codec import CRC_WIDTH, Codec
 from firmware_bridge.wire.messages import BusMap
 from firmware_bridge.wire.shipped import resolve, shipped
-from firmware_bridge.wire.signals import CounterCheck
+from firmware_bridge.wire.frame_io import CounterCheck
 
 KINDS = {"can": "classic CAN", "canfd": "CAN FD", "serial": "serial"}
 DIRECTIONS = {"to_plant": "firmware -> emulator", "to_firmware": "emulator -> firmware"}

@@ -23,22 +23,17 @@ and centres of mass for its gravity feed-forward (firmware_bridge.reference.rigi
 """
 from __future__ import annotations
 
-import os
-import select
-import time
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from firmware_bridge.canopen.master import CanopenMaster
-from firmware_bridge.canopen.network import is_canopen
+from firmware_bridge.firmware.endpoint import FirmwareWire
+from firmware_bridge.firmware.serve import IDLE_TIMEOUT_S, serve as serve_law
 from firmware_bridge.links.base import Link
 from firmware_bridge.reference.controller import ELLA_SETPOINTS, ControllerGains, ReferenceController
 from firmware_bridge.reference.nominal import load_nominal_arm
 from firmware_bridge.reference.rigid_chain import RigidChain
-from firmware_bridge.reference.stats import LatencyHistogram
 from firmware_bridge.wire.messages import BusMap, StatusFlag
-from firmware_bridge.wire.signals import CommandOutput, SensorInput
 
 MAX_JOINT_RATE_RAD_S = 5.0     # supervision limit: a 0.5 s set-point manoeuvre peaks near 3 rad/s
 ELLA_GAINS = ControllerGains(kp=np.array([3000.0, 3000.0, 800.0]), kd=np.array([300.0, 300.0, 80.0]),
@@ -94,10 +89,8 @@ class Firmware:
         names = self.arm.joint_names
         gear, counts_per_rev, home = self.arm.gear_ratios, self.arm.counts_per_rev, self.arm.home_rad
         self.goal = np.array([ELLA_SETPOINTS.get(n, q) for n, q in zip(names, home)])
-        self.bus = bus
-        self.master = CanopenMaster(bus, names) if is_canopen(bus) else None
-        self.sensors = SensorInput(bus, names)
-        self.commands = CommandOutput(bus, names, self.master.own_ids if self.master else ())
+        self.wire = FirmwareWire(bus, names)
+        self.bus, self.master, self.sensors, self.commands = bus, self.wire.master, self.wire.sensors, self.wire.commands
         chain = RigidChain(self.arm)
         self.ctl = ReferenceController(gear, counts_per_rev, home, self.goal, move_time_s, ELLA_GAINS, bus.cycle_s,
                                        geometry=chain if vibration_suppression else None)
@@ -107,78 +100,23 @@ class Firmware:
         self.ctl.g = replace(self.ctl.g, torque_limit_N_m=np.minimum(self.ctl.g.torque_limit_N_m, self.commands.limit))
 
 
-IDLE_TIMEOUT_S = 10.0     # no frame for this long: the emulator is gone (a busy machine can hold a pty's
-                          # data for seconds; a lockstep emulator sends an unanswered frame again every second)
-
-
 def serve(fw: Firmware, link: Link, duration_s: float, idle_timeout_s: float = IDLE_TIMEOUT_S,
           parent_pid: int | None = None) -> FirmwareResult:
-    """Answer every encoder frame with a command until the emulator's time passes duration_s.
+    """Answer every cycle's encoder frames with a command until the emulator's time passes duration_s
+    (firmware_bridge.firmware.serve: the loop, the CANopen master's part, when it ends). Once the
+    encoder monitor has latched a fault, no command is sent."""
+    ctl, fault_cycle = fw.ctl, None
 
-    CANopen: heartbeats, SDO responses and EMCYs go to the master (which enables the drives and starts
-    the network); once it has started, only PDOs count as activity for the idle timeout. With
-    `parent_pid` (the emulator that started this process) the firmware stops as soon as that process
-    is gone (looked at whenever no frame is waiting, at least every millisecond), instead of waiting
-    for the idle timeout."""
-    bus, sensors, commands, ctl, gravity, goal = fw.bus, fw.sensors, fw.commands, fw.ctl, fw.gravity, fw.goal
-    master = fw.master
-    last_rx = time.monotonic()
-    fd = _descriptor(link)
-    sent_at = None
-    fault_cycle = None
-    latency = LatencyHistogram()
-    cycle = sensors.cycle
-    while True:
-        frame = link.recv()
-        if frame is None:   # idle: only now the timeout counts (a firmware process that was not scheduled for
-            # a while finds the frames that waited meanwhile first)
-            if parent_pid is not None and os.getppid() != parent_pid:
-                break                       # the emulator is gone (its pty or bus may still look alive)
-            if time.monotonic() - last_rx >= idle_timeout_s:
-                break
-            _wait(fd)
-            continue
-        if master is not None and master.is_protocol(frame):
-            if not master.started:
-                last_rx = time.monotonic()
-            for f in master.on_frame(frame):       # the drives' enabling, NMT start and the first SYNC
-                link.send(f)
-            continue
-        last_rx = time.monotonic()
-        if not sensors.feed(frame):
-            continue
-        if sent_at is not None:
-            latency.add((last_rx - sent_at) * 1e6)
-        cycle = sensors.cycle if master is None else master.syncs
-        if fw.monitor.check(sensors.counts, cycle, fw.names):
+    def control(sensors, cycle: int):
+        nonlocal fault_cycle
+        if fw.monitor.check(np.asarray(sensors.counts, np.int64), cycle, fw.names):
             engaged = not sensors.status & StatusFlag.COMMAND_TIMEOUT      # the drives apply the commands
-            tau = ctl.update(cycle * bus.cycle_s, sensors.counts, gravity, sensors.gyro, engaged)
-            for f in commands.frames(tau, cycle):
-                link.send(f)
-        elif fault_cycle is None:
+            return ctl.update(cycle * fw.bus.cycle_s, sensors.counts, fw.gravity, np.asarray(sensors.gyro), engaged)
+        if fault_cycle is None:
             fault_cycle = cycle
-        done = cycle * bus.cycle_s >= duration_s
-        if master is not None:
-            link.send(master.stop() if done else master.sync())
-        sent_at = time.monotonic() if fw.monitor.fault is None else None
-        if done:
-            break
-    return FirmwareResult(sensors.cycle if master is None else cycle, ctl.q.tolist(), (goal - ctl.q).tolist(),
-                          link.counters.as_dict(), sensors.reader.stats(), latency.summary(),
-                          None if master is None else master.stats(),
-                          None if fw.monitor.fault is None else f"{fw.monitor.fault} at cycle {fault_cycle}")
-
-
-def _descriptor(link: Link) -> int | None:
-    try:
-        return link.fileno()
-    except (AttributeError, NotImplementedError, OSError):
         return None
 
-
-def _wait(fd: int | None) -> None:
-    """Block briefly for input: select on the link's descriptor if it has one, else a short sleep."""
-    if fd is not None and fd >= 0:
-        select.select([fd], [], [], 1e-3)
-    else:
-        time.sleep(50e-6)
+    run = serve_law(fw.wire, link, control, duration_s, idle_timeout_s, parent_pid)
+    return FirmwareResult(run.cycles, ctl.q.tolist(), (fw.goal - ctl.q).tolist(), run.link, run.sensors,
+                          run.command_to_sensor_us, run.canopen,
+                          None if fw.monitor.fault is None else f"{fw.monitor.fault} at cycle {fault_cycle}")

@@ -100,6 +100,12 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
                    help="serve the arm's 3D scene and signals over a Foxglove WebSocket on 127.0.0.1:PORT "
                         "(default 8765) while running, fed from the log writer's thread")
     p.add_argument("--live-rate", type=positive_float, default=50.0, help="--live: messages per second of simulated time")
+    p.add_argument("--live-token", type=live_token, nargs="?", const="random", default=None, metavar="TOKEN",
+                   help="--live: admit only viewers whose URL carries ?token=TOKEN (8 to 128 of A-Z a-z 0-9 - _ . ~; "
+                        "without a value a random one, printed with the view's URL)")
+    p.add_argument("--live-allow-origin", type=web_origin, action="append", default=[], metavar="ORIGIN",
+                   help="--live: a web origin besides loopback whose pages may connect, e.g. https://app.foxglove.dev "
+                        "(repeatable; desktop viewers send none and need none)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
@@ -157,6 +163,8 @@ def run(args: argparse.Namespace) -> dict:
     bus_map = load_bus(resolve("bus", args.bus))
     if args.heartbeat_ms is not None and not is_canopen(bus_map):
         raise CliError(f"--heartbeat-ms needs a CANopen bus map; {args.bus} has no NMT and SYNC messages")
+    if args.live is None and (args.live_token or args.live_allow_origin):
+        raise CliError(f"{'--live-token' if args.live_token else '--live-allow-origin'} needs --live")
     targets = load_targets(resolve("targets", args.targets)) if args.targets else None
     check_link_fits(bus_map, args.link)           # refused before anything is compiled or opened
     if args.spawn_firmware and args.firmware_params:
@@ -275,7 +283,7 @@ def _run_with_firmware(args: argparse.Namespace, built) -> dict:
                           "starts it, --spawn-firmware starts the reference firmware)")
     try:
         if args.live is not None:
-            live = emulator.live = _live_view(emulator, args.live, args.live_rate)
+            live = emulator.live = _live_view(emulator, args)
         if args.spawn_firmware or args.firmware is not None:
             command = _reference_firmware(args, built) if args.spawn_firmware else _split(args.firmware)
             echo = None if args.spawn_firmware else (lambda line: print(f"[firmware] {line}", file=sys.stderr))
@@ -296,7 +304,8 @@ def _run_with_firmware(args: argparse.Namespace, built) -> dict:
             if live is not None:
                 live.close()
     if live is not None:
-        summary["live"] = {"port": live.port, "frames": live.frames, "dropped": live.dropped, "error": live.error}
+        summary["live"] = {"port": live.port, "frames": live.frames, "dropped": live.dropped, "error": live.error,
+                           "viewers": live.gate}
     if firmware is not None:
         summary["firmware_process"] = {"command": firmware.argv, "exit_status": status,
                                        "stderr_tail": list(firmware.stderr), "stdout_tail": list(firmware.stdout)}
@@ -342,12 +351,36 @@ def _last_json(text: str) -> dict | None:
     return json.loads(lines[-1]) if lines else None
 
 
-def _live_view(emulator, port: int, rate_hz: float):
+def live_token(text: str) -> str:
+    """A --live-token value: "random", or 8 to 128 URL-safe characters."""
+    if text == "random" or (8 <= len(text) <= 128 and all(c.isascii() and (c.isalnum() or c in "-_.~") for c in text)):
+        return text
+    raise argparse.ArgumentTypeError("expected 8 to 128 of A-Z a-z 0-9 - _ . ~ (or no value: a random token)")
+
+
+def web_origin(text: str) -> str:
+    """A --live-allow-origin value: http(s)://HOST[:PORT], nothing after it."""
+    from urllib.parse import urlsplit
+    try:
+        parts = urlsplit(text)
+        ok = (parts.scheme in ("http", "https") and bool(parts.hostname) and (parts.port or 0) >= 0
+              and not (parts.path.strip("/") or parts.query or parts.fragment or parts.username))
+    except ValueError:          # a port that is no number
+        ok = False
+    if not ok:
+        raise argparse.ArgumentTypeError("expected an origin, http(s)://HOST[:PORT], e.g. https://app.foxglove.dev")
+    return text.rstrip("/")
+
+
+def _live_view(emulator, args: argparse.Namespace):
+    import secrets
+    token = secrets.token_urlsafe(18) if args.live_token == "random" else args.live_token
     try:
         from hil.viz.live import LiveView
-        live = LiveView(emulator.header["config_text"], emulator.columns, port=port, rate_hz=rate_hz,
-                        source=emulator.header["config"])
+        live = LiveView(emulator.header["config_text"], emulator.columns, port=args.live, rate_hz=args.live_rate,
+                        source=emulator.header["config"], token=token, allowed_origins=tuple(args.live_allow_origin))
     except ImportError as exc:
         raise CliError(f"--live needs {exc.name}: pip install 'ella-hil[viz]'") from None
-    print(f"live view: ws://127.0.0.1:{live.port} (Foxglove WebSocket)", file=sys.stderr)
+    query = f"/?token={token}" if token else ""
+    print(f"live view: ws://127.0.0.1:{live.port}{query} (Foxglove WebSocket)", file=sys.stderr)
     return live

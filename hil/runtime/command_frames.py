@@ -10,7 +10,8 @@ import numpy as np
 
 from firmware_bridge.links.base import Frame
 from firmware_bridge.wire.codec_table import decoder_table
-from firmware_bridge.wire.signals import CommandInput, CounterCheck
+from firmware_bridge.wire.signals import CommandInput
+from firmware_bridge.wire.frame_io import CounterCheck
 from hil.kernels.frame_codec import (BAD_COUNTER, BAD_CRC, BAD_LENGTH, BAD_NAN, BAD_RANGE, CNT_LOST, CNT_RESYNCS,
                                      DEC_COUNT, DEC_FIRST, DEC_LENGTH, OK, OK_LOST, ST_LAST, ST_REJECTED, ST_RUN, Decoder,
                                      take_command)

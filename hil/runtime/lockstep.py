@@ -30,7 +30,7 @@ from typing import Any
 from config_schema import ConfigError
 from firmware_bridge.links.base import Frame
 from firmware_bridge.wire.messages import BusMap
-from firmware_bridge.wire.signals import SensorInput
+from firmware_bridge.firmware.endpoint import SensorInput
 from hil.runtime.start import PROGRESS_S, REJECTED_GRACE_S, rejections
 
 

@@ -8,8 +8,10 @@ row per 1/rate_hz of simulated time (default 50 Hz) and writes the columns the v
 joint angles, modal coordinates, the selected signals) in one non-blocking write to a pipe: a
 full pipe drops the frame and counts it, no thread or lock is added. The view's process
 (``LiveServer``) builds the scene (``hil.viz.scene``) and publishes the Foxglove messages; the
-SDK's server runs the sockets. Topics as the MCAP export (``hil.viz.foxglove_scene``) plus
-``/signals/live`` (the selected signals); Foxglove Studio connects to ``ws://127.0.0.1:<port>``.
+SDK's server runs the sockets, on an ephemeral loopback port behind the view's gate
+(``hil.viz.live_gate``: the Host and Origin checks and the optional token). Topics as the MCAP
+export (``hil.viz.foxglove_scene``) plus ``/signals/live`` (the selected signals); Foxglove Studio
+connects to ``ws://127.0.0.1:<port>`` (``/?token=...`` with a token).
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ import numpy as np
 from hil.model.assembly import assemble
 from hil.model.config import load_model_from_string
 from hil.model.spec import Model
+from hil.viz.live_gate import LiveGate
 from hil.viz.foxglove_scene import EVENT_TOPIC, SCENE_TOPIC, group_schema, imu_transforms, ns, scene_update
 from hil.viz.scene import ArmScene
 from config_schema import UserError
@@ -50,7 +53,7 @@ class LiveView:
 
     def __init__(self, config_text: str, columns: list[str], port: int = 8765, rate_hz: float = 50.0,
                  signals: tuple[str, ...] = DEFAULT_SIGNALS, host: str = "127.0.0.1", source: str = "<preset>",
-                 start_timeout_s: float = 120.0):
+                 start_timeout_s: float = 120.0, token: str | None = None, allowed_origins: tuple[str, ...] = ()):
         keep = [i for i, c in enumerate(columns) if c == "t" or c.startswith(("q_", "eta_"))
                 or (any(fnmatch.fnmatchcase(c, g) for g in signals) and not c.endswith("_true"))]
         self._keep = np.array(keep, np.int64)
@@ -61,7 +64,7 @@ class LiveView:
         self._control, child = ctx.Pipe()
         self._proc = ctx.Process(target=_serve, name="hil-live", daemon=True,
                                  args=(child, rows_in, config_text, source, [columns[i] for i in keep], port,
-                                       tuple(signals), host))
+                                       tuple(signals), host, token, tuple(allowed_origins)))
         self._proc.start()
         rows_in.close()
         self._fd = self._rows.fileno()
@@ -71,6 +74,7 @@ class LiveView:
         self._next_t = -np.inf
         self.sent = self.dropped = 0
         self.frames, self.error, self.busy_s = 0, None, 0.0     # from the view's process, after close()
+        self.gate: dict = {}
         ready = self._control.poll(start_timeout_s)
         reply = self._control.recv() if ready else ("error", "no answer from the live view's process")
         if reply[0] != "ready":
@@ -117,6 +121,7 @@ class LiveView:
             if self._control.poll(timeout_s):
                 stats = self._control.recv()
                 self.frames, self.error, self.busy_s = stats["frames"], stats["error"], stats["busy_s"]
+                self.gate = stats["gate"]
         except (EOFError, OSError) as exc:
             self.error = self.error or f"live view did not stop cleanly: {exc}"
         self._proc.join(timeout_s)
@@ -126,10 +131,11 @@ class LiveView:
 
 
 def _serve(control, rows, config_text: str, source: str, columns: list[str], port: int, signals: tuple[str, ...],
-           host: str) -> None:
+           host: str, token: str | None, allowed_origins: tuple[str, ...]) -> None:
     """The view's process: serve until the feed's pipe closes, then report the counters."""
     try:
-        server = LiveServer(load_model_from_string(config_text, source), columns, port, signals, host)
+        server = LiveServer(load_model_from_string(config_text, source), columns, port, signals, host, token,
+                            allowed_origins)
     except Exception as exc:
         control.send(("error", f"{type(exc).__name__}: {exc}"))
         return
@@ -145,7 +151,8 @@ def _serve(control, rows, config_text: str, source: str, columns: list[str], por
             else:
                 server.event(json.loads(message[1:]))
     finally:
-        control.send({"frames": server.frames, "error": server.error, "busy_s": server.busy_s})
+        control.send({"frames": server.frames, "error": server.error, "busy_s": server.busy_s,
+                      "gate": server.gate.stats()})
         server.close()
 
 
@@ -153,7 +160,8 @@ class LiveServer:
     """The Foxglove server and its messages (in the live view's process): ``row`` publishes the
     scene and the selected signals of each row it gets, ``event`` an event."""
 
-    def __init__(self, model: Model, columns: list[str], port: int, signals: tuple[str, ...], host: str):
+    def __init__(self, model: Model, columns: list[str], port: int, signals: tuple[str, ...], host: str,
+                 token: str | None = None, allowed_origins: tuple[str, ...] = ()):
         import foxglove
         from foxglove.channels import FrameTransformChannel, SceneUpdateChannel
 
@@ -165,7 +173,12 @@ class LiveServer:
         self._signal_idx = chosen
         self._signal_names = [columns[i] for i in chosen]
         self.context = foxglove.Context()
-        self.server = foxglove.start_server(name="ella-hil", host=host, port=port, context=self.context)
+        self.server = foxglove.start_server(name="ella-hil", host="127.0.0.1", port=0, context=self.context)
+        try:
+            self.gate = LiveGate(self.server.port, host, port, token, allowed_origins)
+        except OSError:
+            self.server.stop()
+            raise
         self._signals = foxglove.Channel("/signals/live", schema=group_schema(columns, chosen), context=self.context)
         self._scene = SceneUpdateChannel(SCENE_TOPIC, context=self.context)
         self._imus = {name: FrameTransformChannel(f"/arm/imu_{name}", context=self.context)
@@ -178,7 +191,7 @@ class LiveServer:
 
     @property
     def port(self) -> int:
-        return self.server.port
+        return self.gate.port
 
     def row(self, row: np.ndarray) -> None:
         """Publish a row's signals and scene; the first failure is kept in ``error`` and stops it."""
@@ -208,4 +221,5 @@ class LiveServer:
             self._events.log(json.dumps(event, default=str).encode(), log_time=ns(float(event["t"])))
 
     def close(self) -> None:
+        self.gate.close()
         self.server.stop()

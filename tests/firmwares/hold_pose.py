@@ -17,7 +17,7 @@ import numpy as np
 from firmware_bridge.links.base import Frame
 from firmware_bridge.links.connect import open_link
 from firmware_bridge.wire.messages import BusMap
-from firmware_bridge.wire.signals import CommandOutput, SensorInput
+from firmware_bridge.firmware.endpoint import CommandOutput, SensorInput
 
 JOINTS = ["base_yaw", "shoulder_pitch", "elbow"]
 GEAR = np.array([160.0, 160.0, 100.0])       # configs/ella.toml
@@ -56,7 +56,7 @@ def main() -> None:
         last_rx = time.monotonic()
         if not sensors.feed(frame):
             continue
-        q = sensors.counts * 2 * np.pi / (COUNTS_PER_REV * GEAR)
+        q = np.asarray(sensors.counts) * 2 * np.pi / (COUNTS_PER_REV * GEAR)
         hold = q.copy() if hold is None else hold
         if last_q is not None:
             qd += 0.4 * ((q - last_q) / bus.cycle_s - qd)
