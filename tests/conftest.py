@@ -21,3 +21,13 @@ def _run_from_repo_root(monkeypatch):
 def model():
     """ELLA as configs/ella.toml describes it (read once; tests that change a model work on a copy)."""
     return load_model(CONFIGS / "ella.toml")
+
+
+@pytest.fixture(scope="session")
+def real_arm(tmp_path_factory):
+    """The synthetic real arm (tests/real_arm.py): its hidden preset and two brake-stop recordings
+    (set-point moves of 1.0 s and 0.8 s)."""
+    import real_arm as arm
+    folder = tmp_path_factory.mktemp("real_arm")
+    hidden = arm.hidden_preset(folder)
+    return hidden, arm.brake_stop(hidden, folder / "stop.msgpack"), arm.brake_stop(hidden, folder / "stop2.msgpack", 0.8)

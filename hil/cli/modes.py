@@ -7,7 +7,10 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from hil.cli.registry import command
+from config_schema import UserError
+from hil.cli.registry import CliError, command, int_in
+from hil.fit.log_modes import DEFAULT_CHANNELS, MODES_FROM_LOG_HELP, format_modes_from_log, modes_from_log, parse_window
+from hil.fit.modal_id import MAX_ORDER
 from hil.cli.simulate import integrator_arguments, load_model_with_dt
 from hil.dynamics.integrator_plan import DAMPING_RESOLUTION, FREQUENCY_TOLERANCE, judge, plan_integrator
 from hil.model.assembly import assemble
@@ -39,9 +42,25 @@ MODES_JSON_HELP = """\
 All frequencies in Hz; an unstable eigenvalue is reported as a negative frequency."""
 
 
+def _window(text: str) -> tuple[float, float]:
+    try:
+        return parse_window(text)
+    except UserError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix(f"--window {text!r}: ")) from None
+
+
 def _modes_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", help="arm preset: a TOML file or a shipped name (ella, ...)")
+    p.add_argument("config", nargs="?", help="arm preset: a TOML file or a shipped name (ella, ...); with --from-log "
+                                             "the model to compare with (default: the log's own)")
     p.add_argument("--json", action="store_true", help="print one JSON object (keys below)")
+    p.add_argument("--from-log", metavar="RUN", help="identify the modes from this run log's measured vibration "
+                                                     "(see below)")
+    p.add_argument("--window", type=_window, metavar="T0:T1", help="--from-log: the time window in s (default: the "
+                                                                   "longest brake stop, else the whole run)")
+    p.add_argument("--channels", nargs="+", default=list(DEFAULT_CHANNELS), metavar="GLOB",
+                   help="--from-log: the measured channels (default: imu_a* imu_g* strain_*)")
+    p.add_argument("--order", type=int_in(2, MAX_ORDER), default=40,
+                   help="--from-log: the largest model order fitted, even (default 40: up to 20 modes, noise included)")
     integrator_arguments(p)
 
 
@@ -121,9 +140,16 @@ def format_accuracy(it: dict[str, Any]) -> list[str]:
     return lines
 
 
-@command("modes", "mode frequencies of each flexible link and of the whole arm; integrator plan",
-         _modes_arguments, description=MODES_JSON_HELP)
+@command("modes", "mode frequencies of each flexible link and of the whole arm; integrator plan; modes "
+                  "identified from a run", _modes_arguments, description=MODES_JSON_HELP + "\n\n" + MODES_FROM_LOG_HELP)
 def _cmd_modes(args: argparse.Namespace) -> int:
+    if args.from_log is not None:
+        model = resolve("preset", args.config) if args.config else None
+        found = modes_from_log(args.from_log, model, args.window, tuple(args.channels), args.order)
+        print(json.dumps(found, indent=2) if args.json else format_modes_from_log(found))
+        return 0
+    if args.config is None:
+        raise CliError("expected an arm preset (hil modes ella) or --from-log RUN")
     report = modes_report(resolve("preset", args.config), args.method, args.substeps, args.dt, args.bandwidth)
     print(json.dumps(report, indent=2) if args.json else format_modes(report))
     return 0

@@ -214,12 +214,33 @@ def servo_modes_hz(asm: Assembled, pos: np.ndarray, kp: np.ndarray, kd: np.ndarr
     for k in range(nj):
         a, n = nj + lay.mode_offsets[k], int(km.nm[k])
         C[a:a + n, a:a + n] = km.Dmod[k, :n, :n]
+    return _damped_modes(K, M, C)
+
+
+def locked_modes_hz(asm: Assembled, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Whole-arm modes linearised at rest at pos with every joint locked (held by its brake): damped
+    frequencies [Hz] and damping ratios (from the modal damping) of the oscillatory modes,
+    ascending in frequency."""
+    K, M = stiffness_and_mass(asm, pos)
+    lay, km = asm.layout, asm.km
+    nj = lay.n_joints
+    modal = np.arange(nj, nj + lay.n_eta)
+    C = np.zeros((lay.nq, lay.nq))
+    for k in range(nj):
+        a, n = nj + lay.mode_offsets[k], int(km.nm[k])
+        C[a:a + n, a:a + n] = km.Dmod[k, :n, :n]
+    cut = np.ix_(modal, modal)
+    return _damped_modes(K[cut], M[cut], C[cut])
+
+
+def _damped_modes(K: np.ndarray, M: np.ndarray, C: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Damped frequencies [Hz] and damping ratios of M x'' + C x' + K x = 0, ascending."""
+    n = len(M)
     Minv = np.linalg.inv(M)
-    A = np.block([[np.zeros((nq, nq)), np.eye(nq)], [-Minv @ K, -Minv @ C]])
+    A = np.block([[np.zeros((n, n)), np.eye(n)], [-Minv @ K, -Minv @ C]])
     lam = np.linalg.eigvals(A)
     lam = lam[lam.imag > 1e-9]
-    order = np.argsort(lam.imag)
-    lam = lam[order]
+    lam = lam[np.argsort(lam.imag)]
     return lam.imag / (2.0 * np.pi), -lam.real / np.abs(lam)
 
 

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from hil.devices.drives import DriveBank
+from hil.devices.sensors import SensorSuite
 from hil.dynamics.plant import Plant
 from hil.model.spec import DriveSpec
 from hil.viz.scene import model_of_log
@@ -75,43 +76,52 @@ def _passthrough_drives(plant: Plant) -> DriveBank:
     return DriveBank(plant, specs)
 
 
-def logged_plant(header: dict[str, Any]) -> tuple[Plant, dict | None]:
+def logged_plant(header: dict[str, Any], model=None) -> tuple[Plant, dict | None]:
     """The plant of a run log with the integrator plan the run used (header "integrator":
     Plant.plan_identity; a log without it: the preset's plan), and the check of that plan: the logged
     identity, the one this version makes with it (``replayed``) and the fields where they differ (a fitted
-    block made by another planning code, BLAS or machine: the replay then need not be bit-identical)."""
+    block made by another planning code, BLAS or machine: the replay then need not be bit-identical).
+    `model`: another arm in the log's place (a fit's candidate), integrated with the logged plan's
+    method and substeps."""
     logged = header.get("integrator")
     formulation = header.get("formulation") or "aba"
+    model = model_of_log(header) if model is None else model
     if not isinstance(logged, dict) or "fitted_blocks_sha256" not in logged:
-        return Plant(model_of_log(header), formulation=formulation), None
-    plant = Plant(model_of_log(header), logged.get("method"), logged.get("substeps"),
-                  logged.get("formulation", formulation))
+        return Plant(model, formulation=formulation), None
+    plant = Plant(model, logged.get("method"), logged.get("substeps"), logged.get("formulation", formulation))
     made = plant.plan_identity()
     differences = sorted(k for k in set(made) | set(logged) if made.get(k) != logged.get(k))
     return plant, {"logged": logged, "replayed": made, "differences": differences}
 
 
-def replay(header: dict[str, Any], rows: np.ndarray) -> ReplayResult:
-    """Re-simulate the plant of a run log from its drive torques and brakes (module docstring)."""
+def replay(header: dict[str, Any], rows: np.ndarray, model=None, channels: tuple[str, ...] = ()) -> ReplayResult:
+    """Re-simulate the plant of a run log from its drive torques and brakes (module docstring).
+    `model`: another arm in the logged one's place; `channels`: sensor channels whose outputs
+    follow the plant's columns, as the sensor models make them (bias, misalignment, filter,
+    quantisation, saturation) without their noise (no normal is drawn: the noise and the bias
+    random walk stay zero)."""
     cols = header["columns"]
     index = {c: i for i, c in enumerate(cols)}
     if "cycle" not in index:
         raise UserError("replay needs a run log of hil run (one row per cycle, with a cycle column); "
                          "this log has none (hil simulate output?)")
-    plant, plan = logged_plant(header)
+    plant, plan = logged_plant(header, model)
     plant.equilibrium_eta()
     lay = plant.layout
     missing = [f"tau_{j}" for j in lay.joint_names if f"tau_{j}" not in index]
     if missing:
         raise UserError(f"the run log has no drive torque columns {', '.join(missing)}: nothing to replay from")
     drives = _passthrough_drives(plant)
-    tip = plant.output_stations(np.array([lay.station_names.index(TIP)]))[0]
     tau = rows[:, [index[f"tau_{j}"] for j in lay.joint_names]]
     brake_cols = [index.get(f"brake_{j}") for j in lay.joint_names]
     brakes = np.column_stack([rows[:, i] >= 1 if i is not None else np.zeros(len(rows), bool) for i in brake_cols]) \
         if lay.n_joints else np.zeros((len(rows), 0), bool)
-    out_cols = replay_columns(plant)
+    sensors = SensorSuite(plant) if channels else None      # its stations: the tip first, then the IMUs'
+    sensed = [sensors.channel(c) for c in channels] if sensors else []
+    tip = sensors.station_out[0] if sensors else plant.output_stations(np.array([lay.station_names.index(TIP)]))[0]
+    out_cols = replay_columns(plant) + list(channels)
     out = np.zeros((len(rows), len(out_cols)))
+    base = len(out_cols) - len(channels)
     nj, ne = lay.n_joints, lay.n_eta
     t0 = time.perf_counter()
     for i in range(len(rows)):
@@ -123,7 +133,10 @@ def replay(header: dict[str, Any], rows: np.ndarray) -> ReplayResult:
         r[1:1 + nj] = plant.pos[:nj]
         r[1 + nj:1 + 2 * nj] = plant.vel[:nj]
         r[1 + 2 * nj:1 + 2 * nj + ne] = plant.pos[nj:nj + ne]
-        r[-3:] = tip[:3]
+        r[base - 3:base] = tip[:3]
+        if sensors is not None:
+            sensors.sample(draw=False)
+            r[base:] = sensors.measured[sensed]
     wall = time.perf_counter() - t0
     result = _compared(out_cols, out, cols, rows, wall)
     result.plan = plan

@@ -1,0 +1,342 @@
+"""`hil fit`: the model's parameters fitted to recorded runs, and how far to trust them.
+
+Method. Each recording is replayed through the offline plant (hil.replay.plant_replay: the
+logged drive torques and brakes, the same kernels, integrator plan and sensor models as the
+real-time loop) with the candidate parameters; the residual of a channel is measured minus
+simulated over the recording's window, divided by the measured channel's standard deviation
+there and by the square root of its sample count, times the channel's weight, so that the sum of
+squares is the weighted sum of the channels' squared normalised rms residuals (NRMSE). Bounded
+least squares (scipy.optimize.least_squares, trust-region reflective) works on the parameters
+mapped to [0, 1] over their bounds, the Jacobian by forward differences of 1e-4 of the range.
+The simulated channels are the sensor models' outputs without their noise and quantisation
+(bias, misalignment, filter and saturation kept: the preset's ``lsb_*`` keys are set to 0 for the
+fit's replays): a rounded output is flat under the small parameter steps of the Jacobian, and
+rounding, like the noise, is what the residual keeps at the optimum.
+
+Start values. A replay's residual is rough in the parameters far from the optimum (a stick-slip
+brake, a decay's phase over many periods), so the least squares starts from a modal pre-fit:
+on each training recording's brake stop (hil.fit.log_modes: every brake closed and holding) the
+modes are identified from the fitted channels (hil.fit.modal_id), each paired with the model's
+nearest locked mode at that pose, and the parameters moved (bounded least squares again, smooth
+here: no replay, a linearisation per evaluation) until the model's frequencies and damping
+ratios match the identified ones, with a weak pull (PRIOR) to the preset's values for parameters
+the modes do not see. Without a brake stop the fit starts from the preset.
+
+Trust. At the optimum, with s^2 = the residual's sum of squares over (samples - parameters) and J
+the Jacobian, the covariance s^2 (J^T J)^-1 gives each parameter's standard error and 95 %
+interval (+-1.96 standard errors) and the correlation matrix; a pair correlated beyond
+CORRELATED is flagged: the recordings cannot tell those parameters apart. A singular J^T J leaves
+the errors infinite and flags the parameters it cannot see.
+
+Verdict. The validation recordings (not fitted to) are replayed with the fitted values; the fit
+passes when every channel of every one of them has an NRMSE at most the fit file's max_nrmse.
+"""
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from config_schema import UserError, parse_toml
+from hil.campaign.toml_text import dumps
+from hil.fit.fit_file import FitSpec, RecordingSpec
+from hil.fit.log_modes import braked_window, held_rows, locked_modes_at
+from hil.fit.modal_id import identify_modes
+from hil.model.assembly import assemble
+from hil.logs.runlog import read_run
+from hil.model.config import load_model_from_string
+from hil.replay.plant_replay import replay
+
+CORRELATED = 0.95
+PRIOR = 1e-3          # the modal pre-fit's pull to the preset's values, per unit of the normalised parameter
+MIN_MODE_SHARE = 0.05 # identified modes carrying less of the response are not matched in the pre-fit
+STEP = 1e-4           # forward-difference step, as a fraction of each parameter's range
+
+
+@dataclass
+class Recording:
+    spec: RecordingSpec
+    header: dict
+    rows: np.ndarray
+    window: np.ndarray                    # boolean mask of the rows in the window
+    measured: dict[str, np.ndarray]       # channel -> its recorded values in the window
+    scale: dict[str, float]               # channel -> its standard deviation in the window
+
+
+def load_recording(spec: RecordingSpec, channels: list[str]) -> Recording:
+    """The run log of `spec` with its window and channels checked (UserError naming the file)."""
+    if not spec.file.is_file():
+        raise UserError(f"{spec.file}: no such recording")
+    header, rows = read_run(spec.file)
+    columns = header["columns"]
+    name = spec.file.name
+    for c in ["t", *channels]:
+        if c not in columns:
+            raise UserError(f"{name}: no channel {c!r} (the log has {', '.join(columns[:12])}, ...)")
+    if not any(c.startswith("tau_") for c in columns):
+        raise UserError(f"{name}: no drive torque columns tau_<joint>: nothing to replay the plant from")
+    t = rows[:, columns.index("t")]
+    if len(t) < 2 or np.any(np.diff(t) <= 0) or not np.all(np.isfinite(t)):
+        raise UserError(f"{name}: its time column t is not strictly increasing and finite")
+    window = (t >= spec.window_s[0]) & (t <= spec.window_s[1])
+    if window.sum() < 10:
+        raise UserError(f"{name}: window_s {spec.window_s[0]:g} .. {spec.window_s[1]:g} s holds {int(window.sum())} "
+                        f"rows (the run spans {t[0]:g} .. {t[-1]:g} s); at least 10 are needed")
+    measured, scale = {}, {}
+    for c in channels:
+        v = rows[window, columns.index(c)]
+        if not np.all(np.isfinite(v)):
+            raise UserError(f"{name}: channel {c} has NaN or infinite samples in the window")
+        measured[c], scale[c] = v, float(np.std(v)) or 1.0
+    return Recording(spec, header, rows, window, measured, scale)
+
+
+@dataclass
+class FitResult:
+    values: dict[str, float]
+    start: dict[str, float]
+    modal_start: dict[str, float]                       # after the modal pre-fit
+    modes_matched: list[dict]
+    stderr: dict[str, float]
+    correlation: list[list[float]]
+    unidentifiable: list[list[str]]
+    training_nrmse: dict[str, dict[str, float]]        # recording -> channel -> NRMSE
+    validation_nrmse: dict[str, dict[str, float]]
+    start_nrmse: dict[str, dict[str, float]]
+    evaluations: int
+    wall_s: float
+    converged: bool
+    message: str
+    passed: bool
+    failing: list[str] = field(default_factory=list)  # "recording: channel NRMSE x > max"
+
+
+class FitProblem:
+    """The residual of a fit file's training recordings as a function of the parameters in [0, 1]."""
+
+    def __init__(self, spec: FitSpec):
+        self.spec = spec
+        self.channels = [c for c, _ in spec.channels]
+        self.weights = dict(spec.channels)
+        self.recordings = [load_recording(r, self.channels) for r in spec.recordings]
+        self.lower = np.array([p.lower for p in spec.parameters])
+        self.upper = np.array([p.upper for p in spec.parameters])
+        self.smooth = copy.copy(spec.preset)
+        self.smooth.data = _without_quantisation(copy.deepcopy(spec.preset.data))
+        self.evaluations = 0
+        self._last: tuple[bytes, np.ndarray] = (b"", np.zeros(0))      # the latest residual (the Jacobian's base)
+
+    def values(self, u: np.ndarray) -> dict[str, float]:
+        x = self.lower + np.clip(u, 0.0, 1.0) * (self.upper - self.lower)
+        return {p.path: float(v) for p, v in zip(self.spec.parameters, x)}
+
+    def unit(self, values: dict[str, float]) -> np.ndarray:
+        return (np.array([values[p.path] for p in self.spec.parameters]) - self.lower) / (self.upper - self.lower)
+
+    def model_text(self, values: dict[str, float]) -> str:
+        return self.spec.preset.with_overrides(values, self.spec.source, validate=False)
+
+    def simulated(self, rec: Recording, values: dict[str, float]) -> dict[str, np.ndarray]:
+        self.evaluations += 1
+        model = load_model_from_string(self.smooth.with_overrides(values, self.spec.source, validate=False),
+                                       self.spec.source)
+        result = replay(rec.header, rec.rows, model, tuple(self.channels))
+        sim = result.rows[rec.window]
+        return {c: sim[:, result.columns.index(c)] for c in self.channels}
+
+    def model_asm(self, values: dict[str, float]):
+        """The candidate arm, assembled (for its linearised modes)."""
+        return assemble(load_model_from_string(self.smooth.with_overrides(values, self.spec.source, validate=False),
+                                               self.spec.source))
+
+    def nrmse(self, rec: Recording, values: dict[str, float]) -> dict[str, float]:
+        sim = self.simulated(rec, values)
+        return {c: float(np.sqrt(np.mean((rec.measured[c] - sim[c]) ** 2)) / rec.scale[c]) for c in self.channels}
+
+    def residual(self, u: np.ndarray) -> np.ndarray:
+        key = np.asarray(u, float).tobytes()
+        if key != self._last[0]:
+            self._last = (key, self._residual(u))
+        return self._last[1]
+
+    def _residual(self, u: np.ndarray) -> np.ndarray:
+        values = self.values(u)
+        parts = []
+        for rec in self.training:
+            sim = self.simulated(rec, values)
+            for c in self.channels:
+                r = (rec.measured[c] - sim[c]) / rec.scale[c] * self.weights[c] / math.sqrt(len(sim[c]))
+                parts.append(np.where(np.isfinite(r), r, 1e6))     # a diverged replay: a large residual
+        return np.concatenate(parts)
+
+    @property
+    def training(self) -> list[Recording]:
+        return [r for r in self.recordings if r.spec.role == "training"]
+
+    @property
+    def validation(self) -> list[Recording]:
+        return [r for r in self.recordings if r.spec.role == "validation"]
+
+
+def _without_quantisation(data: dict) -> dict:
+    """`data` (a parsed preset) with every sensor's quantisation step lsb_<unit> set to 0."""
+    def zero(table: dict) -> None:
+        for key, value in table.items():
+            if key.startswith("lsb_"):
+                table[key] = 0.0
+            elif isinstance(value, dict):
+                zero(value)
+    for sensor in data.get("sensor", []):
+        zero(sensor)
+    return data
+
+
+def modal_start(problem: FitProblem, start: dict[str, float]) -> tuple[dict[str, float], list[dict]]:
+    """The modal pre-fit's values (module docstring) and, per training recording, the modes it matched."""
+    from scipy.optimize import least_squares
+
+    targets = []          # (joint angles, identified modes, indices of the paired model modes)
+    for rec in problem.training:
+        columns = rec.header["columns"]
+        joints = [c[2:] for c in columns if c.startswith("q_")]
+        held = held_rows(columns, rec.rows, joints) & rec.window
+        t = rec.rows[:, columns.index("t")]
+        window = braked_window(t, held)
+        if window is None:
+            continue
+        sel = (t >= window[0]) & (t <= window[1])
+        try:
+            found = identify_modes(rec.rows[sel][:, [columns.index(c) for c in problem.channels]],
+                                   float(np.median(np.diff(t[sel]))))
+        except UserError:
+            continue
+        found = [m for m in found if m.share >= MIN_MODE_SHARE]
+        pose = rec.rows[sel][:, [columns.index(f"q_{j}") for j in joints]].mean(axis=0)
+        f0, _ = locked_modes_at(problem.model_asm(start), pose)
+        pairs = {}
+        for m in found:
+            k = int(np.argmin(np.abs(np.log(f0 / m.frequency_hz))))
+            pairs.setdefault(k, m)                     # one identified mode per model mode
+        if pairs:
+            targets.append((pose, list(pairs.values()), list(pairs.keys()), rec.spec.file.name))
+    if not targets:
+        return start, []
+    u0 = problem.unit(start)
+
+    def residual(u: np.ndarray) -> np.ndarray:
+        asm = problem.model_asm(problem.values(u))
+        parts = [PRIOR * (u - u0)]
+        for pose, found, keys, _ in targets:
+            f, zeta = locked_modes_at(asm, pose)
+            parts.append(np.array([np.log(f[k] / m.frequency_hz) for k, m in zip(keys, found)]))
+            parts.append(np.array([(zeta[k] - m.damping_ratio) / m.damping_ratio for k, m in zip(keys, found)]))
+        return np.concatenate(parts)
+
+    u = least_squares(residual, u0, bounds=(0.0, 1.0), diff_step=1e-4).x
+    matched = [{"recording": name, "identified": [m.as_dict() for m in found], "model_mode": keys}
+               for _, found, keys, name in targets]
+    return problem.values(u), matched
+
+
+def _jacobian(problem: FitProblem, u: np.ndarray, f0: np.ndarray) -> np.ndarray:
+    """Forward differences of STEP, stepping inwards at an upper bound."""
+    J = np.empty((len(f0), len(u)))
+    for i in range(len(u)):
+        h = STEP if u[i] + STEP <= 1.0 else -STEP
+        du = u.copy()
+        du[i] += h
+        J[:, i] = (problem.residual(du) - f0) / h
+    return J
+
+
+def _trust(J: np.ndarray, f: np.ndarray, span: np.ndarray, names: list[str]) -> tuple:
+    """Standard errors (parameter units), correlation matrix and unidentifiable pairs (module docstring)."""
+    n, p = J.shape
+    s2 = float(f @ f) / max(n - p, 1)
+    JtJ = J.T @ J
+    try:
+        cov_u = s2 * np.linalg.inv(JtJ) if np.linalg.cond(JtJ) < 1e14 else None
+    except np.linalg.LinAlgError:
+        cov_u = None
+    if cov_u is None:
+        blind = [names[i] for i in range(p) if not np.any(J[:, i])] or names
+        return {n_: math.inf for n_ in names}, np.full((p, p), np.nan), [[b] for b in blind]
+    se = np.sqrt(np.clip(np.diag(cov_u), 0.0, None)) * span
+    d = np.sqrt(np.clip(np.diag(cov_u), 1e-300, None))
+    corr = cov_u / np.outer(d, d)
+    pairs = [[names[i], names[j]] for i in range(p) for j in range(i + 1, p) if abs(corr[i, j]) > CORRELATED]
+    return dict(zip(names, se.tolist())), corr, pairs
+
+
+def run_fit(spec: FitSpec) -> tuple[FitResult, FitProblem]:
+    """Fit the parameters of `spec` to its training recordings and judge them on its validation ones."""
+    try:
+        from scipy.optimize import least_squares
+    except ImportError:
+        raise UserError("hil fit needs scipy: pip install 'ella-hil[fit]'") from None
+    problem = FitProblem(spec)
+    names = [p.path for p in spec.parameters]
+    start = {n: float(spec.preset.value(n)) for n in names}
+    for p in spec.parameters:
+        if not p.lower <= start[p.path] <= p.upper:
+            raise UserError(f"{spec.source}: {p.path} = {start[p.path]:g} {p.unit} in {spec.model} lies outside "
+                            f"its bounds {p.lower:g} .. {p.upper:g} {p.unit}")
+    t0 = time.perf_counter()
+    start_nrmse = {r.spec.file.name: problem.nrmse(r, start) for r in problem.training}
+    modal, matched = modal_start(problem, start)
+    u0 = problem.unit(modal)
+    fit = least_squares(problem.residual, u0, jac=lambda u: _jacobian(problem, u, problem.residual(u)),
+                        bounds=(0.0, 1.0), method="trf", x_scale=1.0, max_nfev=spec.max_evaluations,
+                        xtol=1e-10, ftol=1e-10, gtol=1e-10)
+    values = problem.values(fit.x)
+    J = _jacobian(problem, fit.x, fit.fun)
+    stderr, corr, pairs = _trust(J, fit.fun, problem.upper - problem.lower, names)
+    training = {r.spec.file.name: problem.nrmse(r, values) for r in problem.training}
+    validation = {r.spec.file.name: problem.nrmse(r, values) for r in problem.validation}
+    failing = [f"{rec}: {c} NRMSE {v:.3g} > {spec.max_nrmse:g}" for rec, chans in validation.items()
+               for c, v in chans.items() if not v <= spec.max_nrmse]
+    result = FitResult(values, start, modal, matched, stderr, np.nan_to_num(corr, nan=0.0).tolist(), pairs, training, validation,
+                       start_nrmse, problem.evaluations, time.perf_counter() - t0, bool(fit.success),
+                       str(fit.message), not failing, failing)
+    return result, problem
+
+
+def calibrated_toml(problem: FitProblem, result: FitResult) -> str:
+    """The preset with the fitted values, each with its provenance: the recordings and windows it was
+    fitted to, the date and its standard error."""
+    data = parse_toml(problem.model_text(result.values), problem.spec.source)
+    provenance = data.setdefault("provenance", {})
+    recordings = ", ".join(f"{r.spec.file.name} [{_window(r)}]" for r in problem.training)
+    today = dt.date.today().isoformat()
+    for p in problem.spec.parameters:
+        provenance[p.path] = (f"fitted: hil fit {Path(problem.spec.source).name} on {today} to {recordings}; "
+                              f"standard error {result.stderr[p.path]:.3g} {p.unit}")
+    return dumps(data)
+
+
+def _window(rec: Recording) -> str:
+    t = rec.rows[rec.window, rec.header["columns"].index("t")]
+    return f"{t[0]:g} .. {t[-1]:g} s"
+
+
+def summary(problem: FitProblem, result: FitResult) -> dict:
+    spec = problem.spec
+    params = []
+    for p in spec.parameters:
+        v, se = result.values[p.path], result.stderr[p.path]
+        params.append({"path": p.path, "unit": p.unit, "start": result.start[p.path],
+                       "modal_start": result.modal_start[p.path], "value": v, "stderr": se,
+                       "ci95": [v - 1.96 * se, v + 1.96 * se], "lower": p.lower, "upper": p.upper,
+                       "at_bound": bool(np.isclose(v, p.lower) or np.isclose(v, p.upper))})
+    return {"fit": spec.source, "model": spec.model, "parameters": params,
+            "modes_matched": result.modes_matched, "correlation": result.correlation, "unidentifiable": result.unidentifiable,
+            "nrmse": {"start": result.start_nrmse, "training": result.training_nrmse,
+                      "validation": result.validation_nrmse},
+            "max_nrmse": spec.max_nrmse, "passed": result.passed, "failing": result.failing,
+            "converged": result.converged, "message": result.message, "evaluations": result.evaluations,
+            "wall_s": result.wall_s}

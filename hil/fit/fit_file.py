@@ -1,0 +1,130 @@
+"""Fit files (``hil fit FIT.toml``): which model, which recordings, which parameters, which channels.
+
+Schema (every key checked; a problem raises config_schema.ConfigError naming the file, the key,
+the value and what was expected with its unit)::
+
+    [fit]          model (arm preset: a file, relative to the fit file, or a shipped name), description, max_evaluations (plant
+                   replays the fit may spend, 1 .. MAX_EVALUATIONS; default 200)
+    [[recording]]  file (a run log of hil run: .msgpack or .csv, relative to the fit file), role
+                   ("training" | "validation"), window_s = [t0, t1] (s; default the whole run):
+                   the rows the residual takes; at least one of each role
+    [[parameter]]  path (a model path, as campaign variations name them:
+                   body.link1.beam.E_Pa, body.link2.beam.damping_ratio, ...), lower, upper (its
+                   bounds, lower < upper, in its unit), unit (the path's unit suffix, e.g. "Pa";
+                   "1" for a ratio or scale): at most MAX_PARAMETERS
+    [[channel]]    name (a measured channel of the recordings: imu_gx, strain_root, enc_elbow, ...),
+                   weight (> 0; default 1)
+    [validation]   max_nrmse (> 0): the largest normalised rms residual (rms of measured minus
+                   simulated over the window, divided by the measured channel's standard
+                   deviation there) any channel of any validation recording may keep
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from config_schema import Document, Table, is_number, load_toml
+from hil.campaign.overrides import Preset
+from hil.model.presets import resolve
+
+TOP_KEYS = ("fit", "recording", "parameter", "channel", "validation")
+FIT_KEYS = ("model", "description", "max_evaluations")
+RECORDING_KEYS = ("file", "role", "window_s")
+PARAMETER_KEYS = ("path", "lower", "upper", "unit")
+CHANNEL_KEYS = ("name", "weight")
+ROLES = ("training", "validation")
+MAX_EVALUATIONS = 10_000     # plant replays of one fit
+MAX_PARAMETERS = 32
+MAX_RECORDINGS = 64
+DIMENSIONLESS = ("ratio", "scale", "factor", "seed")
+
+
+@dataclass(frozen=True)
+class RecordingSpec:
+    file: Path
+    role: str
+    window_s: tuple[float, float]
+
+
+@dataclass(frozen=True)
+class ParameterSpec:
+    path: str
+    lower: float
+    upper: float
+    unit: str
+
+
+@dataclass(frozen=True)
+class FitSpec:
+    source: str
+    model: str
+    description: str
+    max_evaluations: int
+    recordings: tuple[RecordingSpec, ...]
+    parameters: tuple[ParameterSpec, ...]
+    channels: tuple[tuple[str, float], ...]
+    max_nrmse: float
+    preset: Preset
+
+
+def _unit_fits(path: str, unit: str) -> bool:
+    leaf = path.rsplit(".", 1)[-1]
+    if unit == "1":
+        return any(word in leaf for word in DIMENSIONLESS)
+    return leaf.endswith("_" + unit.replace(" ", "_").replace("/", "_"))
+
+
+def load_fit(path: str | Path) -> FitSpec:
+    """Read and check a fit file (module docstring)."""
+    source = str(path)
+    doc = Document(source)
+    root = doc.root(load_toml(path), TOP_KEYS)
+    head = root.table("fit", FIT_KEYS, required=True)
+    folder = Path(path).resolve().parent
+    named = head.string("model")
+    model = folder / named if (folder / named).is_file() else resolve("preset", named)     # beside the fit file
+    preset = Preset(str(model))
+    recordings = []
+    tables = root.array_of_tables("recording", required=True, what="a [[recording]] table")
+    if len(tables) > MAX_RECORDINGS:
+        raise doc.error("recording", f"{len(tables)} tables", f"at most {MAX_RECORDINGS} recordings")
+    for i, raw in enumerate(tables):
+        t = Table(doc, raw, f"recording[{i}]", "recording", RECORDING_KEYS, "a [[recording]] table")
+        file = folder / t.string("file")
+        role = t.choice("role", "training", ROLES)
+        window = t.raw("window_s", None)
+        if window is None:
+            window = (float("-inf"), float("inf"))
+        elif not (isinstance(window, list) and len(window) == 2 and all(is_number(v) for v in window)
+                  and window[0] < window[1]):
+            raise t.error("window_s", window, "expected [t0, t1] in s with t0 < t1")
+        recordings.append(RecordingSpec(file, role, (float(window[0]), float(window[1]))))
+    for role in ROLES:
+        if not any(r.role == role for r in recordings):
+            raise doc.error("recording", None, f"at least one recording with role = \"{role}\" (the fit is "
+                                               "judged on recordings it was not fitted to)")
+    parameters = []
+    tables = root.array_of_tables("parameter", required=True, what="a [[parameter]] table")
+    if len(tables) > MAX_PARAMETERS:
+        raise doc.error("parameter", f"{len(tables)} tables", f"at most {MAX_PARAMETERS} parameters")
+    for i, raw in enumerate(tables):
+        t = Table(doc, raw, f"parameter[{i}]", "parameter", PARAMETER_KEYS, "a [[parameter]] table")
+        p = t.string("path")
+        preset.check_path(source, t.key("path"), p)
+        unit = t.string("unit")
+        if not _unit_fits(p, unit):
+            raise t.error("unit", unit, f"expected the unit of {p} (its key's suffix; \"1\" for a ratio or scale)")
+        lower, upper = t.number("lower", unit=unit), t.number("upper", unit=unit)
+        if not lower < upper:
+            raise t.error("upper", upper, f"expected more than lower = {lower:g} {unit}")
+        parameters.append(ParameterSpec(p, lower, upper, unit))
+    if len({p.path for p in parameters}) != len(parameters):
+        raise doc.error("parameter", None, "each path once")
+    channels = []
+    for i, raw in enumerate(root.array_of_tables("channel", required=True, what="a [[channel]] table")):
+        t = Table(doc, raw, f"channel[{i}]", "channel", CHANNEL_KEYS, "a [[channel]] table")
+        channels.append((t.string("name"), t.number("weight", 1.0, unit="", positive=True)))
+    validation = root.table("validation", ("max_nrmse",), required=True)
+    return FitSpec(source, str(model), head.string("description", ""),
+                   head.integer("max_evaluations", 200, minimum=1, maximum=MAX_EVALUATIONS), tuple(recordings),
+                   tuple(parameters), tuple(channels), validation.number("max_nrmse", unit="", positive=True), preset)

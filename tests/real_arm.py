@@ -1,0 +1,35 @@
+"""A synthetic "real arm" for the identification and fitting tests: ELLA with its links 10 % softer
+(E_Pa x 0.9) and twice as damped (damping_ratio x 2) as the preset says, recorded through the
+emulator's own sensors (noise, bias, filter, quantisation) in lockstep with the reference
+firmware: a set-point move, an elbow encoder signal loss at 0.7 s, and the watchdog's brake stop
+after which the links ring out with the joints locked."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+E_SCALE, DAMPING_SCALE = 0.9, 2.0
+E_PA, DAMPING_RATIO = 2.1e11, 0.01          # the preset's, for both links
+
+
+def hidden_preset(folder: Path) -> Path:
+    text = (ROOT / "configs/ella.toml").read_text()
+    stiffness = "E_Pa = 2.1e11"
+    assert float(stiffness.split("= ")[1]) == E_PA and text.count(stiffness) == 2
+    assert text.count(f"damping_ratio = {DAMPING_RATIO}\n") == 2
+    path = folder / "hidden_ella.toml"
+    path.write_text(text.replace(stiffness, f"E_Pa = {E_PA * E_SCALE:.6e}")
+                    .replace(f"damping_ratio = {DAMPING_RATIO}\n", f"damping_ratio = {DAMPING_RATIO * DAMPING_SCALE}\n"))
+    return path
+
+
+def brake_stop(preset: Path, log: Path, move_time_s: float = 1.0, duration_s: float = 2.5) -> Path:
+    proc = subprocess.run([sys.executable, "-m", "hil", "run", str(preset), "--bus", "serial_frame",
+                           "--spawn-firmware", "--mode", "lockstep", "--duration", str(duration_s), "--move-time",
+                           str(move_time_s), "--scenario", "encoder_signal_loss", "--safe-state", "brake",
+                           "--watchdog", "0.02", "--log", str(log), "--json"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return log
