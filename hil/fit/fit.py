@@ -48,6 +48,8 @@ from hil.fit.fit_file import FitSpec, RecordingSpec
 from hil.fit.log_modes import braked_window, held_rows, locked_modes_at
 from hil.fit.modal_id import identify_modes
 from hil.model.assembly import assemble
+from hil.dynamics.plant import Plant
+from hil.fit.recordings import on_grid
 from hil.logs.runlog import read_run
 from hil.model.config import load_model_from_string
 from hil.replay.plant_replay import replay
@@ -68,30 +70,25 @@ class Recording:
     scale: dict[str, float]               # channel -> its standard deviation in the window
 
 
-def load_recording(spec: RecordingSpec, channels: list[str]) -> Recording:
-    """The run log of `spec` with its window and channels checked (UserError naming the file)."""
-    if not spec.file.is_file():
-        raise UserError(f"{spec.file}: no such recording")
-    header, rows = read_run(spec.file)
-    columns = header["columns"]
+def load_recording(spec: RecordingSpec, channels: list[str], joints: list[str], plan: dict) -> Recording:
+    """A recording on the plant's grid (hil.fit.recordings) with its window and channels checked; `plan`:
+    the integrator a recording that names none is replayed with (a run log names its own)."""
+    wanted = [f"tau_{j}" for j in joints] + [c for c in channels if c not in (f"tau_{j}" for j in joints)]
+    optional = [f"{kind}_{j}" for kind in ("q", "qd", "brake") for j in joints if f"{kind}_{j}" not in wanted]
+    columns, rows, resampled = on_grid(spec.file, wanted, spec.columns, plan["dt_s"], optional, spec.time)
+    logged = read_run(spec.file)[0] if spec.file.suffix.lower() == ".msgpack" else {}
+    header = {"columns": [*columns, "cycle"], "integrator": logged.get("integrator") or plan["identity"],
+              "formulation": logged.get("formulation") or "aba", "resampled": resampled}
+    rows = np.column_stack([rows, np.arange(1, len(rows) + 1, dtype=float)])
+    t = rows[:, 0]
     name = spec.file.name
-    for c in ["t", *channels]:
-        if c not in columns:
-            raise UserError(f"{name}: no channel {c!r} (the log has {', '.join(columns[:12])}, ...)")
-    if not any(c.startswith("tau_") for c in columns):
-        raise UserError(f"{name}: no drive torque columns tau_<joint>: nothing to replay the plant from")
-    t = rows[:, columns.index("t")]
-    if len(t) < 2 or np.any(np.diff(t) <= 0) or not np.all(np.isfinite(t)):
-        raise UserError(f"{name}: its time column t is not strictly increasing and finite")
     window = (t >= spec.window_s[0]) & (t <= spec.window_s[1])
     if window.sum() < 10:
         raise UserError(f"{name}: window_s {spec.window_s[0]:g} .. {spec.window_s[1]:g} s holds {int(window.sum())} "
-                        f"rows (the run spans {t[0]:g} .. {t[-1]:g} s); at least 10 are needed")
+                        f"rows (the recording spans {t[0]:g} .. {t[-1]:g} s); at least 10 are needed")
     measured, scale = {}, {}
     for c in channels:
-        v = rows[window, columns.index(c)]
-        if not np.all(np.isfinite(v)):
-            raise UserError(f"{name}: channel {c} has NaN or infinite samples in the window")
+        v = rows[window, header["columns"].index(c)]
         measured[c], scale[c] = v, float(np.std(v)) or 1.0
     return Recording(spec, header, rows, window, measured, scale)
 
@@ -123,7 +120,9 @@ class FitProblem:
         self.spec = spec
         self.channels = [c for c, _ in spec.channels]
         self.weights = dict(spec.channels)
-        self.recordings = [load_recording(r, self.channels) for r in spec.recordings]
+        nominal = Plant(load_model_from_string(spec.preset.with_overrides({}, spec.source, validate=False), spec.source))
+        plan = {"dt_s": nominal.dt, "identity": {**nominal.plan_identity(), "fitted_blocks_sha256": ""}}
+        self.recordings = [load_recording(r, self.channels, nominal.layout.joint_names, plan) for r in spec.recordings]
         self.lower = np.array([p.lower for p in spec.parameters])
         self.upper = np.array([p.upper for p in spec.parameters])
         self.smooth = copy.copy(spec.preset)
@@ -333,7 +332,9 @@ def summary(problem: FitProblem, result: FitResult) -> dict:
                        "modal_start": result.modal_start[p.path], "value": v, "stderr": se,
                        "ci95": [v - 1.96 * se, v + 1.96 * se], "lower": p.lower, "upper": p.upper,
                        "at_bound": bool(np.isclose(v, p.lower) or np.isclose(v, p.upper))})
-    return {"fit": spec.source, "model": spec.model, "parameters": params,
+    recordings = {r.spec.file.name: {"role": r.spec.role, "rows": len(r.rows), "window_rows": int(r.window.sum()),
+                                     "resampled": r.header["resampled"]} for r in problem.recordings}
+    return {"fit": spec.source, "model": spec.model, "parameters": params, "recordings": recordings,
             "modes_matched": result.modes_matched, "correlation": result.correlation, "unidentifiable": result.unidentifiable,
             "nrmse": {"start": result.start_nrmse, "training": result.training_nrmse,
                       "validation": result.validation_nrmse},

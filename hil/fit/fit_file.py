@@ -5,9 +5,13 @@ the value and what was expected with its unit)::
 
     [fit]          model (arm preset: a file, relative to the fit file, or a shipped name), description, max_evaluations (plant
                    replays the fit may spend, 1 .. MAX_EVALUATIONS; default 200)
-    [[recording]]  file (a run log of hil run: .msgpack or .csv, relative to the fit file), role
-                   ("training" | "validation"), window_s = [t0, t1] (s; default the whole run):
-                   the rows the residual takes; at least one of each role
+    [[recording]]  file (relative to the fit file: a run log of hil run, .msgpack or .csv; CSV,
+                   MDF4 .mf4, Parquet, MCAP: hil.fit.recordings), role ("training" |
+                   "validation"), window_s = [t0, t1] (s; default the whole run): the rows the
+                   residual takes; time (the file's time column in CSV and Parquet; default "t");
+                   columns (a table: model column = "file column" or {column, scale, offset},
+                   model = scale x file + offset; default: the model's own names); at least one
+                   recording of each role
     [[parameter]]  path (a model path, as campaign variations name them:
                    body.link1.beam.E_Pa, body.link2.beam.damping_ratio, ...), lower, upper (its
                    bounds, lower < upper, in its unit), unit (the path's unit suffix, e.g. "Pa";
@@ -20,22 +24,24 @@ the value and what was expected with its unit)::
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from config_schema import Document, Table, is_number, load_toml
 from hil.campaign.overrides import Preset
+from hil.fit.recordings import ColumnMap
 from hil.model.presets import resolve
 
 TOP_KEYS = ("fit", "recording", "parameter", "channel", "validation")
 FIT_KEYS = ("model", "description", "max_evaluations")
-RECORDING_KEYS = ("file", "role", "window_s")
+RECORDING_KEYS = ("file", "role", "window_s", "time", "columns")
 PARAMETER_KEYS = ("path", "lower", "upper", "unit")
 CHANNEL_KEYS = ("name", "weight")
 ROLES = ("training", "validation")
 MAX_EVALUATIONS = 10_000     # plant replays of one fit
 MAX_PARAMETERS = 32
 MAX_RECORDINGS = 64
+MAX_COLUMNS = 256            # entries of one recording's column map
 DIMENSIONLESS = ("ratio", "scale", "factor", "seed")
 
 
@@ -44,6 +50,8 @@ class RecordingSpec:
     file: Path
     role: str
     window_s: tuple[float, float]
+    time: str = "t"
+    columns: dict = field(default_factory=dict)      # model column -> ColumnMap
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,23 @@ def _unit_fits(path: str, unit: str) -> bool:
     return leaf.endswith("_" + unit.replace(" ", "_").replace("/", "_"))
 
 
+def _column_map(t: Table) -> dict[str, ColumnMap]:
+    raw = t.raw("columns", {})
+    if not isinstance(raw, dict):
+        raise t.error("columns", raw, "expected a table: model column = \"file column\" or {column, scale, offset}")
+    out = {}
+    for model_name, entry in raw.items():
+        if len(out) >= MAX_COLUMNS:
+            raise t.error("columns", f"{len(raw)} entries", f"expected at most {MAX_COLUMNS}")
+        if isinstance(entry, str):
+            out[model_name] = ColumnMap(entry)
+            continue
+        m = Table(t.doc, entry, f"{t.key('columns')}.{model_name}", "recording.columns", ("column", "scale", "offset"),
+                  "a file column's name or a table {column, scale, offset}")
+        out[model_name] = ColumnMap(m.string("column"), m.number("scale", 1.0, unit=""), m.number("offset", 0.0, unit=""))
+    return out
+
+
 def load_fit(path: str | Path) -> FitSpec:
     """Read and check a fit file (module docstring)."""
     source = str(path)
@@ -98,7 +123,8 @@ def load_fit(path: str | Path) -> FitSpec:
         elif not (isinstance(window, list) and len(window) == 2 and all(is_number(v) for v in window)
                   and window[0] < window[1]):
             raise t.error("window_s", window, "expected [t0, t1] in s with t0 < t1")
-        recordings.append(RecordingSpec(file, role, (float(window[0]), float(window[1]))))
+        recordings.append(RecordingSpec(file, role, (float(window[0]), float(window[1])), t.string("time", "t"),
+                                        _column_map(t)))
     for role in ROLES:
         if not any(r.role == role for r in recordings):
             raise doc.error("recording", None, f"at least one recording with role = \"{role}\" (the fit is "
