@@ -119,6 +119,7 @@ def limits_page() -> str:
     from hil.faults import effects, kind
     from hil.model import config, preset_bodies
     from hil.viz import live_gate
+    from hil.fit import fit_file, modal_id
     rows = [(preset_bodies, "MAX_MODES_PER_KIND", "modes of one kind per beam", "preset"),
             (preset_bodies, "MAX_QUADRATURE_POINTS", "lumped nodes per beam", "preset"),
             (config, "MAX_BODIES", "bodies of one arm", "preset"),
@@ -133,6 +134,11 @@ def limits_page() -> str:
             (registry, "MAX_DURATION_S", "s of simulated time of one run (--duration)", "hil run, simulate, firmware"),
             (campaign_spec, "MAX_CASES", "cases of one campaign", "campaign"),
             (campaign_cli, "CONFIRM_CASES", "cases a campaign runs without --limit or --yes", "hil campaign"),
+            (fit_file, "MAX_EVALUATIONS", "plant replays of one fit ([fit] max_evaluations)", "hil fit"),
+            (fit_file, "MAX_PARAMETERS", "parameters of one fit", "hil fit"),
+            (fit_file, "MAX_RECORDINGS", "recordings of one fit", "hil fit"),
+            (fit_file, "MAX_COLUMNS", "entries of a recording's column map", "hil fit"),
+            (modal_id, "MAX_ORDER", "model order of a modal identification (--order)", "hil modes --from-log"),
             (live_gate, "MAX_CLIENTS", "viewers of the live view at once", "hil run --live"),
             (live_gate, "HANDSHAKE_BYTES", "bytes of a live viewer's opening handshake", "hil run --live"),
             (None, "MAX_CONFIG_BYTES", "bytes of a configuration file (regular files only)", "every TOML file")]
