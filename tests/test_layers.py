@@ -29,6 +29,7 @@ LAYERS = (
     ("hil.runtime",),
     ("hil.testing",),
     ("hil.campaign",),
+    ("hil.fit",),
     ("hil.cli", "hil.__main__"),
 )
 

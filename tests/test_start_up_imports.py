@@ -45,9 +45,11 @@ def _unneeded(loaded: set[str]) -> set[str]:
 
 
 def test_simulate_imports_none_of_the_heavy_modules():
+    """None beyond what `import numba` loads itself (numba imports scipy when it is installed, for its
+    LAPACK bindings: the fit extra installs it)."""
     loaded = _modules_after(SIMULATE_ELLA)
     assert "hil.dynamics.plant" in loaded
-    assert _unneeded(loaded) == set()
+    assert _unneeded(loaded - _modules_after("import numba")) == set()
 
 
 def test_simulate_loads_its_kernels_without_numbas_compiler_registries():

@@ -96,6 +96,11 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --cpu, as root: RT throttling off during the run (sched_rt_runtime_us -1, restored "
                         "after, also if the emulator dies); a loop that never sleeps (10 kHz) is otherwise "
                         "stopped 50 ms every second, but the pinned CPU's kernel threads then wait for the run")
+    _live_arguments(p)
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def _live_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--live", type=int_in(0, 65535), nargs="?", const=8765, default=None, metavar="PORT",
                    help="serve the arm's 3D scene and signals over a Foxglove WebSocket on 127.0.0.1:PORT "
                         "(default 8765) while running, fed from the log writer's thread")
@@ -106,7 +111,6 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--live-allow-origin", type=web_origin, action="append", default=[], metavar="ORIGIN",
                    help="--live: a web origin besides loopback whose pages may connect, e.g. https://app.foxglove.dev "
                         "(repeatable; desktop viewers send none and need none)")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
 def _latency_arguments(p: argparse.ArgumentParser) -> None:

@@ -55,9 +55,14 @@ from hil.model.config import load_model_from_string
 from hil.replay.plant_replay import replay
 
 CORRELATED = 0.95
+MIN_SEGMENT_ROWS = 10 # the shortest multiple-shooting segment, in steps
 PRIOR = 1e-3          # the modal pre-fit's pull to the preset's values, per unit of the normalised parameter
 MIN_MODE_SHARE = 0.05 # identified modes carrying less of the response are not matched in the pre-fit
 STEP = 1e-4           # forward-difference step, as a fraction of each parameter's range
+
+
+class BudgetSpent(Exception):
+    """The search reached the fit file's max_evaluations."""
 
 
 @dataclass
@@ -70,12 +75,20 @@ class Recording:
     scale: dict[str, float]               # channel -> its standard deviation in the window
 
 
-def load_recording(spec: RecordingSpec, channels: list[str], joints: list[str], plan: dict) -> Recording:
+def load_recording(spec: RecordingSpec, channels: list[str], joints: list[str], plan: dict,
+                   shooting: bool = False) -> Recording:
     """A recording on the plant's grid (hil.fit.recordings) with its window and channels checked; `plan`:
-    the integrator a recording that names none is replayed with (a run log names its own)."""
+    the integrator a recording that names none is replayed with (a run log names its own);
+    `shooting`: the joint angles are needed, and rates (differentiated from the angles if absent)."""
     wanted = [f"tau_{j}" for j in joints] + [c for c in channels if c not in (f"tau_{j}" for j in joints)]
+    wanted += [f"q_{j}" for j in joints if shooting and f"q_{j}" not in wanted]
     optional = [f"{kind}_{j}" for kind in ("q", "qd", "brake") for j in joints if f"{kind}_{j}" not in wanted]
     columns, rows, resampled = on_grid(spec.file, wanted, spec.columns, plan["dt_s"], optional, spec.time)
+    for j in joints:
+        if shooting and f"qd_{j}" not in columns:
+            columns.append(f"qd_{j}")
+            rows = np.column_stack([rows, np.gradient(rows[:, columns.index(f"q_{j}")], plan["dt_s"])])
+            resampled[f"qd_{j}"] = f"differentiated from q_{j} (central differences)"
     logged = read_run(spec.file)[0] if spec.file.suffix.lower() == ".msgpack" else {}
     header = {"columns": [*columns, "cycle"], "integrator": logged.get("integrator") or plan["identity"],
               "formulation": logged.get("formulation") or "aba", "resampled": resampled}
@@ -122,13 +135,18 @@ class FitProblem:
         self.weights = dict(spec.channels)
         nominal = Plant(load_model_from_string(spec.preset.with_overrides({}, spec.source, validate=False), spec.source))
         plan = {"dt_s": nominal.dt, "identity": {**nominal.plan_identity(), "fitted_blocks_sha256": ""}}
-        self.recordings = [load_recording(r, self.channels, nominal.layout.joint_names, plan) for r in spec.recordings]
+        shooting = spec.shooting_s is not None
+        self.recordings = [load_recording(r, self.channels, nominal.layout.joint_names, plan, shooting)
+                           for r in spec.recordings]
+        self.restart_every = None if not shooting else max(MIN_SEGMENT_ROWS, round(spec.shooting_s / nominal.dt))
         self.lower = np.array([p.lower for p in spec.parameters])
         self.upper = np.array([p.upper for p in spec.parameters])
         self.smooth = copy.copy(spec.preset)
         self.smooth.data = _without_quantisation(copy.deepcopy(spec.preset.data))
         self.evaluations = 0
         self._last: tuple[bytes, np.ndarray] = (b"", np.zeros(0))      # the latest residual (the Jacobian's base)
+        self.best: tuple[float, np.ndarray] = (math.inf, np.zeros(0))   # the lowest cost so far and its point
+        self.budget: int | None = None                                  # replays the search may reach
 
     def values(self, u: np.ndarray) -> dict[str, float]:
         x = self.lower + np.clip(u, 0.0, 1.0) * (self.upper - self.lower)
@@ -141,10 +159,12 @@ class FitProblem:
         return self.spec.preset.with_overrides(values, self.spec.source, validate=False)
 
     def simulated(self, rec: Recording, values: dict[str, float]) -> dict[str, np.ndarray]:
+        if self.budget is not None and self.evaluations >= self.budget:
+            raise BudgetSpent
         self.evaluations += 1
         model = load_model_from_string(self.smooth.with_overrides(values, self.spec.source, validate=False),
                                        self.spec.source)
-        result = replay(rec.header, rec.rows, model, tuple(self.channels))
+        result = replay(rec.header, rec.rows, model, tuple(self.channels), self.restart_every)
         sim = result.rows[rec.window]
         return {c: sim[:, result.columns.index(c)] for c in self.channels}
 
@@ -160,7 +180,10 @@ class FitProblem:
     def residual(self, u: np.ndarray) -> np.ndarray:
         key = np.asarray(u, float).tobytes()
         if key != self._last[0]:
-            self._last = (key, self._residual(u))
+            f = self._residual(u)
+            self._last = (key, f)
+            if float(f @ f) < self.best[0]:
+                self.best = (float(f @ f), np.array(u, float))
         return self._last[1]
 
     def _residual(self, u: np.ndarray) -> np.ndarray:
@@ -289,19 +312,26 @@ def run_fit(spec: FitSpec) -> tuple[FitResult, FitProblem]:
     start_nrmse = {r.spec.file.name: problem.nrmse(r, start) for r in problem.training}
     modal, matched = modal_start(problem, start)
     u0 = problem.unit(modal)
-    fit = least_squares(problem.residual, u0, jac=lambda u: _jacobian(problem, u, problem.residual(u)),
-                        bounds=(0.0, 1.0), method="trf", x_scale=1.0, max_nfev=spec.max_evaluations,
-                        xtol=1e-10, ftol=1e-10, gtol=1e-10)
-    values = problem.values(fit.x)
-    J = _jacobian(problem, fit.x, fit.fun)
-    stderr, corr, pairs = _trust(J, fit.fun, problem.upper - problem.lower, names)
+    problem.budget = problem.evaluations + spec.max_evaluations
+    try:
+        fit = least_squares(problem.residual, u0, jac=lambda u: _jacobian(problem, u, problem.residual(u)),
+                            bounds=(0.0, 1.0), method="trf", x_scale=1.0, xtol=1e-8, ftol=1e-8, gtol=1e-8)
+        u, converged, message = fit.x, bool(fit.success), str(fit.message)
+    except BudgetSpent:
+        u, converged = problem.best[1], False
+        message = f"stopped after max_evaluations = {spec.max_evaluations} plant replays, at the best point found"
+    problem.budget = None                      # the trust and the verdict below are not part of the search
+    values = problem.values(u)
+    f = problem.residual(u)
+    J = _jacobian(problem, u, f)
+    stderr, corr, pairs = _trust(J, f, problem.upper - problem.lower, names)
     training = {r.spec.file.name: problem.nrmse(r, values) for r in problem.training}
     validation = {r.spec.file.name: problem.nrmse(r, values) for r in problem.validation}
     failing = [f"{rec}: {c} NRMSE {v:.3g} > {spec.max_nrmse:g}" for rec, chans in validation.items()
                for c, v in chans.items() if not v <= spec.max_nrmse]
-    result = FitResult(values, start, modal, matched, stderr, np.nan_to_num(corr, nan=0.0).tolist(), pairs, training, validation,
-                       start_nrmse, problem.evaluations, time.perf_counter() - t0, bool(fit.success),
-                       str(fit.message), not failing, failing)
+    result = FitResult(values, start, modal, matched, stderr, np.nan_to_num(corr, nan=0.0).tolist(), pairs, training,
+                       validation, start_nrmse, problem.evaluations, time.perf_counter() - t0, converged, message,
+                       not failing, failing)
     return result, problem
 
 

@@ -4,7 +4,10 @@ Schema (every key checked; a problem raises config_schema.ConfigError naming the
 the value and what was expected with its unit)::
 
     [fit]          model (arm preset: a file, relative to the fit file, or a shipped name), description, max_evaluations (plant
-                   replays the fit may spend, 1 .. MAX_EVALUATIONS; default 200)
+                   replays the fit may spend, 1 .. MAX_EVALUATIONS; default 200), shooting_s
+                   (> 0, optional: multiple shooting, the replay's joint angles and rates
+                   restarted from the recording every shooting_s; needs q_<joint>, and qd_<joint>
+                   or their derivative)
     [[recording]]  file (relative to the fit file: a run log of hil run, .msgpack or .csv; CSV,
                    MDF4 .mf4, Parquet, MCAP: hil.fit.recordings), role ("training" |
                    "validation"), window_s = [t0, t1] (s; default the whole run): the rows the
@@ -33,7 +36,7 @@ from hil.fit.recordings import ColumnMap
 from hil.model.presets import resolve
 
 TOP_KEYS = ("fit", "recording", "parameter", "channel", "validation")
-FIT_KEYS = ("model", "description", "max_evaluations")
+FIT_KEYS = ("model", "description", "max_evaluations", "shooting_s")
 RECORDING_KEYS = ("file", "role", "window_s", "time", "columns")
 PARAMETER_KEYS = ("path", "lower", "upper", "unit")
 CHANNEL_KEYS = ("name", "weight")
@@ -68,6 +71,7 @@ class FitSpec:
     model: str
     description: str
     max_evaluations: int
+    shooting_s: float | None
     recordings: tuple[RecordingSpec, ...]
     parameters: tuple[ParameterSpec, ...]
     channels: tuple[tuple[str, float], ...]
@@ -152,5 +156,6 @@ def load_fit(path: str | Path) -> FitSpec:
         channels.append((t.string("name"), t.number("weight", 1.0, unit="", positive=True)))
     validation = root.table("validation", ("max_nrmse",), required=True)
     return FitSpec(source, str(model), head.string("description", ""),
-                   head.integer("max_evaluations", 200, minimum=1, maximum=MAX_EVALUATIONS), tuple(recordings),
+                   head.integer("max_evaluations", 200, minimum=1, maximum=MAX_EVALUATIONS),
+                   head.number("shooting_s", None, unit="s", positive=True), tuple(recordings),
                    tuple(parameters), tuple(channels), validation.number("max_nrmse", unit="", positive=True), preset)

@@ -116,10 +116,10 @@ def _signals_mcap(path: Path, names: set[str]) -> dict[str, tuple[np.ndarray, np
 
 
 def _signals_csv(path: Path, names: set[str], time: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    from hil.logs.runlog import RunLogError, _read_csv
+    from hil.logs.runlog import RunLogError, read_csv
 
     try:
-        header, rows = _read_csv(path)
+        header, rows = read_csv(path)
     except RunLogError as exc:
         raise UserError(str(exc)) from None
     columns = header["columns"]

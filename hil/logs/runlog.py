@@ -313,7 +313,7 @@ def read_run(path: str | Path) -> tuple[dict[str, Any], np.ndarray]:
     if not Path(path).is_file():         # a FIFO or a device would block or mislead the reader
         raise RunLogError(f"{path}: not a regular file; expected a run log (.msgpack or .csv)")
     if Path(path).suffix.lower() == ".csv":
-        return _read_csv(path)
+        return read_csv(path)
     reader = RunLogReader(path)
     n = len(reader.columns)
     rows = np.empty((Path(path).stat().st_size // reader._dtype.itemsize + 1, n))
@@ -345,7 +345,7 @@ def integrity_text(header: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def _read_csv(path: str | Path) -> tuple[dict[str, Any], np.ndarray]:
+def read_csv(path: str | Path) -> tuple[dict[str, Any], np.ndarray]:
     try:
         with open(path, encoding="utf-8", newline="") as f:
             reader = csv.reader(f)

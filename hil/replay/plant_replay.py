@@ -94,12 +94,15 @@ def logged_plant(header: dict[str, Any], model=None) -> tuple[Plant, dict | None
     return plant, {"logged": logged, "replayed": made, "differences": differences}
 
 
-def replay(header: dict[str, Any], rows: np.ndarray, model=None, channels: tuple[str, ...] = ()) -> ReplayResult:
+def replay(header: dict[str, Any], rows: np.ndarray, model=None, channels: tuple[str, ...] = (),
+           restart_every: int | None = None) -> ReplayResult:
     """Re-simulate the plant of a run log from its drive torques and brakes (module docstring).
     `model`: another arm in the logged one's place; `channels`: sensor channels whose outputs
     follow the plant's columns, as the sensor models make them (bias, misalignment, filter,
     quantisation, saturation) without their noise (no normal is drawn: the noise and the bias
-    random walk stay zero)."""
+    random walk stay zero). `restart_every` N rows: multiple shooting, every N-th row the joint
+    angles and rates restart from the log's ``q_<joint>``, ``qd_<joint>`` (the elastic state goes
+    on), so that a wrong rigid model drifts for one segment only."""
     cols = header["columns"]
     index = {c: i for i, c in enumerate(cols)}
     if "cycle" not in index:
@@ -113,6 +116,7 @@ def replay(header: dict[str, Any], rows: np.ndarray, model=None, channels: tuple
         raise UserError(f"the run log has no drive torque columns {', '.join(missing)}: nothing to replay from")
     drives = _passthrough_drives(plant)
     tau = rows[:, [index[f"tau_{j}"] for j in lay.joint_names]]
+    restart = _restarts(index, rows, lay, restart_every)
     brake_cols = [index.get(f"brake_{j}") for j in lay.joint_names]
     brakes = np.column_stack([rows[:, i] >= 1 if i is not None else np.zeros(len(rows), bool) for i in brake_cols]) \
         if lay.n_joints else np.zeros((len(rows), 0), bool)
@@ -125,6 +129,8 @@ def replay(header: dict[str, Any], rows: np.ndarray, model=None, channels: tuple
     nj, ne = lay.n_joints, lay.n_eta
     t0 = time.perf_counter()
     for i in range(len(rows)):
+        if restart is not None and i and i % restart_every == 0:
+            plant.pos[:nj], plant.vel[:nj] = restart[0][i - 1], restart[1][i - 1]
         for k in np.flatnonzero(brakes[i] != drives.brake_engaged):
             drives.set_brake(int(k), bool(brakes[i, k]))
         plant.step(drives.update(tau[i]))
@@ -143,6 +149,23 @@ def replay(header: dict[str, Any], rows: np.ndarray, model=None, channels: tuple
     cycles = rows[:, index["cycle"]]
     result.missing_rows = int(cycles[-1] - len(rows)) if len(rows) else 0    # cycles count from 1
     return result
+
+
+def _restarts(index: dict[str, int], rows: np.ndarray, lay, every: int | None):
+    """The logged joint angles and rates multiple shooting restarts from (None without restarts)."""
+    if every is None:
+        return None
+    if every < 1:
+        raise UserError(f"restart every {every} rows: expected at least 1")
+    if lay.n_motors:
+        raise UserError("multiple shooting restarts stiff joints only; this arm has elastic (Spong) joints")
+    names = [f"{kind}_{j}" for kind in ("q", "qd") for j in lay.joint_names]
+    missing = [n for n in names if n not in index]
+    if missing:
+        raise UserError(f"multiple shooting needs the joint angles and rates; the log has no {missing[0]}")
+    nj = lay.n_joints
+    values = rows[:, [index[n] for n in names]]
+    return values[:, :nj], values[:, nj:]
 
 
 def _compared(out_cols: list[str], out: np.ndarray, cols: list[str], rows: np.ndarray, wall: float) -> ReplayResult:
