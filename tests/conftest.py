@@ -31,3 +31,12 @@ def real_arm(tmp_path_factory):
     folder = tmp_path_factory.mktemp("real_arm")
     hidden = arm.hidden_preset(folder)
     return hidden, arm.brake_stop(hidden, folder / "stop.msgpack"), arm.brake_stop(hidden, folder / "stop2.msgpack", 0.8)
+
+
+@pytest.fixture(scope="session")
+def loaded_arm(tmp_path_factory):
+    """ELLA with a 30 % heavier payload (tests/real_arm.py) and two set-point moves (1.0 s, 0.7 s)."""
+    import real_arm as arm
+    folder = tmp_path_factory.mktemp("loaded_arm")
+    preset = arm.loaded_preset(folder)
+    return preset, arm.move(preset, folder / "move.msgpack", 1.0), arm.move(preset, folder / "move2.msgpack", 0.7)

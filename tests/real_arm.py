@@ -33,3 +33,26 @@ def brake_stop(preset: Path, log: Path, move_time_s: float = 1.0, duration_s: fl
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return log
+
+
+PAYLOAD_KG, PAYLOAD_SCALE = 2.1, 1.3            # the preset's payload, and the heavier one of the loaded arm
+
+
+def loaded_preset(folder: Path) -> Path:
+    """ELLA carrying a payload 30 % heavier than the preset says."""
+    text = (ROOT / "configs/ella.toml").read_text()
+    payload = f'name = "payload"\n  station_m = 0.93\n  mass_kg = {PAYLOAD_KG}'
+    assert text.count(payload) == 1
+    path = folder / "loaded_ella.toml"
+    path.write_text(text.replace(payload, payload.replace(str(PAYLOAD_KG), f"{PAYLOAD_KG * PAYLOAD_SCALE:.6g}")))
+    return path
+
+
+def move(preset: Path, log: Path, move_time_s: float, duration_s: float = 2.0) -> Path:
+    """A set-point move under the reference firmware's PID, in lockstep."""
+    proc = subprocess.run([sys.executable, "-m", "hil", "run", str(preset), "--bus", "serial_frame",
+                           "--spawn-firmware", "--mode", "lockstep", "--duration", str(duration_s), "--move-time",
+                           str(move_time_s), "--log", str(log), "--json"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return log

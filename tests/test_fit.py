@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from real_arm import DAMPING_RATIO, DAMPING_SCALE, E_PA, E_SCALE
+from real_arm import DAMPING_RATIO, DAMPING_SCALE, E_PA, E_SCALE, PAYLOAD_KG, PAYLOAD_SCALE
 
 ROOT = Path(__file__).resolve().parent.parent
 LINKS = ("link1", "link2")
@@ -85,3 +85,38 @@ def test_a_fit_file_mistake_is_one_line_before_any_replay(real_arm, change, mess
     assert change[0] in text
     proc = hil_fit(real_arm, "broken", text.replace(*change))
     assert proc.returncode == 2 and message in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+
+
+def rigid_fit_text(shooting: str) -> str:
+    return ('[fit]\nmodel = "ella"\nmax_evaluations = 80\n' + shooting +
+            '\n[[recording]]\nfile = "move.msgpack"\nrole = "training"\n\n'
+            '[[recording]]\nfile = "move2.msgpack"\nrole = "validation"\n\n'
+            '[[parameter]]\npath = "body.link2.attachment.payload.mass_kg"\nlower = 1.0\nupper = 4.0\nunit = "kg"\n\n'
+            '[[parameter]]\npath = "body.link1.joint.viscous_N_m_s_rad"\nlower = 0.2\nupper = 3.0\nunit = "N_m_s_rad"\n\n'
+            + "".join(f'[[channel]]\nname = "enc_{j}"\n' for j in ("base_yaw", "shoulder_pitch", "elbow"))
+            + "\n[validation]\nmax_nrmse = 0.02\n")
+
+
+def test_the_payload_is_recovered_from_set_point_moves_with_multiple_shooting(loaded_arm):
+    """Encoder channels of a PID move, the replay's joints restarted from the record every 0.25 s."""
+    folder = loaded_arm[1].parent
+    (folder / "payload.toml").write_text(rigid_fit_text("shooting_s = 0.25\n"))
+    proc = subprocess.run([sys.executable, "-m", "hil", "fit", str(folder / "payload.toml"), "--json"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    r = json.loads(proc.stdout)
+    payload = next(p for p in r["parameters"] if p["path"].endswith("payload.mass_kg"))
+    assert payload["value"] == pytest.approx(PAYLOAD_KG * PAYLOAD_SCALE, rel=0.02), payload
+    assert r["evaluations"] <= 80 + 3 * 2 + 6            # the budget, then the trust's Jacobian and the verdict
+
+
+def test_multiple_shooting_needs_the_joint_angles(loaded_arm, tmp_path):
+    header_only = tmp_path / "no_angles.csv"
+    rows = ["t,tau_base_yaw,tau_shoulder_pitch,tau_elbow,enc_base_yaw,enc_shoulder_pitch,enc_elbow"]
+    rows += [f"{k * 1e-3},0,0,0,0,0,0" for k in range(1, 50)]
+    header_only.write_text("\n".join(rows) + "\n")
+    text = rigid_fit_text("shooting_s = 0.01\n").replace('"move.msgpack"', f'"{header_only}"')
+    (tmp_path / "f.toml").write_text(text)
+    proc = subprocess.run([sys.executable, "-m", "hil", "fit", str(tmp_path / "f.toml")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "no channel 'q_base_yaw'" in proc.stderr and proc.stderr.count("\n") == 1

@@ -13,8 +13,13 @@ The simulated channels are the sensor models' outputs without their noise and qu
 fit's replays): a rounded output is flat under the small parameter steps of the Jacobian, and
 rounding, like the noise, is what the residual keeps at the optimum.
 
-Start values. A replay's residual is rough in the parameters far from the optimum (a stick-slip
-brake, a decay's phase over many periods), so the least squares starts from a modal pre-fit:
+Stages. A replay's residual is rough in the parameters far from the optimum (a stick-slip brake,
+a decay's phase over many periods), and a link's stiffness and a payload both move the modes. So
+the search goes in three stages, one budget of replays for all: (1) the rigid parameters (all
+but the links' beam parameters: payload, friction, inertia) on the joints' channels (encoders,
+joint angles and rates, where the fit has any), the links held at the preset's;
+(2) a modal pre-fit of the links' parameters, the rigid ones held at (1)'s values; (3) all
+together from there. The modal pre-fit:
 on each training recording's brake stop (hil.fit.log_modes: every brake closed and holding) the
 modes are identified from the fitted channels (hil.fit.modal_id), each paired with the model's
 nearest locked mode at that pose, and the parameters moved (bounded least squares again, smooth
@@ -35,6 +40,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import importlib.util
 import math
 import time
 from dataclasses import dataclass, field
@@ -55,6 +61,7 @@ from hil.model.config import load_model_from_string
 from hil.replay.plant_replay import replay
 
 CORRELATED = 0.95
+JOINT_CHANNELS = ("enc_", "abs_", "vel_", "index_", "q_", "qd_")     # the rigid stage's channels, where given
 MIN_SEGMENT_ROWS = 10 # the shortest multiple-shooting segment, in steps
 PRIOR = 1e-3          # the modal pre-fit's pull to the preset's values, per unit of the normalised parameter
 MIN_MODE_SHARE = 0.05 # identified modes carrying less of the response are not matched in the pre-fit
@@ -146,6 +153,7 @@ class FitProblem:
         self.evaluations = 0
         self._last: tuple[bytes, np.ndarray] = (b"", np.zeros(0))      # the latest residual (the Jacobian's base)
         self.best: tuple[float, np.ndarray] = (math.inf, np.zeros(0))   # the lowest cost so far and its point
+        self.active = list(self.channels)                                # the channels the residual takes
         self.budget: int | None = None                                  # replays the search may reach
 
     def values(self, u: np.ndarray) -> dict[str, float]:
@@ -191,7 +199,7 @@ class FitProblem:
         parts = []
         for rec in self.training:
             sim = self.simulated(rec, values)
-            for c in self.channels:
+            for c in self.active:
                 r = (rec.measured[c] - sim[c]) / rec.scale[c] * self.weights[c] / math.sqrt(len(sim[c]))
                 parts.append(np.where(np.isfinite(r), r, 1e6))     # a diverged replay: a large residual
         return np.concatenate(parts)
@@ -218,8 +226,14 @@ def _without_quantisation(data: dict) -> dict:
     return data
 
 
+def elastic(path: str) -> bool:
+    """Whether a parameter path is a flexible link's (its beam's material, section, damping)."""
+    return ".beam." in path
+
+
 def modal_start(problem: FitProblem, start: dict[str, float]) -> tuple[dict[str, float], list[dict]]:
-    """The modal pre-fit's values (module docstring) and, per training recording, the modes it matched."""
+    """The modal pre-fit's values (module docstring) and, per training recording, the modes it matched:
+    only the links' elastic parameters move (elastic()), the others keep their values in `start`."""
     from scipy.optimize import least_squares
 
     targets = []          # (joint angles, identified modes, indices of the paired model modes)
@@ -246,23 +260,42 @@ def modal_start(problem: FitProblem, start: dict[str, float]) -> tuple[dict[str,
             pairs.setdefault(k, m)                     # one identified mode per model mode
         if pairs:
             targets.append((pose, list(pairs.values()), list(pairs.keys()), rec.spec.file.name))
-    if not targets:
+    free = np.array([elastic(p.path) for p in problem.spec.parameters])
+    if not targets or not free.any():
         return start, []
     u0 = problem.unit(start)
 
-    def residual(u: np.ndarray) -> np.ndarray:
+    def residual(v: np.ndarray) -> np.ndarray:
+        u = u0.copy()
+        u[free] = v
         asm = problem.model_asm(problem.values(u))
-        parts = [PRIOR * (u - u0)]
+        parts = [PRIOR * (v - u0[free])]
         for pose, found, keys, _ in targets:
             f, zeta = locked_modes_at(asm, pose)
             parts.append(np.array([np.log(f[k] / m.frequency_hz) for k, m in zip(keys, found)]))
             parts.append(np.array([(zeta[k] - m.damping_ratio) / m.damping_ratio for k, m in zip(keys, found)]))
         return np.concatenate(parts)
 
-    u = least_squares(residual, u0, bounds=(0.0, 1.0), diff_step=1e-4).x
+    u = u0.copy()
+    u[free] = least_squares(residual, u0[free], bounds=(0.0, 1.0), diff_step=1e-4).x
     matched = [{"recording": name, "identified": [m.as_dict() for m in found], "model_mode": keys}
                for _, found, keys, name in targets]
     return problem.values(u), matched
+
+
+def _search(problem: FitProblem, u0: np.ndarray, free: np.ndarray) -> tuple[np.ndarray, bool, str]:
+    """Bounded least squares over the parameters marked `free` (the others held at u0)."""
+    from scipy.optimize import least_squares
+
+    def point(v: np.ndarray) -> np.ndarray:
+        u = u0.copy()
+        u[free] = v
+        return u
+
+    fit = least_squares(lambda v: problem.residual(point(v)), u0[free],
+                        jac=lambda v: _jacobian(problem, point(v), problem.residual(point(v)))[:, free],
+                        bounds=(0.0, 1.0), method="trf", x_scale=1.0, xtol=1e-8, ftol=1e-8, gtol=1e-8)
+    return point(fit.x), bool(fit.success), str(fit.message)
 
 
 def _jacobian(problem: FitProblem, u: np.ndarray, f0: np.ndarray) -> np.ndarray:
@@ -297,10 +330,8 @@ def _trust(J: np.ndarray, f: np.ndarray, span: np.ndarray, names: list[str]) -> 
 
 def run_fit(spec: FitSpec) -> tuple[FitResult, FitProblem]:
     """Fit the parameters of `spec` to its training recordings and judge them on its validation ones."""
-    try:
-        from scipy.optimize import least_squares
-    except ImportError:
-        raise UserError("hil fit needs scipy: pip install 'ella-hil[fit]'") from None
+    if importlib.util.find_spec("scipy") is None:
+        raise UserError("hil fit needs scipy: pip install 'ella-hil[fit]'")
     problem = FitProblem(spec)
     names = [p.path for p in spec.parameters]
     start = {n: float(spec.preset.value(n)) for n in names}
@@ -310,13 +341,18 @@ def run_fit(spec: FitSpec) -> tuple[FitResult, FitProblem]:
                             f"its bounds {p.lower:g} .. {p.upper:g} {p.unit}")
     t0 = time.perf_counter()
     start_nrmse = {r.spec.file.name: problem.nrmse(r, start) for r in problem.training}
-    modal, matched = modal_start(problem, start)
-    u0 = problem.unit(modal)
     problem.budget = problem.evaluations + spec.max_evaluations
+    rigid = np.array([not elastic(n) for n in names])
+    modal, matched = start, []
     try:
-        fit = least_squares(problem.residual, u0, jac=lambda u: _jacobian(problem, u, problem.residual(u)),
-                            bounds=(0.0, 1.0), method="trf", x_scale=1.0, xtol=1e-8, ftol=1e-8, gtol=1e-8)
-        u, converged, message = fit.x, bool(fit.success), str(fit.message)
+        u = problem.unit(start)
+        if rigid.any() and not rigid.all():      # the rigid parameters first, the links held at the preset's,
+            joints = [c for c in problem.channels if c.startswith(JOINT_CHANNELS)]
+            problem.active = joints or problem.channels          # on the joints' channels if there are any
+            u = _search(problem, u, rigid)[0]
+            problem.active, problem.best, problem._last = problem.channels, (math.inf, u), (b"", np.zeros(0))
+        modal, matched = modal_start(problem, problem.values(u))
+        u, converged, message = _search(problem, problem.unit(modal), np.ones(len(names), bool))
     except BudgetSpent:
         u, converged = problem.best[1], False
         message = f"stopped after max_evaluations = {spec.max_evaluations} plant replays, at the best point found"
