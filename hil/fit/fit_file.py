@@ -45,6 +45,7 @@ MAX_EVALUATIONS = 10_000     # plant replays of one fit
 MAX_PARAMETERS = 32
 MAX_RECORDINGS = 64
 MAX_COLUMNS = 256            # entries of one recording's column map
+MAX_CHANNELS = 256           # channels one fit matches
 DIMENSIONLESS = ("ratio", "scale", "factor", "seed")
 
 
@@ -103,6 +104,37 @@ def _column_map(t: Table) -> dict[str, ColumnMap]:
     return out
 
 
+def _tables(root: Table, key: str, allowed: tuple[str, ...], limit: int) -> list[Table]:
+    """The [[key]] tables (at least one, at most `limit`), each checked for unknown keys."""
+    raw = root.array_of_tables(key, required=True, what=f"a [[{key}]] table")
+    if len(raw) > limit:
+        raise root.error(key, f"{len(raw)} tables", f"expected at most {limit}")
+    return [Table(root.doc, t, f"{key}[{i}]", key, allowed, f"a [[{key}]] table") for i, t in enumerate(raw)]
+
+
+def _recording(t: Table, folder: Path) -> RecordingSpec:
+    window = t.raw("window_s", None)
+    if window is None:
+        window = (float("-inf"), float("inf"))
+    elif not (isinstance(window, list) and len(window) == 2 and all(is_number(v) for v in window)
+              and window[0] < window[1]):
+        raise t.error("window_s", window, "expected [t0, t1] in s with t0 < t1")
+    return RecordingSpec(folder / t.string("file"), t.choice("role", "training", ROLES),
+                         (float(window[0]), float(window[1])), t.string("time", "t"), _column_map(t))
+
+
+def _parameter(t: Table, preset: Preset, source: str) -> ParameterSpec:
+    path = t.string("path")
+    preset.check_path(source, t.key("path"), path)
+    unit = t.string("unit")
+    if not _unit_fits(path, unit):
+        raise t.error("unit", unit, f"expected the unit of {path} (its key's suffix; \"1\" for a ratio or scale)")
+    lower, upper = t.number("lower", unit=unit), t.number("upper", unit=unit)
+    if not lower < upper:
+        raise t.error("upper", upper, f"expected more than lower = {lower:g} {unit}")
+    return ParameterSpec(path, lower, upper, unit)
+
+
 def load_fit(path: str | Path) -> FitSpec:
     """Read and check a fit file (module docstring)."""
     source = str(path)
@@ -113,47 +145,16 @@ def load_fit(path: str | Path) -> FitSpec:
     named = head.string("model")
     model = folder / named if (folder / named).is_file() else resolve("preset", named)     # beside the fit file
     preset = Preset(str(model))
-    recordings = []
-    tables = root.array_of_tables("recording", required=True, what="a [[recording]] table")
-    if len(tables) > MAX_RECORDINGS:
-        raise doc.error("recording", f"{len(tables)} tables", f"at most {MAX_RECORDINGS} recordings")
-    for i, raw in enumerate(tables):
-        t = Table(doc, raw, f"recording[{i}]", "recording", RECORDING_KEYS, "a [[recording]] table")
-        file = folder / t.string("file")
-        role = t.choice("role", "training", ROLES)
-        window = t.raw("window_s", None)
-        if window is None:
-            window = (float("-inf"), float("inf"))
-        elif not (isinstance(window, list) and len(window) == 2 and all(is_number(v) for v in window)
-                  and window[0] < window[1]):
-            raise t.error("window_s", window, "expected [t0, t1] in s with t0 < t1")
-        recordings.append(RecordingSpec(file, role, (float(window[0]), float(window[1])), t.string("time", "t"),
-                                        _column_map(t)))
+    recordings = [_recording(t, folder) for t in _tables(root, "recording", RECORDING_KEYS, MAX_RECORDINGS)]
     for role in ROLES:
         if not any(r.role == role for r in recordings):
             raise doc.error("recording", None, f"at least one recording with role = \"{role}\" (the fit is "
                                                "judged on recordings it was not fitted to)")
-    parameters = []
-    tables = root.array_of_tables("parameter", required=True, what="a [[parameter]] table")
-    if len(tables) > MAX_PARAMETERS:
-        raise doc.error("parameter", f"{len(tables)} tables", f"at most {MAX_PARAMETERS} parameters")
-    for i, raw in enumerate(tables):
-        t = Table(doc, raw, f"parameter[{i}]", "parameter", PARAMETER_KEYS, "a [[parameter]] table")
-        p = t.string("path")
-        preset.check_path(source, t.key("path"), p)
-        unit = t.string("unit")
-        if not _unit_fits(p, unit):
-            raise t.error("unit", unit, f"expected the unit of {p} (its key's suffix; \"1\" for a ratio or scale)")
-        lower, upper = t.number("lower", unit=unit), t.number("upper", unit=unit)
-        if not lower < upper:
-            raise t.error("upper", upper, f"expected more than lower = {lower:g} {unit}")
-        parameters.append(ParameterSpec(p, lower, upper, unit))
+    parameters = [_parameter(t, preset, source) for t in _tables(root, "parameter", PARAMETER_KEYS, MAX_PARAMETERS)]
     if len({p.path for p in parameters}) != len(parameters):
         raise doc.error("parameter", None, "each path once")
-    channels = []
-    for i, raw in enumerate(root.array_of_tables("channel", required=True, what="a [[channel]] table")):
-        t = Table(doc, raw, f"channel[{i}]", "channel", CHANNEL_KEYS, "a [[channel]] table")
-        channels.append((t.string("name"), t.number("weight", 1.0, unit="", positive=True)))
+    channels = [(t.string("name"), t.number("weight", 1.0, unit="", positive=True))
+                for t in _tables(root, "channel", CHANNEL_KEYS, MAX_CHANNELS)]
     validation = root.table("validation", ("max_nrmse",), required=True)
     return FitSpec(source, str(model), head.string("description", ""),
                    head.integer("max_evaluations", 200, minimum=1, maximum=MAX_EVALUATIONS),
