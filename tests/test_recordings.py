@@ -1,4 +1,4 @@
-"""Recordings as a lab has them (hil.fit.recordings): the synthetic real arm's run log exported to
+"""Recordings as a lab has them (hil.logs.recordings): the synthetic real arm's run log exported to
 CSV, MDF4, Parquet and MCAP reads back onto the plant's grid with every value as logged; a
 channel at another rate is resampled and said so; a missing channel, a time that runs backwards,
 a NaN stretch and a damaged file are one-line errors naming the file and the channel."""
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from config_schema import UserError
-from hil.fit.recordings import ColumnMap, on_grid
+from hil.logs.recordings import ColumnMap, on_grid
 from hil.logs.runlog import read_run
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -4,7 +4,12 @@ from __future__ import annotations
 import argparse
 import json
 
+from typing import TYPE_CHECKING
+
 from hil.cli.registry import CliError, command
+
+if TYPE_CHECKING:
+    import numpy as np
 
 EXIT_DIFFERENT = 1
 
@@ -75,7 +80,8 @@ def _plan_line(check: dict | None) -> str:
 
 
 def _compare_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("a", help="reference run log")
+    p.add_argument("a", help="reference run log, or another tool's recording (MDF4 .mf4, Parquet, MCAP): its "
+                             "channels interpolated at the run's times")
     p.add_argument("b", help="run log compared with it")
     p.add_argument("--tol", action="append", default=[], metavar="[GLOB=]TOL",
                    help="absolute tolerance: a number for every signal (default 0: identical), GLOB=number for "
@@ -92,8 +98,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from hil.logs.runlog import read_run
 
     default_tol, per_glob = parse_tolerances(args.tol)
-    ha, a = read_run(args.a)
     hb, b = read_run(args.b)
+    ha, a, b = _reference(args.a, hb, b)
     result = compare_runs(ha["columns"], a, hb["columns"], b, default_tol, per_glob,
                           DEFAULT_IGNORE + tuple(args.ignore), tuple(args.include))
     if args.json:
@@ -101,6 +107,32 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     else:
         print(format_comparison(result, args.a, args.b))
     return 0 if result.passed else EXIT_DIFFERENT
+
+
+def _reference(path: str, header_b: dict, b: np.ndarray) -> tuple[dict, np.ndarray, np.ndarray]:
+    """Run A and the rows of B to compare it with: a run log as it is; another tool's recording (hil.logs.recordings)
+    as its channels that B also has, interpolated linearly at B's times where the recording covers them."""
+    from pathlib import Path
+
+    import numpy as np
+
+    from hil.logs.recordings import read_checked, read_signals
+    from hil.logs.runlog import read_run
+
+    if Path(path).suffix.lower() in (".msgpack", ".csv"):
+        header, a = read_run(path)
+        return header, a, b
+    columns = header_b["columns"]
+    shared = [c for c in read_signals(Path(path), set())[1] if c in columns and c != "t"]
+    if not shared:
+        raise CliError(f"{path}: no channel in common with the run")
+    signals = read_checked(Path(path), shared)
+    t = b[:, columns.index("t")]
+    inside = np.ones(len(t), bool)
+    for ts, _ in signals.values():
+        inside &= (t >= ts[0]) & (t <= ts[-1])
+    a = np.column_stack([t[inside]] + [np.interp(t[inside], *signals[c]) for c in shared])
+    return {"columns": ["t", *shared]}, a, b[inside]
 
 
 def format_comparison(result, a: str, b: str) -> str:

@@ -55,7 +55,7 @@ from hil.fit.log_modes import braked_window, held_rows, locked_modes_at
 from hil.fit.modal_id import identify_modes
 from hil.model.assembly import assemble
 from hil.dynamics.plant import Plant
-from hil.fit.recordings import on_grid
+from hil.logs.recordings import on_grid
 from hil.logs.runlog import read_run
 from hil.model.config import load_model_from_string
 from hil.replay.plant_replay import replay
@@ -84,7 +84,7 @@ class Recording:
 
 def load_recording(spec: RecordingSpec, channels: list[str], joints: list[str], plan: dict,
                    shooting: bool = False) -> Recording:
-    """A recording on the plant's grid (hil.fit.recordings) with its window and channels checked; `plan`:
+    """A recording on the plant's grid (hil.logs.recordings) with its window and channels checked; `plan`:
     the integrator a recording that names none is replayed with (a run log names its own);
     `shooting`: the joint angles are needed, and rates (differentiated from the angles if absent)."""
     wanted = [f"tau_{j}" for j in joints] + [c for c in channels if c not in (f"tau_{j}" for j in joints)]

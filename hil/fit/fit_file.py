@@ -9,7 +9,7 @@ the value and what was expected with its unit)::
                    restarted from the recording every shooting_s; needs q_<joint>, and qd_<joint>
                    or their derivative)
     [[recording]]  file (relative to the fit file: a run log of hil run, .msgpack or .csv; CSV,
-                   MDF4 .mf4, Parquet, MCAP: hil.fit.recordings), role ("training" |
+                   MDF4 .mf4, Parquet, MCAP: hil.logs.recordings), role ("training" |
                    "validation"), window_s = [t0, t1] (s; default the whole run): the rows the
                    residual takes; time (the file's time column in CSV and Parquet; default "t");
                    columns (a table: model column = "file column" or {column, scale, offset},
@@ -32,7 +32,7 @@ from pathlib import Path
 
 from config_schema import Document, Table, is_number, load_toml
 from hil.campaign.overrides import Preset
-from hil.fit.recordings import ColumnMap
+from hil.logs.recordings import ColumnMap
 from hil.model.presets import resolve
 
 TOP_KEYS = ("fit", "recording", "parameter", "channel", "validation")

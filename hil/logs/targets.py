@@ -24,6 +24,12 @@ Every key is optional; each one given becomes a verdict (hil.logs.verdicts)::
     max_command_age_p99_s = 0.002  # 99th percentile of the age of the command each cycle applies
     max_bus_errors = 0             # link errors: CRC or framing errors, garbage bytes, overruns, frames not sent
 
+    # the run against a recording (the real arm's measured response: hil.logs.recordings reads it)
+    within_record = { file = "bench.mf4", tolerance = { q_elbow = 2e-3, imu_gx = 0.05 }, window_s = [0.5, 3.0] }
+                                   # each channel within its tolerance (its unit) of the recording, over the
+                                   # window where both have samples; the recording interpolated at the run's
+                                   # times; file relative to this file; optional time (the file's time column)
+
 Without a fault scenario (no fault injected in the run), max_rejected_commands and max_watchdog_trips
 default to 0: a firmware that sends one bad frame, or lets the watchdog trip, fails (LINK_DEFAULTS).
 A fault scenario states its own limits, since its faults cause rejections and trips on purpose.
@@ -36,12 +42,15 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from config_schema import ConfigError, Document, Table, load_toml, suggest
+from hil.logs.recordings import read_checked
 
 KEYS = ("description", "setpoints_rad", "tolerance_rad", "settling_from_s", "settling_band_m", "settling_time_s",
         "max_tip_deflection_m", "max_torque_N_m", "max_current_A", "safe_state_within_s", "final_window_s",
         "max_rejected_commands", "max_counter_rejections", "max_watchdog_trips", "max_lost_commands",
         "max_missed_cycles",
-        "max_command_age_p99_s", "max_bus_errors")
+        "max_command_age_p99_s", "max_bus_errors", "within_record")
+RECORD_KEYS = ("file", "tolerance", "window_s", "time")
+MAX_RECORD_CHANNELS = 64      # channels one within_record verdict compares
 # the link-health counts and their limits where the run injects no fault and the targets give none
 LINK_DEFAULTS = {"max_rejected_commands": 0, "max_watchdog_trips": 0}
 LINK_HEALTH_ONLY = "the link-health defaults"      # the source of the targets of a checked run that gives none
@@ -69,6 +78,7 @@ class Targets:
     max_missed_cycles: int | None = None
     max_command_age_p99_s: float | None = None
     max_bus_errors: int | None = None
+    within_record: dict | None = None      # file (absolute), tolerance (channel -> limit), window_s, time
 
     def with_link_defaults(self, faults_injected: bool) -> Targets:
         """These targets with LINK_DEFAULTS for the link-health keys they leave out, in a run without faults."""
@@ -116,7 +126,30 @@ def read_verdict(doc: Document, data: object, where: str = "verdict") -> Targets
         safe_state_within_s=t.number("safe_state_within_s", None, unit="s", positive=True),
         final_window_s=t.number("final_window_s", 0.1, unit="s", positive=True),
         max_command_age_p99_s=t.number("max_command_age_p99_s", None, unit="s", positive=True),
+        within_record=_within_record(t, Path(doc.source).resolve().parent),
         **{k: t.integer(k, None, maximum=COUNT_LIMIT, what="a count") for k in COUNT_KEYS})
+
+
+def _within_record(t: Table, folder: Path) -> dict | None:
+    """The within_record table: the recording's file (resolved, checked to exist) and a tolerance per channel."""
+    if not t.has("within_record"):
+        return None
+    r = t.table("within_record", RECORD_KEYS)
+    file = folder / r.string("file")
+    if not file.is_file():
+        raise r.error("file", str(file), "expected a recording file (run log, CSV, MDF4, Parquet or MCAP)")
+    raw = r.raw("tolerance")
+    if not isinstance(raw, dict) or not raw or len(raw) > MAX_RECORD_CHANNELS:
+        raise r.error("tolerance", raw, f"expected a table of 1 to {MAX_RECORD_CHANNELS} channels, each with its "
+                                        "tolerance in the channel's unit")
+    tol = r.table("tolerance", tuple(raw))
+    window = r.vector("window_s", [float("-inf"), float("inf")], n=2, unit="s")
+    if not window[0] < window[1]:
+        raise r.error("window_s", list(window), "expected [t0, t1] in s with t0 < t1")
+    spec = {"file": str(file), "tolerance": {c: tol.number(c, unit="", positive=True) for c in raw},
+            "window_s": [float(window[0]), float(window[1])], "time": r.string("time", "t")}
+    read_checked(file, list(spec["tolerance"]), spec["time"])     # its channels found now, not after the run
+    return spec
 
 
 COUNT_KEYS = ("max_rejected_commands", "max_counter_rejections", "max_watchdog_trips", "max_lost_commands",

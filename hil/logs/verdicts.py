@@ -15,10 +15,14 @@ one for the rest), or a RunLog in memory.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from hil.logs.streaming import TIP, Log, Peak, Settling, open_log, scan, tail
+from hil.logs.recordings import read_checked
 from hil.logs.targets import Targets
+from hil.logs.units import describe
 
 RESIDUAL_WINDOW_S = 1.0
 DEFAULT_BAND_M = 2e-4
@@ -86,6 +90,57 @@ def evaluate(targets: Targets, log: Log, joints: list[str]) -> list[dict]:
     out += _peak_verdicts(targets.max_current_A, currents, "max_current", "A", "motor current")
     if targets.safe_state_within_s is not None:
         out.append(_safe_state(events, targets.safe_state_within_s))
+    return out + record_band(targets.within_record, log, columns)
+
+
+class _Band:
+    """A channel of the run against a recording: the largest deviation, where it is, the first beyond the limit."""
+
+    def __init__(self, t: np.ndarray, v: np.ndarray, limit: float, window: tuple[float, float]):
+        self.t, self.v, self.limit = t, v, limit
+        self.lo, self.hi = max(window[0], t[0]), min(window[1], t[-1])
+        self.largest, self.at, self.first, self.compared = 0.0, None, None, 0
+
+    def feed(self, rows: np.ndarray) -> None:
+        inside = (rows[:, 0] >= self.lo) & (rows[:, 0] <= self.hi)
+        if not inside.any():
+            return
+        t, run = rows[inside, 0], rows[inside, 1]
+        deviation = np.abs(run - np.interp(t, self.t, self.v))
+        deviation[np.isnan(deviation)] = np.inf
+        self.compared += len(t)
+        k = int(np.argmax(deviation))
+        if deviation[k] > self.largest or self.at is None:
+            self.largest, self.at = float(deviation[k]), float(t[k])
+        beyond = np.flatnonzero(deviation > self.limit)
+        if self.first is None and beyond.size:
+            self.first = float(t[beyond[0]])
+
+
+def record_band(spec: dict | None, log: Log, columns: list[str]) -> list[dict]:
+    """One verdict per channel of a within_record target (hil.logs.targets): the run's channel within its
+    tolerance of the recording's, interpolated at the run's times, over the window both cover."""
+    if spec is None:
+        return []
+    recorded = read_checked(Path(spec["file"]), list(spec["tolerance"]), spec["time"])
+    name = Path(spec["file"]).name
+    out, bands = [], {}
+    for channel, limit in spec["tolerance"].items():
+        if channel not in columns:
+            out.append(verdict(f"record_{channel}", f"the run has no channel {channel} to compare with {name}", None,
+                               limit, describe(channel)[0]))
+            continue
+        bands[channel] = _Band(*recorded[channel], limit, tuple(spec["window_s"]))
+    scan(log, [((c,), b.feed) for c, b in bands.items()])
+    for channel, b in bands.items():
+        if not b.compared:
+            out.append(verdict(f"record_{channel}", f"{channel}: the run and {name} share no time in the window",
+                               None, b.limit, describe(channel)[0]))
+            continue
+        beyond = "" if b.first is None else f"; first beyond {b.limit:g} at t = {b.first:.3f} s"
+        out.append(verdict(f"record_{channel}", f"{channel} stays within {b.limit:g} of {name}: largest deviation "
+                                                f"{b.largest:.3g} at t = {b.at:.3f} s over {b.compared} samples{beyond}",
+                           b.largest, b.limit, describe(channel)[0]))
     return out
 
 

@@ -51,7 +51,7 @@ def _signals_run_log(path: Path, names: set[str]) -> dict[str, tuple[np.ndarray,
     if "t" not in columns:
         raise UserError(f"{path}: no time column t")
     t = rows[:, columns.index("t")]
-    return {c: (t, rows[:, i]) for i, c in enumerate(columns) if c in names}
+    return {c: (t, rows[:, i]) for i, c in enumerate(columns) if c in names}, columns
 
 
 def _signals_parquet(path: Path, names: set[str], time: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -64,7 +64,8 @@ def _signals_parquet(path: Path, names: set[str], time: str) -> dict[str, tuple[
     if time not in table.column_names:
         raise UserError(f"{path}: no time column {time!r}{suggest(time, table.column_names)}")
     t = table.column(time).to_numpy().astype(float)
-    return {c: (t, table.column(c).to_numpy().astype(float)) for c in table.column_names if c in names}
+    return {c: (t, table.column(c).to_numpy().astype(float)) for c in table.column_names if c in names}, \
+        table.column_names
 
 
 def _signals_mdf4(path: Path, names: set[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -80,21 +81,22 @@ def _signals_mdf4(path: Path, names: set[str]) -> dict[str, tuple[np.ndarray, np
         raise UserError(f"{path}: not a readable MDF4 file ({problem})")
     out = {}
     try:
-        available = {ch.name for group in mdf.groups for ch in group.channels}
-        for name in names & available:
+        available = sorted({ch.name for group in mdf.groups for ch in group.channels})
+        for name in names & set(available):
             signal = mdf.get(name)
             out[name] = (np.asarray(signal.timestamps, float), np.asarray(signal.samples, float))
     except Exception as exc:
         raise UserError(f"{path}: damaged MDF4 data ({type(exc).__name__}: {exc})") from None
     finally:
         mdf.close()
-    return out
+    return out, available
 
 
 def _signals_mcap(path: Path, names: set[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     from mcap.reader import make_reader
 
     series: dict[str, tuple[list, list]] = {}
+    available: set[str] = set()
     try:
         with open(path, "rb") as f:
             for _, channel, message in make_reader(f).iter_messages():
@@ -103,6 +105,7 @@ def _signals_mcap(path: Path, names: set[str]) -> dict[str, tuple[np.ndarray, np
                 data = json.loads(message.data)
                 if not isinstance(data, dict):
                     continue
+                available.update(data)
                 for key, value in data.items():
                     if key in names and isinstance(value, (int, float)):
                         ts, vs = series.setdefault(key, ([], []))
@@ -112,7 +115,7 @@ def _signals_mcap(path: Path, names: set[str]) -> dict[str, tuple[np.ndarray, np
         raise UserError(f"{path}: not a readable MCAP file ({exc})") from None
     except Exception as exc:        # the mcap reader's own errors for a damaged file
         raise UserError(f"{path}: damaged MCAP data ({type(exc).__name__}: {exc})") from None
-    return {k: (np.array(t), np.array(v)) for k, (t, v) in series.items()}
+    return {k: (np.array(t), np.array(v)) for k, (t, v) in series.items()}, sorted(available)
 
 
 def _signals_csv(path: Path, names: set[str], time: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -126,11 +129,13 @@ def _signals_csv(path: Path, names: set[str], time: str) -> dict[str, tuple[np.n
     if time not in columns:
         raise UserError(f"{path}: no time column {time!r}{suggest(time, columns)}")
     t = rows[:, columns.index(time)]
-    return {c: (t, rows[:, i]) for i, c in enumerate(columns) if c in names}
+    return {c: (t, rows[:, i]) for i, c in enumerate(columns) if c in names}, columns
 
 
-def read_signals(path: Path, names: set[str], time: str = "t") -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """The channels of `path` named in `names`, each as (time [s], values); the reader by suffix."""
+def read_signals(path: Path, names: set[str], time: str = "t") -> tuple[dict[str, tuple[np.ndarray, np.ndarray]],
+                                                                         list[str]]:
+    """The channels of `path` named in `names`, each as (time [s], values), and the names of every channel
+    the file has; the reader by suffix."""
     if not path.is_file():
         raise UserError(f"{path}: no such recording")
     suffix = path.suffix.lower()
@@ -158,16 +163,27 @@ def _check(path: Path, name: str, t: np.ndarray, v: np.ndarray) -> None:
                         f"(t = {t[k - 1]:g} then {t[k]:g} s)")
 
 
+def read_checked(path: Path, names: list[str], time: str = "t") -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The channels `names` of `path`, each (time, values), every one present with a strictly
+    increasing time (UserError naming the file and the channel otherwise)."""
+    signals, available = read_signals(path, set(names), time)
+    for name in names:
+        if name not in signals:
+            raise UserError(f"{path}: no channel {name!r}{suggest(name, available)}")
+        _check(path, name, *signals[name])
+    return signals
+
+
 def on_grid(path: Path, wanted: list[str], column_map: dict[str, ColumnMap], dt: float, optional: list[str] = (),
             time: str = "t") -> tuple[list[str], np.ndarray, dict[str, str]]:
     """The rows of the model columns `wanted` (and those of `optional` the file has) on the plant's
     grid: (columns with t first, rows, resampled: channel -> how)."""
     source = {name: column_map.get(name, ColumnMap(name)) for name in [*wanted, *optional]}
-    signals = read_signals(path, {m.column for m in source.values()}, time)
+    signals, available = read_signals(path, {m.column for m in source.values()}, time)
     missing = [n for n in wanted if source[n].column not in signals]
     if missing:
         shown = source[missing[0]].column
-        raise UserError(f"{path}: no channel {shown!r} (for {missing[0]}){suggest(shown, list(signals) or [])}; "
+        raise UserError(f"{path}: no channel {shown!r} (for {missing[0]}){suggest(shown, available)}; "
                         "map the file's names to the model's in the recording's columns table")
     present = [n for n in [*wanted, *optional] if source[n].column in signals]
     for n in present:
