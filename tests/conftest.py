@@ -40,3 +40,20 @@ def loaded_arm(tmp_path_factory):
     folder = tmp_path_factory.mktemp("loaded_arm")
     preset = arm.loaded_preset(folder)
     return preset, arm.move(preset, folder / "move.msgpack", 1.0), arm.move(preset, folder / "move2.msgpack", 0.7)
+
+
+@pytest.fixture(scope="session")
+def real_arm_exports(real_arm, tmp_path_factory):
+    """The real arm's first brake stop exported to CSV, MDF4, Parquet and MCAP (`hil log export`): (log, files)."""
+    import subprocess
+    import sys
+    log = real_arm[1]
+    folder = tmp_path_factory.mktemp("exports")
+    out = {}
+    for fmt, suffix in (("csv", ".csv"), ("mdf4", ".mf4"), ("parquet", ".parquet"), ("mcap", ".mcap")):
+        path = folder / f"stop{suffix}"
+        proc = subprocess.run([sys.executable, "-m", "hil", "log", "export", str(log), "--format", fmt, "--out",
+                               str(path), "--scene-rate", "1"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        out[fmt] = path
+    return log, out

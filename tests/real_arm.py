@@ -2,7 +2,8 @@
 (E_Pa x 0.9) and twice as damped (damping_ratio x 2) as the preset says, recorded through the
 emulator's own sensors (noise, bias, filter, quantisation) in lockstep with the reference
 firmware: a set-point move, an elbow encoder signal loss at 0.7 s, and the watchdog's brake stop
-after which the links ring out with the joints locked."""
+after which the links ring out with the joints locked (the firmware then falls silent: lockstep
+steps on after 0.3 s instead of the default 10 s)."""
 from __future__ import annotations
 
 import subprocess
@@ -29,7 +30,7 @@ def brake_stop(preset: Path, log: Path, move_time_s: float = 1.0, duration_s: fl
     proc = subprocess.run([sys.executable, "-m", "hil", "run", str(preset), "--bus", "serial_frame",
                            "--spawn-firmware", "--mode", "lockstep", "--duration", str(duration_s), "--move-time",
                            str(move_time_s), "--scenario", "encoder_signal_loss", "--safe-state", "brake",
-                           "--watchdog", "0.02", "--log", str(log), "--json"],
+                           "--watchdog", "0.02", "--lockstep-timeout", "0.3", "--log", str(log), "--json"],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return log

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from config_schema import UserError
 from real_arm import DAMPING_RATIO, DAMPING_SCALE, E_PA, E_SCALE, PAYLOAD_KG, PAYLOAD_SCALE
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,14 +82,30 @@ def test_a_model_that_cannot_explain_the_recording_fails_and_says_where(real_arm
     (("upper = 250000000000.0", "upper = 2.0e11", 1), "outside its bounds"),
 ])
 def test_a_fit_file_mistake_is_one_line_before_any_replay(real_arm, change, message):
+    from hil.fit.fit import FitProblem, run_fit
+    from hil.fit.fit_file import load_fit
+
     text = fit_text()
     assert change[0] in text
-    proc = hil_fit(real_arm, "broken", text.replace(*change))
-    assert proc.returncode == 2 and message in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    path = real_arm[1].parent / "broken.toml"
+    path.write_text(text.replace(*change))
+    calls = []
+    FitProblem.simulated, original = (lambda self, *a: calls.append(a)), FitProblem.simulated
+    try:
+        with pytest.raises(UserError) as error:
+            run_fit(load_fit(path))
+    finally:
+        FitProblem.simulated = original
+    assert message in str(error.value) and "\n" not in str(error.value) and calls == []
+
+
+def test_the_command_line_says_a_fit_file_mistake_in_one_line(real_arm):
+    proc = hil_fit(real_arm, "broken_cli", fit_text().replace('unit = "Pa"', 'unit = "GPa"', 1))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "expected the unit of" in proc.stderr
 
 
 def rigid_fit_text(shooting: str) -> str:
-    return ('[fit]\nmodel = "ella"\nmax_evaluations = 80\n' + shooting +
+    return ('[fit]\nmodel = "ella"\nmax_evaluations = 30\n' + shooting +
             '\n[[recording]]\nfile = "move.msgpack"\nrole = "training"\n\n'
             '[[recording]]\nfile = "move2.msgpack"\nrole = "validation"\n\n'
             '[[parameter]]\npath = "body.link2.attachment.payload.mass_kg"\nlower = 1.0\nupper = 4.0\nunit = "kg"\n\n'
@@ -107,7 +124,7 @@ def test_the_payload_is_recovered_from_set_point_moves_with_multiple_shooting(lo
     r = json.loads(proc.stdout)
     payload = next(p for p in r["parameters"] if p["path"].endswith("payload.mass_kg"))
     assert payload["value"] == pytest.approx(PAYLOAD_KG * PAYLOAD_SCALE, rel=0.02), payload
-    assert r["evaluations"] <= 80 + 3 * 2 + 6            # the budget, then the trust's Jacobian and the verdict
+    assert r["evaluations"] <= 30 + 3 * 2 + 6            # the budget, then the trust's Jacobian and the verdict
 
 
 def test_multiple_shooting_needs_the_joint_angles(loaded_arm, tmp_path):

@@ -95,13 +95,18 @@ def test_against_the_nominal_preset_the_softer_links_show(recording):
 
 
 def test_a_log_without_the_pose_or_the_channels_is_a_one_line_error(recording, tmp_path):
+    from hil.fit.log_modes import modes_from_log
+
     hidden, log = recording
     csv = tmp_path / "no_pose.csv"
     csv.write_text("t,imu_gx\n" + "".join(f"{k * 1e-3},{np.sin(k / 10)}\n" for k in range(400)))
-    for args, message in ((["--from-log", str(csv), "--window", "0:1"], "no model"),
-                          ([str(hidden), "--from-log", str(csv)], "no joint angle column q_base_yaw"),
-                          (["--from-log", str(log), "--channels", "strain_*"], "no measured channel matches"),
-                          (["--from-log", str(log), "--window", "9:10"], "holds no samples"),
-                          (["--from-log", str(tmp_path / "absent.msgpack")], "absent.msgpack")):
-        proc = hil("modes", *args)
-        assert proc.returncode == 2 and message in proc.stderr and proc.stderr.count("\n") == 1, (args, proc.stderr)
+    for args, message in (((str(csv), None, (0.0, 1.0)), "no model"),
+                          ((str(csv), str(hidden)), "no joint angle column q_base_yaw"),
+                          ((str(log), None, None, ("strain_*",)), "no measured channel matches"),
+                          ((str(log), None, (9.0, 10.0)), "holds no samples"),
+                          ((str(tmp_path / "absent.msgpack"),), "absent.msgpack")):
+        with pytest.raises(UserError) as error:
+            modes_from_log(*args)
+        assert message in str(error.value) and "\n" not in str(error.value), args
+    proc = hil("modes", "--from-log", str(log), "--window", "9:10")
+    assert proc.returncode == 2 and "holds no samples" in proc.stderr and proc.stderr.count("\n") == 1

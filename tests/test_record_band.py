@@ -40,12 +40,10 @@ def test_a_run_that_leaves_the_band_fails_with_the_first_time_beyond(real_arm):
     assert not verdict["passed"] and verdict["value"] > 1e-3 and "first beyond 0.001 at t = 0." in verdict["description"]
 
 
-def test_the_recording_may_be_an_export_of_another_tool(real_arm, tmp_path):
-    _, stop, _ = real_arm
-    mf4 = tmp_path / "bench.mf4"
-    subprocess.run([sys.executable, "-m", "hil", "log", "export", str(stop), "--format", "mdf4", "--out", str(mf4)],
-                   cwd=ROOT, check=True, capture_output=True, timeout=300)
-    verdicts = evaluate(load_targets(targets(tmp_path, "bench.mf4", "q_elbow = 1e-12, imu_gz = 1e-12")), stop, JOINTS)
+def test_the_recording_may_be_an_export_of_another_tool(real_arm_exports):
+    stop, files = real_arm_exports
+    mf4 = files["mdf4"]
+    verdicts = evaluate(load_targets(targets(mf4.parent, mf4.name, "q_elbow = 1e-12, imu_gz = 1e-12")), stop, JOINTS)
     assert all(v["passed"] for v in verdicts) and len(verdicts) == 2
 
 
@@ -72,11 +70,9 @@ def test_a_bad_within_record_is_refused_when_read(real_arm, tmp_path, record, to
     assert message in str(error.value) and "\n" not in str(error.value)
 
 
-def test_hil_compare_takes_another_tools_recording_as_the_reference(real_arm, tmp_path):
+def test_hil_compare_takes_another_tools_recording_as_the_reference(real_arm, real_arm_exports):
     _, stop, stop2 = real_arm
-    mf4 = tmp_path / "bench.mf4"
-    subprocess.run([sys.executable, "-m", "hil", "log", "export", str(stop), "--format", "mdf4", "--out", str(mf4)],
-                   cwd=ROOT, check=True, capture_output=True, timeout=300)
+    mf4 = real_arm_exports[1]["mdf4"]
     same = subprocess.run([sys.executable, "-m", "hil", "compare", str(mf4), str(stop)], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     assert same.returncode == 0, same.stdout + same.stderr

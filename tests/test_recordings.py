@@ -4,8 +4,6 @@ channel at another rate is resampled and said so; a missing channel, a time that
 a NaN stretch and a damaged file are one-line errors naming the file and the channel."""
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,18 +18,9 @@ WANTED = ["tau_base_yaw", "tau_shoulder_pitch", "tau_elbow", "imu_gx", "imu_gy",
 OPTIONAL = ["q_elbow", "brake_elbow"]
 
 
-@pytest.fixture(scope="module")
-def exports(real_arm, tmp_path_factory):
-    log = real_arm[1]
-    folder = tmp_path_factory.mktemp("exports")
-    out = {}
-    for fmt, suffix in (("csv", ".csv"), ("mdf4", ".mf4"), ("parquet", ".parquet"), ("mcap", ".mcap")):
-        path = folder / f"stop{suffix}"
-        proc = subprocess.run([sys.executable, "-m", "hil", "log", "export", str(log), "--format", fmt, "--out",
-                               str(path)], cwd=ROOT, capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, proc.stderr
-        out[fmt] = path
-    return log, out
+@pytest.fixture
+def exports(real_arm_exports):
+    return real_arm_exports
 
 
 @pytest.mark.parametrize("fmt", ["csv", "mdf4", "parquet", "mcap"])

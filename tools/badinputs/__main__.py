@@ -2,7 +2,10 @@
 classed as a clean error (a one-line refusal, no traceback), ok, a traceback, a silent accept (exit 0 where
 an error was due) or a hang (no end within the timeout).
 
-    python -m tools.badinputs [--cases tools/badinputs/cases.toml] [--timeout 120] [--only TEXT] [--json]
+    python -m tools.badinputs [--cases FILE ...] [--timeout 120] [--only TEXT] [--json]
+
+The cases: tools/badinputs/cases.toml (written by hand) and tools/badinputs/preset_values.toml (every
+value of the ELLA preset broken three ways, written by `python -m tools.badinputs.generate`).
 
 Prints a table and the totals; exit status 1 if any case is a traceback, a silent accept or a hang.
 """
@@ -20,17 +23,22 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = Path(__file__).resolve().parent / "cases.toml"
+PRESET_VALUES = Path(__file__).resolve().parent / "preset_values.toml"     # made by tools.badinputs.generate
 ERROR_EXITS = (1, 2, 3, 4)          # a refusal, or a run judged failed (hil/cli/registry.py, docs "Exit status")
 CLASSES = ("clean error", "ok", "traceback", "silent accept", "hang", "unexpected error")
 
 
 def make_files(folder: Path, files: dict) -> None:
-    """The case's files: text, a copy of a shipped file with one replacement, a FIFO, a symbolic link, a run log
+    """The case's files: text, a copy of a shipped file with one replacement (or one line replaced), a FIFO, a symbolic link, a run log
     (rows, optionally with NaN time), or an arm of many bodies."""
     for name, spec in files.items():
         path = folder / name
         if isinstance(spec, str):
             path.write_text(spec, encoding="utf-8")
+        elif "copy" in spec and "line" in spec:
+            lines = (ROOT / spec["copy"]).read_text(encoding="utf-8").splitlines(keepends=True)
+            lines[spec["line"] - 1] = spec["text"] + "\n"
+            path.write_text("".join(lines), encoding="utf-8")
         elif "copy" in spec:
             old, new = spec["replace"]
             text = (ROOT / spec["copy"]).read_text(encoding="utf-8")
@@ -99,13 +107,16 @@ def run_case(case: dict, timeout_s: float) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tools.badinputs", description=__doc__.splitlines()[0])
-    p.add_argument("--cases", default=str(CASES), help="the cases (TOML)")
+    p.add_argument("--cases", action="append", default=None,
+                   help="a file of cases (TOML; repeatable; default: cases.toml and preset_values.toml beside this)")
     p.add_argument("--timeout", type=float, default=120.0, help="s of wall time before a case counts as a hang")
     p.add_argument("--only", default=None, help="run the cases whose name contains this text")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
-    with open(args.cases, "rb") as f:
-        cases = [c for c in tomllib.load(f)["case"] if args.only is None or args.only in c["name"]]
+    cases = []
+    for path in args.cases or [str(CASES), str(PRESET_VALUES)]:
+        with open(path, "rb") as f:
+            cases += [c for c in tomllib.load(f)["case"] if args.only is None or args.only in c["name"]]
     results = [run_case(c, args.timeout) for c in cases]
     totals = {k: sum(r["class"] == k for r in results) for k in CLASSES}
     if args.json:
