@@ -155,3 +155,18 @@ def test_binary_input_files_are_named_in_the_error(tmp_path, capsys):
     from hil.cli.registry import CliError
     with pytest.raises(CliError, match="run.msgpack.summary.json: not a run summary"):
         summary_of(str(log))
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ('kind = "encoder"', "kind = { x = 1 }", 'kind = {x}: expected one of "encoder"'),
+    ('kind = "imu"', "kind = [1, 2]", 'expected one of "encoder"'),
+    ('name = "ella"', 'name = ""', 'model.name = "": expected a non-empty string'),
+])
+def test_a_preset_value_of_the_wrong_kind_is_one_line(old, new, message):
+    """Found by tools.badinputs' generated cases (every value of the preset broken three ways)."""
+    text = (Path(__file__).resolve().parent.parent / "configs/ella.toml").read_text()
+    assert old in text
+    broken = text.replace(old, new, 1)
+    with pytest.raises(ConfigError) as error:
+        load_model_from_string(broken, "broken.toml")
+    assert message in str(error.value) and "\n" not in str(error.value)

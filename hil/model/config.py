@@ -135,6 +135,8 @@ def _read_preset(data: dict, source: str, doc: Document | None = None) -> Model:
 
     mt = top.table("model", MODEL_KEYS, required=True, what="a [model] table with a name")
     name = mt.string("name", what="a string (the model name)")
+    if not name.strip():
+        raise mt.error("name", name, "expected a non-empty string (the model name: logs, reports and campaigns show it)")
     if mt.has("description"):
         mt.string("description", what="a string (free text)")
     gravity = mt.vector("gravity_m_s2", np.array([0.0, 0.0, -9.81]), unit="m/s^2")

@@ -263,7 +263,7 @@ class _SensorParser:
         name, kind, joint = rs.get("name"), rs.get("kind"), rs.get("joint")
         if isinstance(name, str) and name:
             return name
-        if kind in _NAME_PREFIX and isinstance(joint, str):
+        if isinstance(kind, str) and kind in _NAME_PREFIX and isinstance(joint, str):
             return f"{_NAME_PREFIX[kind]}_{joint}"
         if kind == IMU:
             return "imu" if self.imus == 0 else f"imu{self.imus + 1}"
