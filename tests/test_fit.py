@@ -137,3 +137,9 @@ def test_multiple_shooting_needs_the_joint_angles(loaded_arm, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "hil", "fit", str(tmp_path / "f.toml")], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "no channel 'q_base_yaw'" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_an_output_folder_in_a_missing_folder_is_refused_before_the_fit(real_arm, tmp_path):
+    proc = hil_fit(real_arm, "nowhere", fit_text(), "--out", str(tmp_path / "absent" / "out"))
+    assert proc.returncode == 2 and "does not exist; create it first" in proc.stderr and proc.stderr.count("\n") == 1
+    assert not (tmp_path / "absent").exists()

@@ -6,7 +6,7 @@ import html
 import json
 from pathlib import Path
 
-from hil.cli.registry import command
+from hil.cli.registry import CliError, command
 
 FIT_HELP = """\
 FIT.toml names the model, the recorded runs (training and validation, each with a window), the
@@ -32,7 +32,9 @@ def _cmd_fit(args: argparse.Namespace) -> int:
 
     spec = load_fit(args.fit_file)
     out = Path(args.out) if args.out else Path(args.fit_file).with_suffix(".fit")
-    out.mkdir(parents=True, exist_ok=True)
+    if not out.parent.is_dir():
+        raise CliError(f"--out {out}: the folder {out.parent} does not exist; create it first")
+    out.mkdir(exist_ok=True)
     result, problem = run_fit(spec)
     report = summary(problem, result)
     (out / "calibrated.toml").write_text(calibrated_toml(problem, result), encoding="utf-8")

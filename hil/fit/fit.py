@@ -185,6 +185,11 @@ class FitProblem:
         sim = self.simulated(rec, values)
         return {c: float(np.sqrt(np.mean((rec.measured[c] - sim[c]) ** 2)) / rec.scale[c]) for c in self.channels}
 
+    def use_channels(self, channels: list[str]) -> None:
+        """Let the residual take these channels from now on (its cache and best point start afresh)."""
+        self.active = list(channels)
+        self._last, self.best = (b"", np.zeros(0)), (math.inf, np.zeros(0))
+
     def residual(self, u: np.ndarray) -> np.ndarray:
         key = np.asarray(u, float).tobytes()
         if key != self._last[0]:
@@ -348,9 +353,9 @@ def run_fit(spec: FitSpec) -> tuple[FitResult, FitProblem]:
         u = problem.unit(start)
         if rigid.any() and not rigid.all():      # the rigid parameters first, the links held at the preset's,
             joints = [c for c in problem.channels if c.startswith(JOINT_CHANNELS)]
-            problem.active = joints or problem.channels          # on the joints' channels if there are any
+            problem.use_channels(joints or problem.channels)       # on the joints' channels if there are any
             u = _search(problem, u, rigid)[0]
-            problem.active, problem.best, problem._last = problem.channels, (math.inf, u), (b"", np.zeros(0))
+            problem.use_channels(problem.channels)
         modal, matched = modal_start(problem, problem.values(u))
         u, converged, message = _search(problem, problem.unit(modal), np.ones(len(names), bool))
     except BudgetSpent:
