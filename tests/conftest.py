@@ -35,11 +35,13 @@ def real_arm(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def loaded_arm(tmp_path_factory):
-    """ELLA with a 30 % heavier payload (tests/real_arm.py) and two set-point moves (1.0 s, 0.7 s)."""
+    """ELLA with a 30 % heavier payload and 30 % more joint friction (tests/real_arm.py) and two
+    set-point moves of 3 s (the moves take 2.0 s and 1.5 s)."""
     import real_arm as arm
     folder = tmp_path_factory.mktemp("loaded_arm")
     preset = arm.loaded_preset(folder)
-    return preset, arm.move(preset, folder / "move.msgpack", 1.0), arm.move(preset, folder / "move2.msgpack", 0.7)
+    return (preset, arm.move(preset, folder / "move.msgpack", 2.0, 3.0),
+            arm.move(preset, folder / "move2.msgpack", 1.5, 3.0))
 
 
 @pytest.fixture(scope="session")

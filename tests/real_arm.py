@@ -37,15 +37,26 @@ def brake_stop(preset: Path, log: Path, move_time_s: float = 1.0, duration_s: fl
 
 
 PAYLOAD_KG, PAYLOAD_SCALE = 2.1, 1.3            # the preset's payload, and the heavier one of the loaded arm
+FRICTION_SCALE = 1.3                            # the loaded arm's joints: viscous and Coulomb friction
+FRICTION = {"yaw_carrier": (1.0, 1.0), "link1": (1.0, 1.0), "link2": (0.5, 0.5)}   # the preset's (N m s/rad, N m)
 
 
 def loaded_preset(folder: Path) -> Path:
-    """ELLA carrying a payload 30 % heavier than the preset says."""
+    """ELLA carrying a payload 30 % heavier than the preset says, its joints' friction 30 % more."""
     text = (ROOT / "configs/ella.toml").read_text()
     payload = f'name = "payload"\n  station_m = 0.93\n  mass_kg = {PAYLOAD_KG}'
     assert text.count(payload) == 1
+    text = text.replace(payload, payload.replace(str(PAYLOAD_KG), f"{PAYLOAD_KG * PAYLOAD_SCALE:.6g}"))
+    for body, (viscous, coulomb) in FRICTION.items():
+        head, tail = text.split(f'name = "{body}"\n', 1)
+        old = f"viscous_N_m_s_rad = {viscous}\n  coulomb_N_m = {coulomb}\n"
+        end = tail.find("[[body]]")
+        assert tail.index(old) < (end if end >= 0 else len(tail))        # this body's joint
+        tail = tail.replace(old, f"viscous_N_m_s_rad = {viscous * FRICTION_SCALE:.6g}\n  "
+                                 f"coulomb_N_m = {coulomb * FRICTION_SCALE:.6g}\n", 1)
+        text = f'{head}name = "{body}"\n{tail}'
     path = folder / "loaded_ella.toml"
-    path.write_text(text.replace(payload, payload.replace(str(PAYLOAD_KG), f"{PAYLOAD_KG * PAYLOAD_SCALE:.6g}")))
+    path.write_text(text)
     return path
 
 

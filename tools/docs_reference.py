@@ -139,6 +139,7 @@ def limits_page() -> str:
             (fit_file, "MAX_RECORDINGS", "recordings of one fit", "hil fit"),
             (fit_file, "MAX_COLUMNS", "entries of a recording's column map", "hil fit"),
             (fit_file, "MAX_CHANNELS", "channels one fit matches", "hil fit"),
+            (fit_file, "MAX_JOBS", "local processes of one fit ([fit] jobs)", "hil fit"),
             (modal_id, "MAX_ORDER", "model order of a modal identification (--order)", "hil modes --from-log"),
             (live_gate, "MAX_CLIENTS", "viewers of the live view at once", "hil run --live"),
             (live_gate, "HANDSHAKE_BYTES", "bytes of a live viewer's opening handshake", "hil run --live"),

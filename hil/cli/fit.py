@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import html
 import json
 from pathlib import Path
 
@@ -29,6 +28,7 @@ def _fit_arguments(p: argparse.ArgumentParser) -> None:
 def _cmd_fit(args: argparse.Namespace) -> int:
     from hil.fit.fit import calibrated_toml, run_fit, summary
     from hil.fit.fit_file import load_fit
+    from hil.fit.report import fit_report_html, traces
 
     spec = load_fit(args.fit_file)
     out = Path(args.out) if args.out else Path(args.fit_file).with_suffix(".fit")
@@ -39,7 +39,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     report = summary(problem, result)
     (out / "calibrated.toml").write_text(calibrated_toml(problem, result), encoding="utf-8")
     (out / "fit.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
-    (out / "report.html").write_text(report_html(report), encoding="utf-8")
+    (out / "report.html").write_text(fit_report_html(report, traces(problem, result)), encoding="utf-8")
     print(json.dumps(report) if args.json else format_fit(report, out))
     return 0 if result.passed else 1
 
@@ -61,30 +61,4 @@ def format_fit(r: dict, out: Path) -> str:
                  f"{r['max_nrmse']:g})" + "".join(f"\n  {f}" for f in r["failing"]))
     lines.append(f"written: {out / 'calibrated.toml'}, {out / 'fit.json'}, {out / 'report.html'}")
     return "\n".join(lines)
-
-
-def report_html(r: dict) -> str:
-    e = html.escape
-    rows = "".join(f"<tr><td>{e(p['path'])}</td><td>{p['start']:.6g}</td><td>{p['value']:.6g}</td>"
-                   f"<td>{p['stderr']:.3g}</td><td>{p['ci95'][0]:.6g} .. {p['ci95'][1]:.6g}</td><td>{e(p['unit'])}</td>"
-                   f"</tr>" for p in r["parameters"])
-    names = [p["path"] for p in r["parameters"]]
-    corr = "".join("<tr><th>" + e(n) + "</th>" + "".join(
-        f"<td{' class=bad' if i != j and abs(v) > 0.95 else ''}>{v:+.3f}</td>" for j, v in enumerate(row)) + "</tr>"
-        for i, (n, row) in enumerate(zip(names, r["correlation"])))
-    fits = "".join(f"<tr><td>{e(role)}</td><td>{e(rec)}</td><td>{e(c)}</td><td>{v:.4g}</td></tr>"
-                   for role in ("start", "training", "validation") for rec, chans in r["nrmse"][role].items()
-                   for c, v in chans.items())
-    verdict = "PASS" if r["passed"] else "FAIL: " + "; ".join(r["failing"])
-    return (f"<!doctype html><meta charset=utf-8><title>hil fit {e(r['fit'])}</title>"
-            "<style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 8px;text-align:right}"
-            ".bad{background:#fbb}</style>"
-            f"<h1>Fit of {e(r['model'])}</h1><p>{e(r['fit'])}: {r['evaluations']} plant replays, "
-            f"{r['wall_s']:.1f} s; {e(r['message'])}</p><h2>Verdict</h2><p>{e(verdict)}</p>"
-            "<h2>Parameters</h2><table><tr><th>path</th><th>start</th><th>fitted</th><th>standard error</th>"
-            f"<th>95 % interval</th><th>unit</th></tr>{rows}</table>"
-            f"<h2>Correlation</h2><table>{corr}</table>"
-            "<h2>Normalised rms residual per channel</h2><table><tr><th>when</th><th>recording</th><th>channel</th>"
-            f"<th>NRMSE</th></tr>{fits}</table>")
-
 

@@ -6,8 +6,14 @@ real-time loop) with the candidate parameters; the residual of a channel is meas
 simulated over the recording's window, divided by the measured channel's standard deviation
 there and by the square root of its sample count, times the channel's weight, so that the sum of
 squares is the weighted sum of the channels' squared normalised rms residuals (NRMSE). Bounded
-least squares (scipy.optimize.least_squares, trust-region reflective) works on the parameters
-mapped to [0, 1] over their bounds, the Jacobian by forward differences of 1e-4 of the range.
+least squares (scipy.optimize.least_squares, the dogleg method with rectangular trust regions:
+bounds as active constraints, so that a stage that ends a parameter on a bound does not pin the
+next stage there, as the reflective method's scaling would) works on the parameters mapped to
+[0, 1] over their bounds, the Jacobian by forward differences: of 1e-4 of the range
+for a link's parameters (the vibration is smooth in them, and its phase over many periods needs
+the fine step), of 1 % for the others, in which a replay's residual is smooth only at that scale
+(the joints' stick and slip, a brake's hold: a finer step sees their local slopes and the search
+crawls). The columns' replays run side by side on local processes (hil.fit.workers).
 The simulated channels are the sensor models' outputs without their noise and quantisation
 (bias, misalignment, filter and saturation kept: the preset's ``lsb_*`` keys are set to 0 for the
 fit's replays): a rounded output is flat under the small parameter steps of the Jacobian, and
@@ -27,10 +33,12 @@ here: no replay, a linearisation per evaluation) until the model's frequencies a
 ratios match the identified ones, with a weak pull (PRIOR) to the preset's values for parameters
 the modes do not see. Without a brake stop the fit starts from the preset.
 
-Trust. At the optimum, with s^2 = the residual's sum of squares over (samples - parameters) and J
-the Jacobian, the covariance s^2 (J^T J)^-1 gives each parameter's standard error and 95 %
+Trust. At the optimum, with s^2 = the residual's sum of squares over (samples - parameters), times
+its correlation time in samples (a residual that is a slow wave, not white noise, has fewer
+independent samples than rows: correlation_time), and J the Jacobian, the covariance
+s^2 (J^T J)^-1 gives each parameter's standard error and 95 %
 interval (+-1.96 standard errors) and the correlation matrix; a pair correlated beyond
-CORRELATED is flagged: the recordings cannot tell those parameters apart. A singular J^T J leaves
+CORRELATED (hil.fit.trust) is flagged: the recordings cannot tell those parameters apart. A singular J^T J leaves
 the errors infinite and flags the parameters it cannot see.
 
 Verdict. The validation recordings (not fitted to) are replayed with the fitted values; the fit
@@ -50,9 +58,11 @@ import numpy as np
 
 from config_schema import UserError, parse_toml
 from hil.campaign.toml_text import dumps
-from hil.fit.fit_file import FitSpec, RecordingSpec
+from hil.fit.fit_file import DELAY_PATH, ChannelSpec, FitSpec, RecordingSpec
 from hil.fit.log_modes import braked_window, held_rows, locked_modes_at
 from hil.fit.modal_id import identify_modes
+from hil.fit.trust import trust
+from hil.fit.workers import ReplayWorkers
 from hil.model.assembly import assemble
 from hil.dynamics.plant import Plant
 from hil.logs.recordings import on_grid
@@ -60,12 +70,15 @@ from hil.logs.runlog import read_run
 from hil.model.config import load_model_from_string
 from hil.replay.plant_replay import replay
 
-CORRELATED = 0.95
 JOINT_CHANNELS = ("enc_", "abs_", "vel_", "index_", "q_", "qd_")     # the rigid stage's channels, where given
 MIN_SEGMENT_ROWS = 10 # the shortest multiple-shooting segment, in steps
 PRIOR = 1e-3          # the modal pre-fit's pull to the preset's values, per unit of the normalised parameter
 MIN_MODE_SHARE = 0.05 # identified modes carrying less of the response are not matched in the pre-fit
-STEP = 1e-4           # forward-difference step, as a fraction of each parameter's range
+ELASTIC_STEP = 1e-4   # forward-difference steps, as a fraction of a parameter's range (module docstring)
+RIGID_STEP = 1e-2
+NRMSE_FLOOR = 1e-3    # the least noise level balanced() assumes for a channel
+MODE_STEP = 1e-2      # a parameter moves the modes when this step of its range moves one by MODE_SEEN
+MODE_SEEN = 1e-6
 
 
 class BudgetSpent(Exception):
@@ -78,16 +91,18 @@ class Recording:
     header: dict
     rows: np.ndarray
     window: np.ndarray                    # boolean mask of the rows in the window
-    measured: dict[str, np.ndarray]       # channel -> its recorded values in the window
-    scale: dict[str, float]               # channel -> its standard deviation in the window
+    masks: dict[str, np.ndarray]          # channel -> the rows it is matched on (its window within the recording's)
+    measured: dict[str, np.ndarray]       # channel -> its recorded values on those rows
+    scale: dict[str, float]               # channel -> their standard deviation
 
 
-def load_recording(spec: RecordingSpec, channels: list[str], joints: list[str], plan: dict,
+def load_recording(spec: RecordingSpec, channels: list[ChannelSpec], joints: list[str], plan: dict,
                    shooting: bool = False) -> Recording:
     """A recording on the plant's grid (hil.logs.recordings) with its window and channels checked; `plan`:
     the integrator a recording that names none is replayed with (a run log names its own);
     `shooting`: the joint angles are needed, and rates (differentiated from the angles if absent)."""
-    wanted = [f"tau_{j}" for j in joints] + [c for c in channels if c not in (f"tau_{j}" for j in joints)]
+    names = [c.name for c in channels]
+    wanted = [f"tau_{j}" for j in joints] + [c for c in names if c not in (f"tau_{j}" for j in joints)]
     wanted += [f"q_{j}" for j in joints if shooting and f"q_{j}" not in wanted]
     optional = [f"{kind}_{j}" for kind in ("q", "qd", "brake") for j in joints if f"{kind}_{j}" not in wanted]
     columns, rows, resampled = on_grid(spec.file, wanted, spec.columns, plan["dt_s"], optional, spec.time)
@@ -106,11 +121,15 @@ def load_recording(spec: RecordingSpec, channels: list[str], joints: list[str], 
     if window.sum() < 10:
         raise UserError(f"{name}: window_s {spec.window_s[0]:g} .. {spec.window_s[1]:g} s holds {int(window.sum())} "
                         f"rows (the recording spans {t[0]:g} .. {t[-1]:g} s); at least 10 are needed")
-    measured, scale = {}, {}
+    masks, measured, scale = {}, {}, {}
     for c in channels:
-        v = rows[window, header["columns"].index(c)]
-        measured[c], scale[c] = v, float(np.std(v)) or 1.0
-    return Recording(spec, header, rows, window, measured, scale)
+        masks[c.name] = window & (t >= c.window_s[0]) & (t <= c.window_s[1])
+        if masks[c.name].sum() < 10:
+            raise UserError(f"{name}: channel {c.name}'s window_s {c.window_s[0]:g} .. {c.window_s[1]:g} s holds "
+                            f"{int(masks[c.name].sum())} rows of the recording's window; at least 10 are needed")
+        v = rows[masks[c.name], header["columns"].index(c.name)]
+        measured[c.name], scale[c.name] = v, float(np.std(v)) or 1.0
+    return Recording(spec, header, rows, window, masks, measured, scale)
 
 
 @dataclass
@@ -138,12 +157,12 @@ class FitProblem:
 
     def __init__(self, spec: FitSpec):
         self.spec = spec
-        self.channels = [c for c, _ in spec.channels]
-        self.weights = dict(spec.channels)
+        self.channels = [c.name for c in spec.channels]
+        self.weights = {c.name: c.weight for c in spec.channels}
         nominal = Plant(load_model_from_string(spec.preset.with_overrides({}, spec.source, validate=False), spec.source))
         plan = {"dt_s": nominal.dt, "identity": {**nominal.plan_identity(), "fitted_blocks_sha256": ""}}
         shooting = spec.shooting_s is not None
-        self.recordings = [load_recording(r, self.channels, nominal.layout.joint_names, plan, shooting)
+        self.recordings = [load_recording(r, list(spec.channels), nominal.layout.joint_names, plan, shooting)
                            for r in spec.recordings]
         self.restart_every = None if not shooting else max(MIN_SEGMENT_ROWS, round(spec.shooting_s / nominal.dt))
         self.lower = np.array([p.lower for p in spec.parameters])
@@ -154,7 +173,10 @@ class FitProblem:
         self._last: tuple[bytes, np.ndarray] = (b"", np.zeros(0))      # the latest residual (the Jacobian's base)
         self.best: tuple[float, np.ndarray] = (math.inf, np.zeros(0))   # the lowest cost so far and its point
         self.active = list(self.channels)                                # the channels the residual takes
+        self.balance = {c: 1.0 for c in self.channels}                   # per channel: 1 / its noise level (balanced())
         self.budget: int | None = None                                  # replays the search may reach
+        self.steps = np.array([ELASTIC_STEP if elastic(p.path) else RIGID_STEP for p in spec.parameters])
+        self.workers: ReplayWorkers | None = None                      # where residuals(points) runs them
 
     def values(self, u: np.ndarray) -> dict[str, float]:
         x = self.lower + np.clip(u, 0.0, 1.0) * (self.upper - self.lower)
@@ -164,22 +186,24 @@ class FitProblem:
         return (np.array([values[p.path] for p in self.spec.parameters]) - self.lower) / (self.upper - self.lower)
 
     def model_text(self, values: dict[str, float]) -> str:
-        return self.spec.preset.with_overrides(values, self.spec.source, validate=False)
+        return self.spec.preset.with_overrides(_model_values(values), self.spec.source, validate=False)
+
+    def _smooth_model(self, values: dict[str, float]):
+        """The candidate arm with its sensors' quantisation off (module docstring)."""
+        return load_model_from_string(self.smooth.with_overrides(_model_values(values), self.spec.source,
+                                                                 validate=False), self.spec.source)
 
     def simulated(self, rec: Recording, values: dict[str, float]) -> dict[str, np.ndarray]:
         if self.budget is not None and self.evaluations >= self.budget:
             raise BudgetSpent
         self.evaluations += 1
-        model = load_model_from_string(self.smooth.with_overrides(values, self.spec.source, validate=False),
-                                       self.spec.source)
-        result = replay(rec.header, rec.rows, model, tuple(self.channels), self.restart_every)
-        sim = result.rows[rec.window]
-        return {c: sim[:, result.columns.index(c)] for c in self.channels}
+        result = replay(rec.header, rec.rows, self._smooth_model(values), tuple(self.channels), self.restart_every,
+                        values.get(DELAY_PATH, 0.0))
+        return {c: result.rows[rec.masks[c], result.columns.index(c)] for c in self.channels}
 
     def model_asm(self, values: dict[str, float]):
         """The candidate arm, assembled (for its linearised modes)."""
-        return assemble(load_model_from_string(self.smooth.with_overrides(values, self.spec.source, validate=False),
-                                               self.spec.source))
+        return assemble(self._smooth_model(values))
 
     def nrmse(self, rec: Recording, values: dict[str, float]) -> dict[str, float]:
         sim = self.simulated(rec, values)
@@ -193,21 +217,47 @@ class FitProblem:
     def residual(self, u: np.ndarray) -> np.ndarray:
         key = np.asarray(u, float).tobytes()
         if key != self._last[0]:
-            f = self._residual(u)
+            f = self.raw_residual(u)
             self._last = (key, f)
             if float(f @ f) < self.best[0]:
                 self.best = (float(f @ f), np.array(u, float))
         return self._last[1]
 
-    def _residual(self, u: np.ndarray) -> np.ndarray:
+    def residuals(self, points: list[np.ndarray]) -> list[np.ndarray]:
+        """The residual at each point (a Jacobian's columns), on the workers if there are any."""
+        spent = self.evaluations + len(points) * len(self.training)
+        if self.budget is not None and spent > self.budget:
+            raise BudgetSpent
+        out = self.workers.residuals(points) if self.workers else [self.raw_residual(u) for u in points]
+        self.evaluations = spent
+        for u, f in zip(points, out):
+            if float(f @ f) < self.best[0]:
+                self.best = (float(f @ f), np.array(u, float))
+        return out
+
+    def raw_residual(self, u: np.ndarray) -> np.ndarray:
+        """The residual at `u`, replayed afresh (no cache, no best point kept)."""
         values = self.values(u)
         parts = []
         for rec in self.training:
             sim = self.simulated(rec, values)
             for c in self.active:
-                r = (rec.measured[c] - sim[c]) / rec.scale[c] * self.weights[c] / math.sqrt(len(sim[c]))
+                r = (rec.measured[c] - sim[c]) / rec.scale[c] * self.weights[c] * self.balance[c] / math.sqrt(len(sim[c]))
                 parts.append(np.where(np.isfinite(r), r, 1e6))     # a diverged replay: a large residual
         return np.concatenate(parts)
+
+    def balanced(self, f: np.ndarray) -> None:
+        """Weigh each active channel by the inverse of its NRMSE in the residual `f` (at least NRMSE_FLOOR),
+        averaged over the training recordings (module docstring)."""
+        sizes = [int(rec.masks[c].sum()) for rec in self.training for c in self.active]
+        parts = np.split(f, np.cumsum(sizes)[:-1])
+        level = {c: [] for c in self.active}
+        for k, part in enumerate(parts):
+            c = self.active[k % len(self.active)]
+            level[c].append(float(np.sqrt(part @ part)) / (self.weights[c] * self.balance[c]))
+        for c, values in level.items():
+            self.balance[c] = 1.0 / max(float(np.mean(values)), NRMSE_FLOOR)
+        self.use_channels(self.active)
 
     @property
     def training(self) -> list[Recording]:
@@ -216,6 +266,16 @@ class FitProblem:
     @property
     def validation(self) -> list[Recording]:
         return [r for r in self.recordings if r.spec.role == "validation"]
+
+
+def _model_values(values: dict[str, float]) -> dict[str, float]:
+    """The values of model paths (not the recordings' delay)."""
+    return {k: v for k, v in values.items() if k != DELAY_PATH}
+
+
+def start_value(spec: FitSpec, path: str) -> float:
+    """Where a parameter's search starts: the preset's value; a recording's delay at 0 s (as logged)."""
+    return 0.0 if path == DELAY_PATH else float(spec.preset.value(path))
 
 
 def _without_quantisation(data: dict) -> dict:
@@ -251,8 +311,11 @@ def modal_start(problem: FitProblem, start: dict[str, float]) -> tuple[dict[str,
         if window is None:
             continue
         sel = (t >= window[0]) & (t <= window[1])
+        seen = [c for c in problem.channels if rec.masks[c][sel].all()]     # the channels matched over the stop
+        if not seen:
+            continue
         try:
-            found = identify_modes(rec.rows[sel][:, [columns.index(c) for c in problem.channels]],
+            found = identify_modes(rec.rows[sel][:, [columns.index(c) for c in seen]],
                                    float(np.median(np.diff(t[sel]))))
         except UserError:
             continue
@@ -265,10 +328,10 @@ def modal_start(problem: FitProblem, start: dict[str, float]) -> tuple[dict[str,
             pairs.setdefault(k, m)                     # one identified mode per model mode
         if pairs:
             targets.append((pose, list(pairs.values()), list(pairs.keys()), rec.spec.file.name))
-    free = np.array([elastic(p.path) for p in problem.spec.parameters])
+    u0 = problem.unit(start)
+    free = _moves_modes(problem, u0, [pose for pose, *_ in targets])
     if not targets or not free.any():
         return start, []
-    u0 = problem.unit(start)
 
     def residual(v: np.ndarray) -> np.ndarray:
         u = u0.copy()
@@ -288,6 +351,23 @@ def modal_start(problem: FitProblem, start: dict[str, float]) -> tuple[dict[str,
     return problem.values(u), matched
 
 
+def _moves_modes(problem: FitProblem, u0: np.ndarray, poses: list[np.ndarray]) -> np.ndarray:
+    """Per parameter: whether a step of MODE_STEP of its range moves a locked mode at one of the poses
+    (a link's stiffness and damping, an inertia; not a joint's friction, a sensor's bias)."""
+    if not poses:
+        return np.zeros(len(u0), bool)
+    base = problem.model_asm(problem.values(u0))
+    before = [np.concatenate(locked_modes_at(base, pose)) for pose in poses]
+    moves = np.zeros(len(u0), bool)
+    for i in range(len(u0)):
+        u = u0.copy()
+        u[i] += MODE_STEP if u[i] + MODE_STEP <= 1.0 else -MODE_STEP
+        asm = problem.model_asm(problem.values(u))
+        moves[i] = any(np.max(np.abs(np.concatenate(locked_modes_at(asm, pose)) / b - 1.0)) > MODE_SEEN
+                       for pose, b in zip(poses, before))
+    return moves
+
+
 def _search(problem: FitProblem, u0: np.ndarray, free: np.ndarray) -> tuple[np.ndarray, bool, str]:
     """Bounded least squares over the parameters marked `free` (the others held at u0)."""
     from scipy.optimize import least_squares
@@ -298,39 +378,19 @@ def _search(problem: FitProblem, u0: np.ndarray, free: np.ndarray) -> tuple[np.n
         return u
 
     fit = least_squares(lambda v: problem.residual(point(v)), u0[free],
-                        jac=lambda v: _jacobian(problem, point(v), problem.residual(point(v)))[:, free],
-                        bounds=(0.0, 1.0), method="trf", x_scale=1.0, xtol=1e-8, ftol=1e-8, gtol=1e-8)
+                        jac=lambda v: _jacobian(problem, point(v), problem.residual(point(v)), free),
+                        bounds=(0.0, 1.0), method="dogbox", x_scale=1.0, xtol=1e-8, ftol=1e-8, gtol=1e-8)
     return point(fit.x), bool(fit.success), str(fit.message)
 
 
-def _jacobian(problem: FitProblem, u: np.ndarray, f0: np.ndarray) -> np.ndarray:
-    """Forward differences of STEP, stepping inwards at an upper bound."""
-    J = np.empty((len(f0), len(u)))
-    for i in range(len(u)):
-        h = STEP if u[i] + STEP <= 1.0 else -STEP
-        du = u.copy()
-        du[i] += h
-        J[:, i] = (problem.residual(du) - f0) / h
-    return J
-
-
-def _trust(J: np.ndarray, f: np.ndarray, span: np.ndarray, names: list[str]) -> tuple:
-    """Standard errors (parameter units), correlation matrix and unidentifiable pairs (module docstring)."""
-    n, p = J.shape
-    s2 = float(f @ f) / max(n - p, 1)
-    JtJ = J.T @ J
-    try:
-        cov_u = s2 * np.linalg.inv(JtJ) if np.linalg.cond(JtJ) < 1e14 else None
-    except np.linalg.LinAlgError:
-        cov_u = None
-    if cov_u is None:
-        blind = [names[i] for i in range(p) if not np.any(J[:, i])] or names
-        return {n_: math.inf for n_ in names}, np.full((p, p), np.nan), [[b] for b in blind]
-    se = np.sqrt(np.clip(np.diag(cov_u), 0.0, None)) * span
-    d = np.sqrt(np.clip(np.diag(cov_u), 1e-300, None))
-    corr = cov_u / np.outer(d, d)
-    pairs = [[names[i], names[j]] for i in range(p) for j in range(i + 1, p) if abs(corr[i, j]) > CORRELATED]
-    return dict(zip(names, se.tolist())), corr, pairs
+def _jacobian(problem: FitProblem, u: np.ndarray, f0: np.ndarray, free: np.ndarray | None = None) -> np.ndarray:
+    """The columns of the parameters marked `free` (default all): forward differences (module docstring), stepping
+    inwards at an upper bound, the columns' replays side by side on the problem's workers."""
+    columns = np.flatnonzero(np.ones(len(u), bool) if free is None else free)
+    step = problem.steps[columns]
+    steps = np.where(u[columns] + step <= 1.0, step, -step)
+    points = [u + h * np.eye(len(u))[i] for i, h in zip(columns, steps)]
+    return np.column_stack([(f - f0) / h for f, h in zip(problem.residuals(points), steps)])
 
 
 def run_fit(spec: FitSpec) -> tuple[FitResult, FitProblem]:
@@ -339,25 +399,37 @@ def run_fit(spec: FitSpec) -> tuple[FitResult, FitProblem]:
         raise UserError("hil fit needs scipy: pip install 'ella-hil[fit]'")
     problem = FitProblem(spec)
     names = [p.path for p in spec.parameters]
-    start = {n: float(spec.preset.value(n)) for n in names}
+    start = {n: start_value(spec, n) for n in names}
     for p in spec.parameters:
         if not p.lower <= start[p.path] <= p.upper:
-            raise UserError(f"{spec.source}: {p.path} = {start[p.path]:g} {p.unit} in {spec.model} lies outside "
+            where = "(the recordings as logged)" if p.path == DELAY_PATH else f"in {spec.model}"
+            raise UserError(f"{spec.source}: {p.path} = {start[p.path]:g} {p.unit} {where} lies outside "
                             f"its bounds {p.lower:g} .. {p.upper:g} {p.unit}")
+    with ReplayWorkers(problem, spec.jobs) as problem.workers:
+        result = _fit(problem, start)
+    problem.workers = None
+    return result, problem
+
+
+def _fit(problem: FitProblem, start: dict[str, float]) -> FitResult:
+    """The staged search from `start` (module docstring), the trust in its result and the verdict."""
+    spec, names = problem.spec, [p.path for p in problem.spec.parameters]
     t0 = time.perf_counter()
     start_nrmse = {r.spec.file.name: problem.nrmse(r, start) for r in problem.training}
     problem.budget = problem.evaluations + spec.max_evaluations
     rigid = np.array([not elastic(n) for n in names])
     modal, matched = start, []
     try:
-        u = problem.unit(start)
-        if rigid.any() and not rigid.all():      # the rigid parameters first, the links held at the preset's,
+        modal, matched = modal_start(problem, start)
+        u = problem.unit(modal)
+        if rigid.any() and not rigid.all():      # then the rigid parameters, the links held at the modes' values,
             joints = [c for c in problem.channels if c.startswith(JOINT_CHANNELS)]
             problem.use_channels(joints or problem.channels)       # on the joints' channels if there are any
             u = _search(problem, u, rigid)[0]
             problem.use_channels(problem.channels)
-        modal, matched = modal_start(problem, problem.values(u))
-        u, converged, message = _search(problem, problem.unit(modal), np.ones(len(names), bool))
+        u = _search(problem, u, np.ones(len(names), bool))[0]
+        problem.balanced(problem.residual(u))                 # then each channel weighed by its noise level
+        u, converged, message = _search(problem, u, np.ones(len(names), bool))
     except BudgetSpent:
         u, converged = problem.best[1], False
         message = f"stopped after max_evaluations = {spec.max_evaluations} plant replays, at the best point found"
@@ -365,15 +437,14 @@ def run_fit(spec: FitSpec) -> tuple[FitResult, FitProblem]:
     values = problem.values(u)
     f = problem.residual(u)
     J = _jacobian(problem, u, f)
-    stderr, corr, pairs = _trust(J, f, problem.upper - problem.lower, names)
+    stderr, corr, pairs = trust(J, f, problem.upper - problem.lower, names)
     training = {r.spec.file.name: problem.nrmse(r, values) for r in problem.training}
     validation = {r.spec.file.name: problem.nrmse(r, values) for r in problem.validation}
     failing = [f"{rec}: {c} NRMSE {v:.3g} > {spec.max_nrmse:g}" for rec, chans in validation.items()
                for c, v in chans.items() if not v <= spec.max_nrmse]
-    result = FitResult(values, start, modal, matched, stderr, np.nan_to_num(corr, nan=0.0).tolist(), pairs, training,
-                       validation, start_nrmse, problem.evaluations, time.perf_counter() - t0, converged, message,
-                       not failing, failing)
-    return result, problem
+    return FitResult(values, start, modal, matched, stderr, np.nan_to_num(corr, nan=0.0).tolist(), pairs, training,
+                     validation, start_nrmse, problem.evaluations, time.perf_counter() - t0, converged, message,
+                     not failing, failing)
 
 
 def calibrated_toml(problem: FitProblem, result: FitResult) -> str:
@@ -383,7 +454,7 @@ def calibrated_toml(problem: FitProblem, result: FitResult) -> str:
     provenance = data.setdefault("provenance", {})
     recordings = ", ".join(f"{r.spec.file.name} [{_window(r)}]" for r in problem.training)
     today = dt.date.today().isoformat()
-    for p in problem.spec.parameters:
+    for p in (p for p in problem.spec.parameters if p.path != DELAY_PATH):   # the delay is the recordings', in fit.json
         provenance[p.path] = (f"fitted: hil fit {Path(problem.spec.source).name} on {today} to {recordings}; "
                               f"standard error {result.stderr[p.path]:.3g} {p.unit}")
     return dumps(data)

@@ -7,7 +7,8 @@ the value and what was expected with its unit)::
                    replays the fit may spend, 1 .. MAX_EVALUATIONS; default 200), shooting_s
                    (> 0, optional: multiple shooting, the replay's joint angles and rates
                    restarted from the recording every shooting_s; needs q_<joint>, and qd_<joint>
-                   or their derivative)
+                   or their derivative), jobs (local processes the replays of a Jacobian's
+                   columns run on, 1 .. MAX_JOBS; default the machine's processor count)
     [[recording]]  file (relative to the fit file: a run log of hil run, .msgpack or .csv; CSV,
                    MDF4 .mf4, Parquet, MCAP: hil.logs.recordings), role ("training" |
                    "validation"), window_s = [t0, t1] (s; default the whole run): the rows the
@@ -16,11 +17,15 @@ the value and what was expected with its unit)::
                    model = scale x file + offset; default: the model's own names); at least one
                    recording of each role
     [[parameter]]  path (a model path, as campaign variations name them:
-                   body.link1.beam.E_Pa, body.link2.beam.damping_ratio, ...), lower, upper (its
+                   body.link1.beam.E_Pa, body.link2.beam.damping_ratio, ...; or DELAY_PATH, the
+                   recordings' transport delay between command and measurement: their drive
+                   torques act that much later than logged, 0 s at the start, lower >= 0), lower, upper (its
                    bounds, lower < upper, in its unit), unit (the path's unit suffix, e.g. "Pa";
                    "1" for a ratio or scale): at most MAX_PARAMETERS
     [[channel]]    name (a measured channel of the recordings: imu_gx, strain_root, enc_elbow, ...),
-                   weight (> 0; default 1)
+                   weight (> 0; default 1), window_s = [t0, t1] (s; default all: the channel's
+                   rows, within each recording's window; a channel a fault spoilt from some time
+                   on is matched up to it), each name once
     [validation]   max_nrmse (> 0): the largest normalised rms residual (rms of measured minus
                    simulated over the window, divided by the measured channel's standard
                    deviation there) any channel of any validation recording may keep
@@ -32,14 +37,15 @@ from pathlib import Path
 
 from config_schema import Document, Table, is_number, load_toml
 from hil.campaign.overrides import Preset
+from hil.fit.workers import MAX_JOBS, default_jobs
 from hil.logs.recordings import ColumnMap
 from hil.model.presets import resolve
 
 TOP_KEYS = ("fit", "recording", "parameter", "channel", "validation")
-FIT_KEYS = ("model", "description", "max_evaluations", "shooting_s")
+FIT_KEYS = ("model", "description", "max_evaluations", "shooting_s", "jobs")
 RECORDING_KEYS = ("file", "role", "window_s", "time", "columns")
 PARAMETER_KEYS = ("path", "lower", "upper", "unit")
-CHANNEL_KEYS = ("name", "weight")
+CHANNEL_KEYS = ("name", "weight", "window_s")
 ROLES = ("training", "validation")
 MAX_EVALUATIONS = 10_000     # plant replays of one fit
 MAX_PARAMETERS = 32
@@ -47,6 +53,7 @@ MAX_RECORDINGS = 64
 MAX_COLUMNS = 256            # entries of one recording's column map
 MAX_CHANNELS = 256           # channels one fit matches
 DIMENSIONLESS = ("ratio", "scale", "factor", "seed")
+DELAY_PATH = "recording.delay_s"     # not a model path: the replay's command delay (hil.replay.plant_replay)
 
 
 @dataclass(frozen=True)
@@ -67,15 +74,23 @@ class ParameterSpec:
 
 
 @dataclass(frozen=True)
+class ChannelSpec:
+    name: str
+    weight: float
+    window_s: tuple[float, float]
+
+
+@dataclass(frozen=True)
 class FitSpec:
     source: str
     model: str
     description: str
     max_evaluations: int
     shooting_s: float | None
+    jobs: int
     recordings: tuple[RecordingSpec, ...]
     parameters: tuple[ParameterSpec, ...]
-    channels: tuple[tuple[str, float], ...]
+    channels: tuple[ChannelSpec, ...]
     max_nrmse: float
     preset: Preset
 
@@ -112,26 +127,37 @@ def _tables(root: Table, key: str, allowed: tuple[str, ...], limit: int) -> list
     return [Table(root.doc, t, f"{key}[{i}]", key, allowed, f"a [[{key}]] table") for i, t in enumerate(raw)]
 
 
-def _recording(t: Table, folder: Path) -> RecordingSpec:
+def _window(t: Table) -> tuple[float, float]:
     window = t.raw("window_s", None)
     if window is None:
-        window = (float("-inf"), float("inf"))
-    elif not (isinstance(window, list) and len(window) == 2 and all(is_number(v) for v in window)
-              and window[0] < window[1]):
+        return float("-inf"), float("inf")
+    if not (isinstance(window, list) and len(window) == 2 and all(is_number(v) for v in window)
+            and window[0] < window[1]):
         raise t.error("window_s", window, "expected [t0, t1] in s with t0 < t1")
-    return RecordingSpec(folder / t.string("file"), t.choice("role", "training", ROLES),
-                         (float(window[0]), float(window[1])), t.string("time", "t"), _column_map(t))
+    return float(window[0]), float(window[1])
+
+
+def _recording(t: Table, folder: Path) -> RecordingSpec:
+    return RecordingSpec(folder / t.string("file"), t.choice("role", "training", ROLES), _window(t),
+                         t.string("time", "t"), _column_map(t))
+
+
+def _channel(t: Table) -> ChannelSpec:
+    return ChannelSpec(t.string("name"), t.number("weight", 1.0, unit="", positive=True), _window(t))
 
 
 def _parameter(t: Table, preset: Preset, source: str) -> ParameterSpec:
     path = t.string("path")
-    preset.check_path(source, t.key("path"), path)
+    if path != DELAY_PATH:
+        preset.check_path(source, t.key("path"), path)
     unit = t.string("unit")
     if not _unit_fits(path, unit):
         raise t.error("unit", unit, f"expected the unit of {path} (its key's suffix; \"1\" for a ratio or scale)")
     lower, upper = t.number("lower", unit=unit), t.number("upper", unit=unit)
     if not lower < upper:
         raise t.error("upper", upper, f"expected more than lower = {lower:g} {unit}")
+    if path == DELAY_PATH and not 0.0 <= lower:
+        raise t.error("lower", lower, "expected at least 0 s (a command acts after it was sent)")
     return ParameterSpec(path, lower, upper, unit)
 
 
@@ -153,10 +179,12 @@ def load_fit(path: str | Path) -> FitSpec:
     parameters = [_parameter(t, preset, source) for t in _tables(root, "parameter", PARAMETER_KEYS, MAX_PARAMETERS)]
     if len({p.path for p in parameters}) != len(parameters):
         raise doc.error("parameter", None, "each path once")
-    channels = [(t.string("name"), t.number("weight", 1.0, unit="", positive=True))
-                for t in _tables(root, "channel", CHANNEL_KEYS, MAX_CHANNELS)]
+    channels = [_channel(t) for t in _tables(root, "channel", CHANNEL_KEYS, MAX_CHANNELS)]
+    if len({c.name for c in channels}) != len(channels):
+        raise doc.error("channel", None, "each name once")
     validation = root.table("validation", ("max_nrmse",), required=True)
     return FitSpec(source, str(model), head.string("description", ""),
                    head.integer("max_evaluations", 200, minimum=1, maximum=MAX_EVALUATIONS),
-                   head.number("shooting_s", None, unit="s", positive=True), tuple(recordings),
+                   head.number("shooting_s", None, unit="s", positive=True),
+                   head.integer("jobs", default_jobs(), minimum=1, maximum=MAX_JOBS), tuple(recordings),
                    tuple(parameters), tuple(channels), validation.number("max_nrmse", unit="", positive=True), preset)

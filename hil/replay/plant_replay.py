@@ -95,14 +95,17 @@ def logged_plant(header: dict[str, Any], model=None) -> tuple[Plant, dict | None
 
 
 def replay(header: dict[str, Any], rows: np.ndarray, model=None, channels: tuple[str, ...] = (),
-           restart_every: int | None = None) -> ReplayResult:
+           restart_every: int | None = None, command_delay_s: float = 0.0) -> ReplayResult:
     """Re-simulate the plant of a run log from its drive torques and brakes (module docstring).
     `model`: another arm in the logged one's place; `channels`: sensor channels whose outputs
     follow the plant's columns, as the sensor models make them (bias, misalignment, filter,
     quantisation, saturation) without their noise (no normal is drawn: the noise and the bias
     random walk stay zero). `restart_every` N rows: multiple shooting, every N-th row the joint
     angles and rates restart from the log's ``q_<joint>``, ``qd_<joint>`` (the elastic state goes
-    on), so that a wrong rigid model drifts for one segment only."""
+    on), so that a wrong rigid model drifts for one segment only. `command_delay_s`: the drive
+    torques act this much later than logged (a transport delay between command and measurement;
+    a fraction of a step interpolated linearly between rows, the first row's torque before it);
+    the brakes as logged."""
     cols = header["columns"]
     index = {c: i for i, c in enumerate(cols)}
     if "cycle" not in index:
@@ -115,11 +118,12 @@ def replay(header: dict[str, Any], rows: np.ndarray, model=None, channels: tuple
     if missing:
         raise UserError(f"the run log has no drive torque columns {', '.join(missing)}: nothing to replay from")
     drives = _passthrough_drives(plant)
-    tau = rows[:, [index[f"tau_{j}"] for j in lay.joint_names]]
+    tau = delayed(rows[:, [index[f"tau_{j}"] for j in lay.joint_names]], command_delay_s / plant.dt)
     restart = _restarts(index, rows, lay, restart_every)
     brake_cols = [index.get(f"brake_{j}") for j in lay.joint_names]
     brakes = np.column_stack([rows[:, i] >= 1 if i is not None else np.zeros(len(rows), bool) for i in brake_cols]) \
         if lay.n_joints else np.zeros((len(rows), 0), bool)
+    switched = np.any(np.diff(brakes, axis=0, prepend=drives.brake_engaged[None, :]), axis=1)   # rows a brake changes on
     sensors = SensorSuite(plant) if channels else None      # its stations: the tip first, then the IMUs'
     sensed = [sensors.channel(c) for c in channels] if sensors else []
     tip = sensors.station_out[0] if sensors else plant.output_stations(np.array([lay.station_names.index(TIP)]))[0]
@@ -131,8 +135,9 @@ def replay(header: dict[str, Any], rows: np.ndarray, model=None, channels: tuple
     for i in range(len(rows)):
         if restart is not None and i and i % restart_every == 0:
             plant.pos[:nj], plant.vel[:nj] = restart[0][i - 1], restart[1][i - 1]
-        for k in np.flatnonzero(brakes[i] != drives.brake_engaged):
-            drives.set_brake(int(k), bool(brakes[i, k]))
+        if switched[i]:
+            for k in np.flatnonzero(brakes[i] != drives.brake_engaged):
+                drives.set_brake(int(k), bool(brakes[i, k]))
         plant.step(drives.update(tau[i]))
         r = out[i]
         r[0] = plant.t
@@ -149,6 +154,18 @@ def replay(header: dict[str, Any], rows: np.ndarray, model=None, channels: tuple
     cycles = rows[:, index["cycle"]]
     result.missing_rows = int(cycles[-1] - len(rows)) if len(rows) else 0    # cycles count from 1
     return result
+
+
+def delayed(values: np.ndarray, rows: float) -> np.ndarray:
+    """`values` (one row per step) `rows` steps later, linearly interpolated, the first row held before."""
+    if rows == 0.0:
+        return values
+    if not (np.isfinite(rows) and 0.0 <= rows < len(values)):
+        raise UserError(f"a command delay of {rows:g} steps: expected 0 up to the recording's length")
+    k = np.arange(len(values)) - rows
+    lo = np.floor(k).astype(int)
+    frac = (k - lo)[:, None]
+    return (1.0 - frac) * values[np.clip(lo, 0, None)] + frac * values[np.clip(lo + 1, 0, None)]
 
 
 def _restarts(index: dict[str, int], rows: np.ndarray, lay, every: int | None):
