@@ -61,6 +61,7 @@ from hil.campaign.toml_text import dumps
 from hil.fit.fit_file import DELAY_PATH, ChannelSpec, FitSpec, RecordingSpec
 from hil.fit.log_modes import braked_window, held_rows, locked_modes_at
 from hil.fit.modal_id import identify_modes
+from hil.fit.prescribed import prescribed
 from hil.fit.trust import trust
 from hil.fit.workers import ReplayWorkers
 from hil.model.assembly import assemble
@@ -162,7 +163,8 @@ class FitProblem:
         nominal = Plant(load_model_from_string(spec.preset.with_overrides({}, spec.source, validate=False), spec.source))
         plan = {"dt_s": nominal.dt, "identity": {**nominal.plan_identity(), "fitted_blocks_sha256": ""}}
         shooting = spec.shooting_s is not None
-        self.recordings = [load_recording(r, list(spec.channels), nominal.layout.joint_names, plan, shooting)
+        self.joints = nominal.layout.joint_names
+        self.recordings = [load_recording(r, list(spec.channels), self.joints, plan, shooting or spec.prescribe_joints)
                            for r in spec.recordings]
         self.restart_every = None if not shooting else max(MIN_SEGMENT_ROWS, round(spec.shooting_s / nominal.dt))
         self.lower = np.array([p.lower for p in spec.parameters])
@@ -197,7 +199,12 @@ class FitProblem:
         if self.budget is not None and self.evaluations >= self.budget:
             raise BudgetSpent
         self.evaluations += 1
-        result = replay(rec.header, rec.rows, self._smooth_model(values), tuple(self.channels), self.restart_every,
+        model = self._smooth_model(values)
+        if self.spec.prescribe_joints:
+            columns = rec.header["columns"]
+            model = prescribed(model, rec.rows[:, columns.index("t")],
+                               {j: rec.rows[:, columns.index(f"q_{j}")] for j in self.joints}, self.spec.prescribe_knot_s)
+        result = replay(rec.header, rec.rows, model, tuple(self.channels), self.restart_every,
                         values.get(DELAY_PATH, 0.0))
         return {c: result.rows[rec.masks[c], result.columns.index(c)] for c in self.channels}
 

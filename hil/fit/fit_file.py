@@ -8,7 +8,12 @@ the value and what was expected with its unit)::
                    (> 0, optional: multiple shooting, the replay's joint angles and rates
                    restarted from the recording every shooting_s; needs q_<joint>, and qd_<joint>
                    or their derivative), jobs (local processes the replays of a Jacobian's
-                   columns run on, 1 .. MAX_JOBS; default the machine's processor count)
+                   columns run on, 1 .. MAX_JOBS; default the machine's processor count),
+                   prescribe_joints (true: every replay's joints follow the recordings'
+                   q_<joint>, hil.fit.prescribed: for the links' parameters and what moves the
+                   modes; no joint parameter, no delay, no shooting_s with it; default false),
+                   prescribe_knot_s (> 0: the spline's knots that far apart, for quantised
+                   encoder angles; default every row)
     [[recording]]  file (relative to the fit file: a run log of hil run, .msgpack or .csv; CSV,
                    MDF4 .mf4, Parquet, MCAP: hil.logs.recordings), role ("training" |
                    "validation"), window_s = [t0, t1] (s; default the whole run): the rows the
@@ -42,7 +47,7 @@ from hil.logs.recordings import ColumnMap
 from hil.model.presets import resolve
 
 TOP_KEYS = ("fit", "recording", "parameter", "channel", "validation")
-FIT_KEYS = ("model", "description", "max_evaluations", "shooting_s", "jobs")
+FIT_KEYS = ("model", "description", "max_evaluations", "shooting_s", "jobs", "prescribe_joints", "prescribe_knot_s")
 RECORDING_KEYS = ("file", "role", "window_s", "time", "columns")
 PARAMETER_KEYS = ("path", "lower", "upper", "unit")
 CHANNEL_KEYS = ("name", "weight", "window_s")
@@ -88,6 +93,8 @@ class FitSpec:
     max_evaluations: int
     shooting_s: float | None
     jobs: int
+    prescribe_joints: bool
+    prescribe_knot_s: float | None
     recordings: tuple[RecordingSpec, ...]
     parameters: tuple[ParameterSpec, ...]
     channels: tuple[ChannelSpec, ...]
@@ -161,6 +168,18 @@ def _parameter(t: Table, preset: Preset, source: str) -> ParameterSpec:
     return ParameterSpec(path, lower, upper, unit)
 
 
+def _check_prescribed(head: Table, parameters: list[ParameterSpec]) -> None:
+    """With the joints following the record, nothing of theirs (nor the delay) can be fitted."""
+    if head.has("shooting_s"):
+        raise head.error("prescribe_joints", True, "expected no shooting_s with it (the joints follow the "
+                                                   "recording throughout: there is nothing to restart)")
+    for p in parameters:
+        if p.path == DELAY_PATH or ".joint." in p.path:
+            raise head.error("prescribe_joints", True, f"expected no joint parameter or delay with it ({p.path}: "
+                                                       "the joints follow the recording, it would have no effect); "
+                                                       "fit it in a fit without prescribe_joints")
+
+
 def load_fit(path: str | Path) -> FitSpec:
     """Read and check a fit file (module docstring)."""
     source = str(path)
@@ -183,8 +202,14 @@ def load_fit(path: str | Path) -> FitSpec:
     if len({c.name for c in channels}) != len(channels):
         raise doc.error("channel", None, "each name once")
     validation = root.table("validation", ("max_nrmse",), required=True)
+    prescribe = head.boolean("prescribe_joints", False)
+    if prescribe:
+        _check_prescribed(head, parameters)
+    elif head.has("prescribe_knot_s"):
+        raise head.error("prescribe_knot_s", head.raw("prescribe_knot_s"), "expected it only with prescribe_joints = true")
     return FitSpec(source, str(model), head.string("description", ""),
                    head.integer("max_evaluations", 200, minimum=1, maximum=MAX_EVALUATIONS),
                    head.number("shooting_s", None, unit="s", positive=True),
-                   head.integer("jobs", default_jobs(), minimum=1, maximum=MAX_JOBS), tuple(recordings),
+                   head.integer("jobs", default_jobs(), minimum=1, maximum=MAX_JOBS), prescribe,
+                   head.number("prescribe_knot_s", None, unit="s", positive=True), tuple(recordings),
                    tuple(parameters), tuple(channels), validation.number("max_nrmse", unit="", positive=True), preset)

@@ -171,26 +171,40 @@ def _damping_matrix(K: np.ndarray, Mff: np.ndarray, zeta: np.ndarray) -> np.ndar
 
 
 def _spline_coefficients(t: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Cubic spline through (t, q) with zero end slopes; rows c0..c3 per interval (last row holds q_end)."""
+    """Cubic spline through (t, q) with zero end slopes; rows c0..c3 per interval (last row holds q_end).
+    The second-derivative system is tridiagonal and diagonally dominant: solved in O(n) (a table of
+    a recorded run has 10^4 samples)."""
     n = len(t)
     h = np.diff(t)
-    A = np.zeros((n, n))
-    r = np.zeros(n)
-    A[0, 0], A[0, 1] = 2 * h[0], h[0]
-    r[0] = 3 * (q[1] - q[0]) / h[0]
-    A[-1, -2], A[-1, -1] = h[-1], 2 * h[-1]
-    r[-1] = -3 * (q[-1] - q[-2]) / h[-1]
-    for i in range(1, n - 1):
-        A[i, i - 1], A[i, i], A[i, i + 1] = h[i - 1], 2 * (h[i - 1] + h[i]), h[i]
-        r[i] = 3 * ((q[i + 1] - q[i]) / h[i] - (q[i] - q[i - 1]) / h[i - 1])
-    c2 = np.linalg.solve(A, r)
+    slope = np.diff(q) / h
+    lower, diag, upper, r = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
+    diag[0], upper[0], r[0] = 2 * h[0], h[0], 3 * slope[0]
+    lower[-1], diag[-1], r[-1] = h[-1], 2 * h[-1], -3 * slope[-1]
+    lower[1:-1], diag[1:-1], upper[1:-1] = h[:-1], 2 * (h[:-1] + h[1:]), h[1:]
+    r[1:-1] = 3 * (slope[1:] - slope[:-1])
+    c2 = _tridiagonal_solve(lower, diag, upper, r)
     c = np.zeros((n, 4))
     c[:, 0] = q
-    for i in range(n - 1):
-        c[i, 2] = c2[i]
-        c[i, 3] = (c2[i + 1] - c2[i]) / (3 * h[i])
-        c[i, 1] = (q[i + 1] - q[i]) / h[i] - h[i] * (2 * c2[i] + c2[i + 1]) / 3
+    c[:-1, 2] = c2[:-1]
+    c[:-1, 3] = np.diff(c2) / (3 * h)
+    c[:-1, 1] = slope - h * (2 * c2[:-1] + c2[1:]) / 3
     return c
+
+
+def _tridiagonal_solve(lower: np.ndarray, diag: np.ndarray, upper: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """x with lower[i] x[i-1] + diag[i] x[i] + upper[i] x[i+1] = r[i] (Thomas algorithm; no pivoting,
+    which a diagonally dominant system does not need)."""
+    n = len(diag)
+    d, y = diag.astype(float).copy(), r.astype(float).copy()
+    for i in range(1, n):
+        w = lower[i] / d[i - 1]
+        d[i] -= w * upper[i - 1]
+        y[i] -= w * y[i - 1]
+    x = np.empty(n)
+    x[-1] = y[-1] / d[-1]
+    for i in range(n - 2, -1, -1):
+        x[i] = (y[i] - upper[i] * x[i + 1]) / d[i]
+    return x
 
 
 def _joint_parameters(bodies: list[md.Body]) -> np.ndarray:

@@ -30,7 +30,7 @@ import numpy as np
 from hil.devices.drives import DriveBank
 from hil.devices.sensors import SensorSuite
 from hil.dynamics.plant import Plant
-from hil.model.spec import DriveSpec
+from hil.model.spec import DRIVE_PRESCRIBED, DriveSpec
 from hil.viz.scene import model_of_log
 from config_schema import UserError
 
@@ -120,7 +120,8 @@ def replay(header: dict[str, Any], rows: np.ndarray, model=None, channels: tuple
     drives = _passthrough_drives(plant)
     tau = delayed(rows[:, [index[f"tau_{j}"] for j in lay.joint_names]], command_delay_s / plant.dt)
     restart = _restarts(index, rows, lay, restart_every)
-    brake_cols = [index.get(f"brake_{j}") for j in lay.joint_names]
+    imposed = [b.joint.drive == DRIVE_PRESCRIBED for b in plant.asm.model.bodies]     # no brake to close on these
+    brake_cols = [None if held else index.get(f"brake_{j}") for j, held in zip(lay.joint_names, imposed)]
     brakes = np.column_stack([rows[:, i] >= 1 if i is not None else np.zeros(len(rows), bool) for i in brake_cols]) \
         if lay.n_joints else np.zeros((len(rows), 0), bool)
     switched = np.any(np.diff(brakes, axis=0, prepend=drives.brake_engaged[None, :]), axis=1)   # rows a brake changes on
