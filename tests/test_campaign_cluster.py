@@ -78,11 +78,11 @@ def cluster(tmp_path):
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    """3 scenarios x 2 payloads x 2 firmware settings, run locally one case at a time."""
+    """3 scenarios x 2 payloads x 2 firmware settings, run locally two cases at a time."""
     folder = tmp_path_factory.mktemp("campaign")
     path = write_campaign(folder, firmware=TWO_FIRMWARE, scenarios=SCENARIOS, variations=PAYLOAD, duration_s=0.6,
                           logs="none")
-    outcome = run_campaign(path, folder / "local", workers=1, stream=io.StringIO())
+    outcome = run_campaign(path, folder / "local", workers=2, stream=io.StringIO())
     assert outcome.counts.get("error", 0) == outcome.counts.get("timeout", 0) == 0
     return path, read_results(folder / "local")
 

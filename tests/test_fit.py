@@ -68,11 +68,14 @@ def test_the_hidden_stiffness_and_damping_are_recovered_and_validated(real_arm):
 
 def test_a_model_that_cannot_explain_the_recording_fails_and_says_where(real_arm):
     """Only the damping free, the stiffness held at the preset's (10 % too stiff): the modes cannot
-    come into phase, the validation residuals stay large, the exit status is 1."""
-    proc = hil_fit(real_arm, "damping_only", fit_text(parameters=("damping_ratio",)))
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    r = json.loads(proc.stdout)
-    assert not r["passed"] and r["failing"] and all(f.startswith("stop2.msgpack: imu_g") for f in r["failing"])
+    come into phase, the validation residuals stay large (`hil fit` exits 1 then)."""
+    from hil.fit.fit import run_fit
+    from hil.fit.fit_file import load_fit
+
+    path = real_arm[1].parent / "damping_only.toml"
+    path.write_text(fit_text(parameters=("damping_ratio",)).replace("[fit]\n", "[fit]\nmax_evaluations = 30\n"))
+    result, _ = run_fit(load_fit(path))
+    assert not result.passed and result.failing and all(f.startswith("stop2.msgpack: imu_g") for f in result.failing)
 
 
 @pytest.mark.parametrize("change, message", [
@@ -139,13 +142,13 @@ def test_the_payload_and_every_joints_friction_are_recovered_from_set_point_move
     from hil.fit.fit_file import load_fit
 
     folder = loaded_arm[1].parent
-    (folder / "rigid.toml").write_text(rigid_fit_text("shooting_s = 0.25\n"))
+    (folder / "rigid.toml").write_text(rigid_fit_text("shooting_s = 0.25\n", budget=100))
     result, _ = run_fit(load_fit(folder / "rigid.toml"))
     assert result.values["body.link2.attachment.payload.mass_kg"] == pytest.approx(PAYLOAD_KG * PAYLOAD_SCALE, rel=0.02)
     for body, (viscous, coulomb) in FRICTION.items():
         assert result.values[f"body.{body}.joint.viscous_N_m_s_rad"] == pytest.approx(viscous * FRICTION_SCALE, rel=0.05)
         assert result.values[f"body.{body}.joint.coulomb_N_m"] == pytest.approx(coulomb * FRICTION_SCALE, rel=0.05)
-    assert result.passed and result.evaluations <= 200 + 7 + 2     # the budget, then the trust's Jacobian and the verdict
+    assert result.passed and result.evaluations <= 100 + 7 + 2     # the budget, then the trust's Jacobian and the verdict
 
 
 def test_multiple_shooting_needs_the_joint_angles(loaded_arm, tmp_path):
@@ -246,8 +249,9 @@ def test_a_transport_delay_between_command_and_measurement_is_recovered(loaded_a
 
 def test_with_the_joints_prescribed_a_wrong_rigid_model_does_not_spoil_the_links(real_arm, tmp_path):
     """The fit's model has three times the joints' friction of the arm that was recorded (nothing the
-    locked modes see, but an open-loop replay's joints would drift); with the joints following the
-    record over the move and the stop, the links' stiffness comes out within 0.5 %, their damping within 10 %."""
+    locked modes see, but an open-loop replay's joints would drift) and the preset's stiffness (the
+    recorded arm's damping); with the joints following the record over the move and the stop, the
+    links' stiffness comes out within 0.5 %."""
     import shutil
 
     from hil.fit.fit import run_fit
@@ -256,13 +260,14 @@ def test_with_the_joints_prescribed_a_wrong_rigid_model_does_not_spoil_the_links
     for log in real_arm[1:]:
         shutil.copy(log, tmp_path / log.name)
     preset = (ROOT / "configs/ella.toml").read_text()
-    assert preset.count("viscous_N_m_s_rad = 1.0\n  coulomb_N_m = 1.0\n") == 2
-    (tmp_path / "sticky.toml").write_text(preset.replace("viscous_N_m_s_rad = 1.0\n  coulomb_N_m = 1.0\n",
-                                                         "viscous_N_m_s_rad = 3.0\n  coulomb_N_m = 3.0\n"))
-    text = fit_text(model="sticky.toml").replace("window_s = [1.2, 2.5]", "window_s = [0.2, 2.5]")
-    (tmp_path / "prescribed.toml").write_text(text.replace("[fit]\n", "[fit]\nprescribe_joints = true\nmax_evaluations = 60\n"))
+    sticky = "viscous_N_m_s_rad = 1.0\n  coulomb_N_m = 1.0\n"
+    assert preset.count(sticky) == 2
+    preset = preset.replace(sticky, sticky.replace("1.0", "3.0")).replace(
+        f"damping_ratio = {DAMPING_RATIO}\n", f"damping_ratio = {DAMPING_RATIO * DAMPING_SCALE}\n")
+    (tmp_path / "sticky.toml").write_text(preset)
+    text = fit_text(model="sticky.toml", parameters=("E_Pa",)).replace("window_s = [1.2, 2.5]", "window_s = [0.2, 2.5]")
+    (tmp_path / "prescribed.toml").write_text(text.replace("[fit]\n", "[fit]\nprescribe_joints = true\nmax_evaluations = 30\n"))
     result, _ = run_fit(load_fit(tmp_path / "prescribed.toml"))
     for link in LINKS:
         assert result.values[f"body.{link}.beam.E_Pa"] == pytest.approx(E_PA * E_SCALE, rel=0.005), result.values
-        assert result.values[f"body.{link}.beam.damping_ratio"] == pytest.approx(DAMPING_RATIO * DAMPING_SCALE, rel=0.1), result.values
     assert result.passed, result.failing
