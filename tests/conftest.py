@@ -1,6 +1,13 @@
 """Fixtures every test module may use. The shared helpers are modules beside this one: ``emulators``
 (the emulator factory and the fake firmware), ``links`` (in-memory links, the answering link, waiting
 for bytes on a pty), ``bus_maps`` (maps no preset ships), ``wire_values`` (random signal values)."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -9,6 +16,49 @@ from hil.model.config import load_model
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs"
+WHEEL_TEST = "test_packaging.py::test_the_wheel_installs_in_a_fresh_venv_and_runs_outside_the_checkout"
+WHEEL_JOB = pytest.StashKey[tuple]()
+WHEEL_JOB_TIMEOUT_S = 2400
+
+
+def _start_wheel_job() -> tuple:
+    folder = Path(tempfile.mkdtemp(prefix="ella-wheel-job-"))
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("wheel_check.py")), str(folder)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    return proc, folder
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """The wheel test's job (tests/wheel_check.py: a cold install and compile, minutes of one core)
+    starts now, beside the other tests, when that test is among the selected ones."""
+    if any(item.nodeid.endswith(WHEEL_TEST) for item in items):
+        config.stash[WHEEL_JOB] = _start_wheel_job()
+
+
+def pytest_sessionfinish(session):
+    job = session.config.stash.get(WHEEL_JOB, None)
+    if job is not None:
+        proc, folder = job
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def wheel_job(request):
+    """A function returning the wheel job's steps (tests/wheel_check.py) once it has finished."""
+    def steps() -> dict:
+        job = request.config.stash.get(WHEEL_JOB, None)
+        if job is None:
+            job = request.config.stash[WHEEL_JOB] = _start_wheel_job()
+        proc, folder = job
+        proc.wait(timeout=WHEEL_JOB_TIMEOUT_S)
+        record = folder / "steps.json"
+        assert record.is_file(), f"the wheel job ended with status {proc.returncode} and no record"
+        return json.loads(record.read_text())
+    return steps
 
 
 @pytest.fixture(autouse=True)
