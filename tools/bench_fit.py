@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(out))
         return 0
     shooting = f"multiple shooting every {args.shooting:g} s" if args.shooting else "single shooting"
-    print(f"hil fit, {len(TRUE)} parameters, {args.duration:g} s of 1 kHz data, {shooting}, {args.jobs} processes: {wall:.1f} s wall, "
+    print(f"hil fit, {len(TRUE)} parameters, {args.duration:g} s of 1 kHz data, {shooting}, {args.jobs} process{'es' if args.jobs > 1 else ''}: {wall:.1f} s wall, "
           f"{result.evaluations} plant replays, verdict {'PASS' if result.passed else 'FAIL'} ({result.message})")
     for k, v in out["values"].items():
         print(f"  {k:<42} true {v['true']:<10.5g} after the pre-fits {v['modal_start']:<10.5g} "
