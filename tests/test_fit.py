@@ -271,3 +271,54 @@ def test_with_the_joints_prescribed_a_wrong_rigid_model_does_not_spoil_the_links
     for link in LINKS:
         assert result.values[f"body.{link}.beam.E_Pa"] == pytest.approx(E_PA * E_SCALE, rel=0.005), result.values
     assert result.passed, result.failing
+
+
+def test_the_correlation_time_counts_white_noise_once_and_a_slow_wave_many_times():
+    import numpy as np
+
+    from hil.fit.trust import correlation_time
+
+    rng = np.random.default_rng(1)
+    white = rng.normal(size=20000)
+    ar = np.zeros_like(white)
+    for k in range(1, len(white)):
+        ar[k] = 0.9 * ar[k - 1] + white[k]
+    assert correlation_time(white) == pytest.approx(1.0, abs=0.05)
+    assert correlation_time(ar) == pytest.approx((1 + 0.9) / (1 - 0.9), rel=0.1)       # AR(1): (1 + a) / (1 - a)
+    assert correlation_time(np.zeros(100)) == 1.0
+
+
+def test_a_delayed_command_is_the_logged_one_shifted_and_a_delay_beyond_the_record_is_refused():
+    import numpy as np
+
+    from hil.replay.plant_replay import delayed
+
+    v = np.arange(6.0)[:, None]
+    assert delayed(v, 1.0).ravel().tolist() == [0, 0, 1, 2, 3, 4]
+    assert delayed(v, 0.5).ravel().tolist() == [0, 0.5, 1.5, 2.5, 3.5, 4.5]      # the step's average of a held command
+    for bad in (-1.0, 6.0, np.nan):
+        with pytest.raises(UserError, match="command delay"):
+            delayed(v, bad)
+
+
+def test_balancing_weighs_each_channel_by_its_noise_level(real_arm):
+    """After balanced(), each channel's share of the residual is 1 (or less, at the floor): the gyro
+    channel with the bias drift no longer outweighs the others."""
+    import numpy as np
+
+    from hil.fit.fit import NRMSE_FLOOR, FitProblem
+    from hil.fit.fit_file import load_fit
+
+    path = real_arm[1].parent / "balance.toml"
+    path.write_text(fit_text(parameters=("E_Pa",)))
+    problem = FitProblem(load_fit(path))
+    u = np.array([0.5, 0.5])
+    before = problem.residual(u)
+    problem.balanced(before)
+    after = problem.residual(u)
+    n = int(problem.training[0].masks["imu_gx"].sum())
+    shares = [float(np.linalg.norm(after[k * n:(k + 1) * n])) for k in range(3)]
+    level = [float(np.linalg.norm(before[k * n:(k + 1) * n])) for k in range(3)]
+    assert max(level) / min(level) > 3                                 # unbalanced to start with
+    for share, nrmse in zip(shares, level):
+        assert share == pytest.approx(1.0 if nrmse >= NRMSE_FLOOR else nrmse / NRMSE_FLOOR, rel=1e-9)

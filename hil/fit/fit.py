@@ -21,11 +21,13 @@ rounding, like the noise, is what the residual keeps at the optimum.
 
 Stages. A replay's residual is rough in the parameters far from the optimum (a stick-slip brake,
 a decay's phase over many periods), and a link's stiffness and a payload both move the modes. So
-the search goes in three stages, one budget of replays for all: (1) the rigid parameters (all
-but the links' beam parameters: payload, friction, inertia) on the joints' channels (encoders,
-joint angles and rates, where the fit has any), the links held at the preset's;
-(2) a modal pre-fit of the links' parameters, the rigid ones held at (1)'s values; (3) all
-together from there. The modal pre-fit:
+the search goes in stages, one budget of replays for all: (1) a modal pre-fit of the parameters
+that move the locked arm's modes (_moves_modes: the links', a payload's, an inertia's); (2) the
+rigid parameters (all but the links' beam parameters: payload, friction, inertia, delay) on the
+joints' channels (encoders, joint angles and rates, where the fit has any), the links held at
+(1)'s values; (3) all together on all channels; (4) again, each channel weighed by the inverse of
+its NRMSE after (3) (FitProblem.balanced: maximum likelihood for channels of different noise
+levels, so that one no parameter explains, a gyro's bias drift, does not drown the others). The modal pre-fit:
 on each training recording's brake stop (hil.fit.log_modes: every brake closed and holding) the
 modes are identified from the fitted channels (hil.fit.modal_id), each paired with the model's
 nearest locked mode at that pose, and the parameters moved (bounded least squares again, smooth
@@ -305,7 +307,7 @@ def elastic(path: str) -> bool:
 
 def modal_start(problem: FitProblem, start: dict[str, float]) -> tuple[dict[str, float], list[dict]]:
     """The modal pre-fit's values (module docstring) and, per training recording, the modes it matched:
-    only the links' elastic parameters move (elastic()), the others keep their values in `start`."""
+    only the parameters that move the locked modes move (_moves_modes), the others keep their values in `start`."""
     from scipy.optimize import least_squares
 
     targets = []          # (joint angles, identified modes, indices of the paired model modes)
