@@ -39,11 +39,27 @@ def brake_stop(preset: Path, log: Path, move_time_s: float = 1.0, duration_s: fl
 PAYLOAD_KG, PAYLOAD_SCALE = 2.1, 1.3            # the preset's payload, and the heavier one of the loaded arm
 FRICTION_SCALE = 1.3                            # the loaded arm's joints: viscous and Coulomb friction
 FRICTION = {"yaw_carrier": (1.0, 1.0), "link1": (1.0, 1.0), "link2": (0.5, 0.5)}   # the preset's (N m s/rad, N m)
+KT_N_M_A, KT_SCALE = 0.06, 1.1                  # every motor's torque constant: the preset's, the loaded arm's factor
+GYRO = ("bias_rad_s = [1.5e-3, -1.0e-3, 0.8e-3]\n",   # the preset's gyro bias, and the loaded arm's z bias and
+        "bias_rad_s = [1.5e-3, -1.0e-3, 1.8e-3]\n  scale_error = [0.0, 0.0, 0.02]\n")    # z scale error
+GYRO_BIAS_Z, GYRO_SCALE_ERROR_Z = 1.8e-3, 0.02
+
+
+def sensors_and_motors_as_preset(text: str) -> str:
+    """The loaded arm's preset with the preset's torque constants and gyro (its payload and friction kept)."""
+    return text.replace(f"torque_constant_N_m_A = {KT_N_M_A * KT_SCALE:.6g}\n",
+                        f"torque_constant_N_m_A = {KT_N_M_A}\n").replace(GYRO[1], GYRO[0])
 
 
 def loaded_preset(folder: Path) -> Path:
-    """ELLA carrying a payload 30 % heavier than the preset says, its joints' friction 30 % more."""
+    """ELLA carrying a payload 30 % heavier than the preset says, its joints' friction 30 % more, motors
+    whose torque constant is 10 % above the preset's (the drives convert with it: the torques are the
+    commanded ones, the currents 10 % lower) and a gyro whose z axis has another bias and a 2 % scale
+    error."""
     text = (ROOT / "configs/ella.toml").read_text()
+    assert text.count(f"torque_constant_N_m_A = {KT_N_M_A}\n") == 3 and text.count(GYRO[0]) == 1
+    text = text.replace(f"torque_constant_N_m_A = {KT_N_M_A}\n", f"torque_constant_N_m_A = {KT_N_M_A * KT_SCALE:.6g}\n")
+    text = text.replace(GYRO[0], GYRO[1])
     payload = f'name = "payload"\n  station_m = 0.93\n  mass_kg = {PAYLOAD_KG}'
     assert text.count(payload) == 1
     text = text.replace(payload, payload.replace(str(PAYLOAD_KG), f"{PAYLOAD_KG * PAYLOAD_SCALE:.6g}"))

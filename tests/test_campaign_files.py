@@ -38,6 +38,30 @@ def test_an_override_reaches_the_model_and_a_bad_value_is_the_preset_readers_err
         preset.with_overrides({"body.link1.beam.E_Pa": -1e11}, "x")
 
 
+def test_one_element_of_a_list_is_a_path_and_a_per_mode_number_is_one_per_mode_first():
+    preset = Preset(resolve("preset", "ella"))
+    for path in ("body.link2.beam.damping_ratio[4]", "body.link1.beam.frequency_scale[0]",
+                 "sensor.imu.gyro.bias_rad_s[2]", "sensor.imu.accel.scale_error[1]", "sensor.cur_elbow.bias_A"):
+        preset.check_path("c.toml", "variations", path)
+    assert preset.value("body.link2.beam.damping_ratio[4]") == 0.01 and preset.value("sensor.imu.gyro.bias_rad_s[2]") == 8e-4
+    model = load_model_from_string(preset.with_overrides({"body.link2.beam.damping_ratio[1]": 0.03,
+                                                          "body.link2.beam.frequency_scale[0]": 1.05,
+                                                          "sensor.imu.gyro.bias_rad_s[0]": -2e-3,
+                                                          "sensor.cur_elbow.bias_A": 0.5}, "x"))
+    link2 = next(b for b in model.bodies if b.name == "link2")
+    assert link2.beam.damping_ratio.tolist() == [0.01, 0.03, 0.01, 0.01, 0.01]
+    assert link2.beam.frequency_scale.tolist() == [1.05, 1.0, 1.0, 1.0, 1.0]
+    imu = next(s for s in model.sensors if s.name == "imu")
+    cur = next(s for s in model.sensors if getattr(s, "joint", "") == "elbow" and s.kind == "current")
+    assert imu.gyro.bias.tolist() == [-2e-3, -1e-3, 8e-4] and cur.chain.bias == 0.5
+    for path, match in (("body.link2.beam.damping_ratio[5]", r"5 values \(elements \[0\] .. \[4\]\)"),
+                        ("body.link2.beam.E_Pa[0]", "gives body.link2.beam.E_Pa no list of numbers"),
+                        ("sensor.imu.gyro.misalignment_rad[0]", "an element of a list of numbers"),
+                        ("body.link2.beam.dampng_ratio[1]", "did you mean 'body.link2.beam.damping_ratio'")):
+        with pytest.raises(ConfigError, match=match):
+            preset.check_path("c.toml", "variations", path)
+
+
 def test_a_path_with_a_wrong_unit_is_unknown_with_the_closest_suggested(tmp_path):
     path = write_campaign(tmp_path, variations="body.link1.beam.E_GPa = {scale = [0.9, 1.1]}")
     with pytest.raises(ConfigError, match=r"small.toml: variations.body.link1.beam.E_GPa = .*did you mean "

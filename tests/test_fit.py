@@ -216,34 +216,40 @@ def test_a_jacobian_on_two_processes_is_the_one_on_one_and_a_lost_worker_is_one_
             _jacobian(problem, u, f)
 
 
-def test_a_transport_delay_between_command_and_measurement_is_recovered(loaded_arm, tmp_path):
+def test_a_transport_delay_and_a_gyro_axis_bias_and_scale_are_recovered(loaded_arm, tmp_path):
     """The loaded arm's moves with their torque columns logged one cycle (1 ms) before they act, as
-    CSV: the fit, given the arm's own preset, finds the delay."""
-    import shutil
-
+    CSV; its gyro's z axis has another bias and a 2 % scale error. The fit, given the arm's preset
+    with the preset's gyro, finds the delay, the bias and the scale error."""
     import numpy as np
 
     from hil.fit.fit import run_fit
     from hil.fit.fit_file import load_fit
     from hil.logs.runlog import read_run
+    from real_arm import GYRO_BIAS_Z, GYRO_SCALE_ERROR_Z, sensors_and_motors_as_preset
 
     for name in ("move", "move2"):
         header, rows = read_run(loaded_arm[1].parent / f"{name}.msgpack")
         columns = header["columns"]
-        keep = [c for c in columns if c == "t" or c.startswith(("tau_", "q_", "qd_", "enc_"))]
+        keep = [c for c in columns if c in ("t", "imu_gz") or c.startswith(("tau_", "q_", "qd_", "enc_"))]
         table = rows[:, [columns.index(c) for c in keep]]
         for k, c in enumerate(keep):
             if c.startswith("tau_"):
                 table[:-1, k] = table[1:, k]                     # logged a cycle before it acts
         np.savetxt(tmp_path / f"{name}.csv", table[:-1], delimiter=",", header=",".join(keep), comments="")
-    shutil.copy(loaded_arm[0], tmp_path / "loaded.toml")
-    text = rigid_fit_text("shooting_s = 0.25\n", budget=30, model="loaded.toml", friction=False)
+    (tmp_path / "loaded.toml").write_text(sensors_and_motors_as_preset(loaded_arm[0].read_text()))
+    text = rigid_fit_text("shooting_s = 0.25\n", budget=60, model="loaded.toml", friction=False)
+    gyro = ('[[parameter]]\npath = "sensor.imu.gyro.bias_rad_s[2]"\nlower = -0.005\nupper = 0.005\nunit = "rad_s"\n\n'
+            '[[parameter]]\npath = "sensor.imu.gyro.scale_error[2]"\nlower = -0.1\nupper = 0.1\nunit = "1"\n\n')
     text = text.replace(".msgpack", ".csv").replace('path = "body.link2.attachment.payload.mass_kg"\nlower = 1.0\n'
                                                     'upper = 4.0\nunit = "kg"', 'path = "recording.delay_s"\nlower = 0.0\n'
                                                                                'upper = 0.004\nunit = "s"')
+    text = text.replace("[[channel]]", gyro + "[[channel]]", 1).replace(
+        "\n[validation]", '[[channel]]\nname = "imu_gz"\n\n[validation]')
     (tmp_path / "delay.toml").write_text(text)
     result, _ = run_fit(load_fit(tmp_path / "delay.toml"))
-    assert result.values["recording.delay_s"] == pytest.approx(1e-3, rel=0.02), result.values
+    assert result.values["recording.delay_s"] == pytest.approx(1e-3, rel=0.03), result.values
+    assert result.values["sensor.imu.gyro.bias_rad_s[2]"] == pytest.approx(GYRO_BIAS_Z, rel=0.05), result.values
+    assert result.values["sensor.imu.gyro.scale_error[2]"] == pytest.approx(GYRO_SCALE_ERROR_Z, abs=0.001), result.values
     assert result.passed, result.failing
 
 
@@ -322,3 +328,53 @@ def test_balancing_weighs_each_channel_by_its_noise_level(real_arm):
     assert max(level) / min(level) > 3                                 # unbalanced to start with
     for share, nrmse in zip(shares, level):
         assert share == pytest.approx(1.0 if nrmse >= NRMSE_FLOOR else nrmse / NRMSE_FLOOR, rel=1e-9)
+
+
+def test_the_torque_constants_are_recovered_from_the_motor_currents(loaded_arm, tmp_path):
+    """The loaded arm's motors have torque constants 10 % above the preset's (its drives convert with
+    them: the torques are the commanded ones, the currents 10 % lower). Replayed from the logged motor
+    currents (input = "current"), the fit, given the arm's preset with the preset's motors, finds the
+    three torque constants within 1 %."""
+    import shutil
+
+    from hil.fit.fit import run_fit
+    from hil.fit.fit_file import load_fit
+    from real_arm import KT_N_M_A, KT_SCALE, sensors_and_motors_as_preset
+
+    for log in loaded_arm[1:]:
+        shutil.copy(log, tmp_path / log.name)
+    (tmp_path / "as_preset.toml").write_text(sensors_and_motors_as_preset(loaded_arm[0].read_text()))
+    params = "".join(f'[[parameter]]\npath = "body.{body}.joint.motor.torque_constant_N_m_A"\nlower = 0.04\n'
+                     'upper = 0.09\nunit = "N_m_A"\n\n' for body in FRICTION)
+    text = rigid_fit_text("shooting_s = 0.25\n", budget=80, model="as_preset.toml", friction=False)
+    text = text.replace('role = "training"\n', 'role = "training"\ninput = "current"\n').replace(
+        'role = "validation"\n', 'role = "validation"\ninput = "current"\n')
+    text = text.split("[[parameter]]", 1)[0] + params + "[[channel]]" + text.split("[[channel]]", 1)[1]
+    (tmp_path / "motors.toml").write_text(text)
+    result, _ = run_fit(load_fit(tmp_path / "motors.toml"))
+    for body in FRICTION:
+        kt = result.values[f"body.{body}.joint.motor.torque_constant_N_m_A"]
+        assert kt == pytest.approx(KT_N_M_A * KT_SCALE, rel=0.01), result.values
+    assert result.passed, result.failing
+
+
+def test_a_torque_constant_without_a_current_recording_is_one_line(loaded_arm, tmp_path):
+    from hil.fit.fit_file import load_fit
+
+    text = rigid_fit_text("", friction=False).replace("body.link2.attachment.payload.mass_kg",
+                                                      "body.link1.joint.motor.torque_constant_N_m_A")
+    text = text.replace("lower = 1.0\nupper = 4.0\nunit = \"kg\"", "lower = 0.04\nupper = 0.09\nunit = \"N_m_A\"")
+    (tmp_path / "kt.toml").write_text(text)
+    with pytest.raises(UserError, match='a training recording with input = "current"'):
+        load_fit(tmp_path / "kt.toml")
+
+
+def test_a_measured_current_is_the_motor_torque_through_the_gear_the_sensor_undone():
+    import numpy as np
+
+    from hil.replay.plant_replay import motor_torques
+
+    motors = np.array([[9.6, 0.8, 0.1, 1.05]] * 3)          # n Kt, eta, bias, 1 + scale error
+    measured = np.full(3, 0.1 + 1.05 * 2.0)                 # 2 A through the sensor
+    tau = motor_torques(measured, np.array([1.0, -1.0, 0.0]), motors)
+    np.testing.assert_allclose(tau, [9.6 * 2.0 * 0.8, 9.6 * 2.0 / 0.8, 9.6 * 2.0], rtol=1e-12)   # driving, driven, at rest

@@ -136,6 +136,27 @@ def test_clamped_mass_eigenfrequencies_and_orthogonality_seed1():
     assert np.abs(without_tip - np.diag(np.diag(without_tip))).max() > 1e-3 * without_tip.max()
 
 
+def test_a_frequency_scale_moves_its_mode_alone_by_that_factor():
+    """S K S with S = diag(s): on the clamped-mass beam (K and the modal mass diagonal) each mode's
+    eigenfrequency is s_i times the one without, the others untouched; the reference frequencies follow."""
+    from dataclasses import replace
+
+    beam = all_kinds_beam(SEED1, n=3, family="clamped_mass")
+    plain = beam_modes(beam, SEED1_TIP_MASS, SEED1_TIP_J)
+    s = np.ones(plain.nm)
+    s[[0, 4]] = 1.1, 0.93
+    scaled = beam_modes(replace(beam, frequency_scale=s), SEED1_TIP_MASS, SEED1_TIP_J)
+    M = plain.modal_mass(SEED1_TIP_MASS, SEED1_TIP_J)
+    f0 = np.sqrt(np.diag(plain.K) / np.diag(M)) / (2 * np.pi)
+    f1 = np.sqrt(np.diag(scaled.K) / np.diag(M)) / (2 * np.pi)
+    np.testing.assert_allclose(f1, s * f0, rtol=1e-12)
+    np.testing.assert_allclose(np.sort(generalized_frequencies_hz(scaled.K, M)), np.sort(s * plain.analytic_frequency_hz),
+                               rtol=1e-9)
+    np.testing.assert_allclose(scaled.analytic_frequency_hz, s * plain.analytic_frequency_hz, rtol=1e-15)
+    with pytest.raises(ModalError, match="frequency_scale"):
+        beam_modes(replace(beam, frequency_scale=np.ones(plain.nm - 1)))
+
+
 # ---------------------------------------------------------------- 3. foreshortening (seed 003)
 
 

@@ -208,6 +208,35 @@ def test_misalignment_mixes_the_ideal_axes():
     assert np.abs(g - ideal_g).max() > 1e-3
 
 
+def test_a_scale_error_scales_each_axis_before_the_bias_and_a_current_sensor_alike():
+    """(1 + e) (I + M) s + b per triad axis; a single channel (1 + e) s + b. e = 0 leaves the reading as it was."""
+    plant = Plant(load_model(ELLA))
+    plant.vel[:3] = [0.3, -0.2, 0.5]
+    e, Mg, bg = np.array([0.02, -0.03, 0.01]), np.array([[0.0, -0.04, 0.01], [0.02, 0.0, -0.03], [0.05, 0.01, 0.0]]), \
+        np.array([1e-3, -2e-3, 3e-3])
+    scaled = ImuSpec(station="tip", gyro=TriadChain(misalignment=Mg, bias=bg, scale_error=e))
+    plain = ImuSpec(station="tip", name="plain", gyro=TriadChain(misalignment=Mg, bias=bg))
+    current = CurrentSpec(joint="elbow", chain=SignalChain(bias=0.1, scale_error=-0.05))
+    suite = SensorSuite(plant, [scaled, plain, current], current_source=np.array([0.0, 0.0, 4.0]))
+    g, g0 = suite.imu[0, 3:], suite.imu[1, 3:]
+    ideal = suite.truth[[suite.channel(f"imu_g{x}") for x in "xyz"]]
+    np.testing.assert_allclose(g, (1 + e) * ((np.eye(3) + Mg) @ ideal) + bg, rtol=1e-12)
+    np.testing.assert_allclose(g0, (np.eye(3) + Mg) @ ideal + bg, rtol=1e-12)
+    assert suite.measured[suite.channel("cur_elbow")] == pytest.approx(0.95 * 4.0 + 0.1, rel=1e-12)
+
+
+def test_sensors_without_noise_read_bias_and_scale_only_step_after_step():
+    """noise=False (a replay's sensors): no white noise and no bias walk at any step, from the first;
+    with noise the same chain wanders (the check can fail)."""
+    chain = dict(noise_density=1e-3, bias=np.array([1e-3, -2e-3, 3e-3]), bias_walk=1e-2, scale_error=np.array([0.0, 0.0, 0.02]))
+    readings = {}
+    for noise in (False, True):
+        suite = SensorSuite(_at_rest(), [ImuSpec(station="tip", gyro=TriadChain(**chain))], noise=noise)
+        readings[noise] = _run(suite, 200)[0][:, 3:6]
+    np.testing.assert_allclose(readings[False], np.tile(chain["bias"], (200, 1)), rtol=0, atol=1e-15)
+    assert np.abs(readings[True] - chain["bias"]).max() > 1e-3
+
+
 # ----------------------------------------------------------------------------- noise statistics
 N_SAMPLES = 20000
 
@@ -517,6 +546,10 @@ BROKEN_SENSORS = {
     "misalignment_diagonal": ('kind = "imu"\nstation = "tip"\n  [sensor.gyro]\n'
                               '  misalignment_rad = [[0.01, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]',
                               "sensor[imu].gyro.misalignment_rad", ["zero diagonal", "rad"]),
+    "scale_error_too_large": ('kind = "current"\njoint = "j"\nscale_error = 0.7', "sensor[cur_j].scale_error",
+                              ["at most 0.5"]),
+    "triad_scale_error_too_large": ('kind = "imu"\nstation = "tip"\n  [sensor.gyro]\n  scale_error = [0.0, -0.6, 0.0]',
+                                    "sensor[imu].gyro.scale_error", ["within +-0.5"]),
     "unknown_key": ('kind = "torque"\njoint = "j"\nnoise_density_Nm_rtHz = 1.0',
                     "sensor[torque_j].noise_density_Nm_rtHz", ["unknown key", "noise_density_N_m_rtHz"]),
     "two_encoders_one_joint": ('kind = "encoder"\njoint = "j"\n\n[[sensor]]\nkind = "encoder"\nname = "e2"\n'

@@ -56,16 +56,39 @@ def bus_page() -> str:
 
 
 def targets_page() -> str:
-    from hil.logs import targets
+    from hil.logs import targets, temporal
     doc = targets.__doc__
-    block = doc[doc.index("[verdict]"):doc.index("A problem raises")].rstrip()
-    lines = [line[4:] if line.startswith("    ") else line for line in block.splitlines()]
+    rest = doc[doc.index("::\n") + 3:doc.index("A problem raises")].splitlines()
+    end = next(i for i, line in enumerate(rest) if line.strip() and not line.startswith("    "))
+    lines = [line[4:] for line in rest[:end]]          # the indented example, then the prose after it
     return "\n".join(["# Targets\n",
                       "A `[verdict]` table, in a targets file (`hil run --targets FILE`) or a scenario file, says "
                       "what the firmware must achieve; each key given becomes a verdict.\n",
-                      "```toml\n" + "\n".join(lines).strip() + "\n```\n",
+                      "```toml\n" + "\n".join(lines).strip() + "\n```\n", "\n".join(rest[end:]).strip() + "\n",
                       f"Keys: {', '.join(f'`{k}`' for k in targets.KEYS)}. Defaults where a run injects no fault: "
-                      + ", ".join(f"`{k} = {v}`" for k, v in targets.LINK_DEFAULTS.items()) + ".\n"])
+                      + ", ".join(f"`{k} = {v}`" for k, v in targets.LINK_DEFAULTS.items()) + ".\n",
+                      "## Temporal assertions\n", docstring_markdown(temporal.__doc__.split("\n", 2)[2])])
+
+
+def docstring_markdown(doc: str) -> str:
+    """A module docstring as Markdown: its ``::`` blocks fenced, its ``literals`` in single backquotes."""
+    out: list[str] = []
+    fenced = False
+    for line in doc.strip().splitlines():
+        if fenced and line.strip() and not line.startswith("    "):
+            while out[-1] == "":
+                out.pop()
+            out += ["```", ""]
+            fenced = False
+        if line.rstrip().endswith("::") and not fenced:
+            out += [line.rstrip()[:-1].replace("``", "`"), "", "```text"]
+            fenced = True
+        elif fenced:
+            if line.strip() or out[-1] != "```text":
+                out.append(line[4:])
+        else:
+            out.append(line.replace("``", "`"))
+    return "\n".join(out + (["```"] if fenced else [])) + "\n"
 
 
 def faults_page() -> str:

@@ -167,6 +167,8 @@ def metrics(summary: dict) -> dict:
         out[f"verdict:{v['name']}"] = bool(v["passed"])
         out[f"value:{v['name']}"] = v["value"]
         out[f"limit:{v['name']}"] = v["limit"]
+        if v.get("requirement"):
+            out[f"requirement:{v['name']}"] = v["requirement"]["id"]
     for joint, q in zip(summary.get("joints", []), summary.get("q", [])):
         out[f"q_final_rad:{joint}"] = float(q)
     tip = summary.get("tip_metrics") or {}

@@ -25,6 +25,8 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--report", action="store_true",
                    help="write DIR/report.html from the results (no case is run): pass/fail matrix, worst cases, "
                         "sensitivity")
+    p.add_argument("--junit", metavar="FILE", help="write the results as JUnit XML (hil.logs.junit): one testcase per "
+                                                   "case, a failing verdict with its value, limit and requirement")
     p.add_argument("--json", action="store_true", help="print the outcome as JSON")
 
 
@@ -48,6 +50,7 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     if args.report:
         from hil.campaign.report import write_report
         print(write_report(args.file, out))
+        _write_junit(args.junit, load_campaign(args.file).name, out)
         return 0
     from hil.campaign.run import run_campaign
     from hil.campaign.spec import case_bound
@@ -63,4 +66,17 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     else:
         print(f"{outcome.table}: {outcome.total} cases ({outcome.skipped} done before, {outcome.ran} run now); "
               + ", ".join(f"{k} {v}" for k, v in sorted(outcome.counts.items())))
+    _write_junit(args.junit, load_campaign(args.file).name, out)
     return 0
+
+
+def _write_junit(path: str | None, name: str, out: Path) -> None:
+    """The results table as JUnit XML at `path` (nothing without one)."""
+    if path is None:
+        return
+    from hil.campaign.results import read_results
+    from hil.logs import junit
+    try:
+        junit.write(path, [junit.campaign_suite(read_results(out), name, out)])
+    except OSError as exc:
+        raise CliError(f"--junit {path}: {exc.strerror or exc}") from None

@@ -26,7 +26,8 @@ def _fit_arguments(p: argparse.ArgumentParser) -> None:
 @command("fit", "fit the model's parameters to recorded runs; calibrated preset, report", _fit_arguments,
          description=FIT_HELP)
 def _cmd_fit(args: argparse.Namespace) -> int:
-    from hil.fit.fit import calibrated_toml, run_fit, summary
+    from hil.fit.fit import run_fit
+    from hil.fit.outputs import calibrated_toml, summary
     from hil.fit.fit_file import load_fit
     from hil.fit.report import fit_report_html, traces
 

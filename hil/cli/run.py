@@ -64,6 +64,9 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--targets", help="the firmware's targets: a TOML file with a [verdict] table (or a shipped name, "
                                      "e.g. seed000_setpoints); default: the scenario's [verdict], if any")
     p.add_argument("--check", action="store_true", help="exit with status 1 if a verdict fails")
+    p.add_argument("--junit", metavar="FILE", help="write the verdicts as JUnit XML (hil.logs.junit): one testcase per "
+                                                   "verdict with its requirement, value and limit; a run that proves "
+                                                   "nothing is one error testcase")
     p.add_argument("--seed", type=nonnegative_int, default=None,
                    help="seed of the sensor noise generator and of the faults' random streams, replacing the "
                         "scenario's seed (default: noise from the preset's model.sensor_seed, faults from the "
@@ -175,7 +178,7 @@ def run(args: argparse.Namespace) -> dict:
         from firmware_bridge.reference.nominal import load_nominal_arm
         load_nominal_arm(resolve("firmware", args.firmware_params))     # the firmware's file, checked here first
     for option, path in (("--log", args.log), ("--log", args.log and args.log + ".summary.json"),
-                         ("--record-bus", args.record_bus)):
+                         ("--record-bus", args.record_bus), ("--junit", args.junit)):
         if path:
             _check_output(option, path)
     if needs_compiling(Path(config.CACHE_DIR)):
@@ -190,7 +193,19 @@ def run(args: argparse.Namespace) -> dict:
             shutil.rmtree(log_dir, ignore_errors=True)
     if args.log:            # stored beside the log; a failure to write it is reported, not raised
         summary["summary_file_error"] = _write_summary(args.log + ".summary.json", summary)
+    if args.junit:
+        _write_junit(args, summary)
     return summary
+
+
+def _write_junit(args: argparse.Namespace, summary: dict) -> None:
+    """The run's verdicts as JUnit XML; a file that cannot be written is a one-line error (CI must not read an old one)."""
+    from hil.logs import junit
+    name = f"hil run {Path(args.config).stem}" + (f" {Path(args.scenario).stem}" if args.scenario else "")
+    try:
+        junit.write(args.junit, [junit.run_suite(summary, name, args.log)])
+    except OSError as exc:
+        raise CliError(f"--junit {args.junit}: {exc.strerror or exc}") from None
 
 
 def _build_and_run(args: argparse.Namespace, targets, log_path: str) -> dict:
@@ -218,6 +233,7 @@ def _build_and_run(args: argparse.Namespace, targets, log_path: str) -> dict:
     if targets is not None:
         try:
             targets.check_joints(built.emulator.plant.layout.joint_names)     # before the run, not after it
+            targets.check_columns(built.emulator.columns)
         except BaseException:
             built.emulator.link.close()
             raise

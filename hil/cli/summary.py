@@ -129,7 +129,8 @@ def _verdicts(s: dict) -> list[str]:
         for v in s["verdicts"]:
             value = "-" if v["value"] is None else f"{v['value']:.6g}"
             limit = "" if v["limit"] is None else f" (limit {v['limit']:.6g} {v['unit']})".replace(" )", ")")
-            lines.append(f"  {'PASS' if v['passed'] else 'FAIL'}  {v['name']:24s} {value} {v['unit']}{limit}: "
+            req = f" [{v['requirement']['id']}]" if v.get("requirement") else ""
+            lines.append(f"  {'PASS' if v['passed'] else 'FAIL'}  {v['name']:24s} {value} {v['unit']}{limit}{req}: "
                          f"{v['description']}")
         passed = sum(v["passed"] for v in s["verdicts"])
         lines.append(f"  {passed} of {len(s['verdicts'])} passed")

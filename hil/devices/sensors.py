@@ -42,9 +42,9 @@ Channels (names are the bus signal names, see firmware_bridge.wire.signals):
   ``current_source`` (zeros without one).
 
 The signal chain of the analog channels (IMU axes, strain, torque, current, vel), at f_int:
-x_k = clip((I + M) s_k + b + w_k + sigma z_k, +-range), y_k = y_(k-1) + alpha (x_k - y_(k-1)),
-and at a sample measured = clip(lsb round(y_k / lsb), +-range), truth = s_k. M is the
-misalignment (IMU triads), b the constant bias, w_k = w_(k-1) + B sqrt(dt) z'_k the bias random
+x_k = clip((1 + e) ((I + M) s_k) + b + w_k + sigma z_k, +-range), y_k = y_(k-1) + alpha (x_k - y_(k-1)),
+and at a sample measured = clip(lsb round(y_k / lsb), +-range), truth = s_k. e is the scale error
+(per axis of a triad), M the misalignment (IMU triads), b the constant bias, w_k = w_(k-1) + B sqrt(dt) z'_k the bias random
 walk (density B per sqrt(s): Var w grows as B^2 t), z, z' standard normals. The white noise of
 one-sided density N (unit/sqrt(Hz), the datasheet figure) has sigma = N sqrt(f_int / 2): its
 power spread evenly over 0 .. f_int/2. The low-pass is the RC filter of corner f_c discretised
@@ -108,7 +108,7 @@ class _Tables:
         row_i = np.zeros(k.N_INT, np.int64)
         row_f = np.zeros(k.N_FLOAT)
         row_i[[k.I_KIND, k.I_SRC, k.I_DIV]] = kind, src, divider
-        row_f[[k.F_RANGE, k.F_ALPHA]] = math.inf, 1.0
+        row_f[[k.F_RANGE, k.F_ALPHA, k.F_GAIN]] = math.inf, 1.0, 1.0
         row_i[k.I_LIN0] = len(self.lin_idx)
         for idx, coef in terms:
             self.lin_idx.append(idx)
@@ -136,10 +136,13 @@ class SensorSuite:
     """
 
     def __init__(self, plant: Plant, sensors: list[SensorSpec] | None = None, seed: int | None = None,
-                 current_source: np.ndarray | None = None):
+                 current_source: np.ndarray | None = None, noise: bool = True):
         """`sensors`: the specs (default: the model's, else hil.model.sensor_specs.default_sensors);
         `seed` of the noise generator (default: the model's sensor_seed); `current_source`:
-        the motor currents [A] per joint, read at every step (zeros if None)."""
+        the motor currents [A] per joint, read at every step (zeros if None); `noise` False: no
+        normal is ever drawn, so that there is no white noise and no bias random walk (a replay's
+        sensors: bias, misalignment, scale, filter, quantisation and saturation as configured)."""
+        self.noisy = noise
         self.plant = plant
         model = plant.asm.model
         self.specs = list(sensors) if sensors is not None else (model.sensors or default_sensors(model))
@@ -195,12 +198,11 @@ class SensorSuite:
                               if isinstance(spec, ImuSpec)], np.int64).reshape(-1, 6)
 
     # ------------------------------------------------------------------ the cycle
-    def sample(self, draw: bool = True) -> None:
+    def sample(self) -> None:
         """Run every sensor at the plant's new instant (after Plant.step, which computed the
-        sensors' stations, the plant's output stations, in the same kernel call); `draw` False:
-        with the normals drawn already."""
+        sensors' stations, the plant's output stations, in the same kernel call)."""
         self.step_count += 1
-        self._sense(False, draw)
+        self._sense(False)
 
     def reset(self) -> None:
         """(Re)start every sensor at the plant's current state, sampling all channels now:
@@ -212,8 +214,8 @@ class SensorSuite:
         self.step_count = 0
         self._sense(True)
 
-    def _sense(self, first: bool, draw: bool = True) -> None:
-        if draw:
+    def _sense(self, first: bool) -> None:
+        if self.noisy:
             self.rng.standard_normal(out=self.noise)
         p = self.plant
         k.sense(self.step_count, first, p.pos, p.vel, self.tables)
@@ -261,9 +263,10 @@ class SensorSuite:
     def _chain(self, chain: SignalChain, axis: int = 0) -> dict:
         """Kernel parameters of a signal chain (per-step noise and walk sigma, filter alpha)."""
         bias = np.broadcast_to(np.asarray(chain.bias, float), (3,))[axis]
+        gain = 1.0 + np.broadcast_to(np.asarray(chain.scale_error, float), (3,))[axis]
         alpha = 1.0 - math.exp(-2 * math.pi * chain.lpf_hz * self.dt) if chain.lpf_hz > 0 else 1.0
         return dict(F_SIGMA=chain.noise_density * math.sqrt(0.5 / self.dt), F_WALK=chain.bias_walk * math.sqrt(self.dt),
-                    F_BIAS=bias, F_RANGE=chain.range, F_LSB=chain.lsb, F_ALPHA=alpha)
+                    F_BIAS=bias, F_RANGE=chain.range, F_LSB=chain.lsb, F_ALPHA=alpha, F_GAIN=gain)
 
     def _add_encoder(self, t: _Tables, s: EncoderSpec, names: list[str]) -> None:
         j = self._joint(s.joint)

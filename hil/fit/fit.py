@@ -49,17 +49,14 @@ passes when every channel of every one of them has an NRMSE at most the fit file
 from __future__ import annotations
 
 import copy
-import datetime as dt
 import importlib.util
 import math
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
-from config_schema import UserError, parse_toml
-from hil.campaign.toml_text import dumps
+from config_schema import UserError
 from hil.fit.fit_file import DELAY_PATH, ChannelSpec, FitSpec, RecordingSpec
 from hil.fit.log_modes import braked_window, held_rows, locked_modes_at
 from hil.fit.modal_id import identify_modes
@@ -71,7 +68,7 @@ from hil.dynamics.plant import Plant
 from hil.logs.recordings import on_grid
 from hil.logs.runlog import read_run
 from hil.model.config import load_model_from_string
-from hil.replay.plant_replay import replay
+from hil.replay.plant_replay import motor_currents, replay
 
 JOINT_CHANNELS = ("enc_", "abs_", "vel_", "index_", "q_", "qd_")     # the rigid stage's channels, where given
 MIN_SEGMENT_ROWS = 10 # the shortest multiple-shooting segment, in steps
@@ -100,12 +97,14 @@ class Recording:
 
 
 def load_recording(spec: RecordingSpec, channels: list[ChannelSpec], joints: list[str], plan: dict,
-                   shooting: bool = False) -> Recording:
+                   shooting: bool = False, inputs: list[str] | None = None) -> Recording:
     """A recording on the plant's grid (hil.logs.recordings) with its window and channels checked; `plan`:
     the integrator a recording that names none is replayed with (a run log names its own);
-    `shooting`: the joint angles are needed, and rates (differentiated from the angles if absent)."""
+    `shooting`: the joint angles are needed, and rates (differentiated from the angles if absent);
+    `inputs`: the columns the replay steps from (default the drive torques tau_<joint>)."""
     names = [c.name for c in channels]
-    wanted = [f"tau_{j}" for j in joints] + [c for c in names if c not in (f"tau_{j}" for j in joints)]
+    inputs = inputs or [f"tau_{j}" for j in joints]
+    wanted = inputs + [c for c in names if c not in inputs]
     wanted += [f"q_{j}" for j in joints if shooting and f"q_{j}" not in wanted]
     optional = [f"{kind}_{j}" for kind in ("q", "qd", "brake") for j in joints if f"{kind}_{j}" not in wanted]
     columns, rows, resampled = on_grid(spec.file, wanted, spec.columns, plan["dt_s"], optional, spec.time)
@@ -166,8 +165,11 @@ class FitProblem:
         plan = {"dt_s": nominal.dt, "identity": {**nominal.plan_identity(), "fitted_blocks_sha256": ""}}
         shooting = spec.shooting_s is not None
         self.joints = nominal.layout.joint_names
-        self.recordings = [load_recording(r, list(spec.channels), self.joints, plan, shooting or spec.prescribe_joints)
-                           for r in spec.recordings]
+        inputs = {"torque": None, "current": None}
+        if any(r.input == "current" for r in spec.recordings):
+            inputs["current"] = motor_currents(nominal)[0]
+        self.recordings = [load_recording(r, list(spec.channels), self.joints, plan, shooting or spec.prescribe_joints,
+                                          inputs[r.input]) for r in spec.recordings]
         self.restart_every = None if not shooting else max(MIN_SEGMENT_ROWS, round(spec.shooting_s / nominal.dt))
         self.lower = np.array([p.lower for p in spec.parameters])
         self.upper = np.array([p.upper for p in spec.parameters])
@@ -207,7 +209,7 @@ class FitProblem:
             model = prescribed(model, rec.rows[:, columns.index("t")],
                                {j: rec.rows[:, columns.index(f"q_{j}")] for j in self.joints}, self.spec.prescribe_knot_s)
         result = replay(rec.header, rec.rows, model, tuple(self.channels), self.restart_every,
-                        values.get(DELAY_PATH, 0.0))
+                        values.get(DELAY_PATH, 0.0), rec.spec.input)
         return {c: result.rows[rec.masks[c], result.columns.index(c)] for c in self.channels}
 
     def model_asm(self, values: dict[str, float]):
@@ -454,41 +456,3 @@ def _fit(problem: FitProblem, start: dict[str, float]) -> FitResult:
     return FitResult(values, start, modal, matched, stderr, np.nan_to_num(corr, nan=0.0).tolist(), pairs, training,
                      validation, start_nrmse, problem.evaluations, time.perf_counter() - t0, converged, message,
                      not failing, failing)
-
-
-def calibrated_toml(problem: FitProblem, result: FitResult) -> str:
-    """The preset with the fitted values, each with its provenance: the recordings and windows it was
-    fitted to, the date and its standard error."""
-    data = parse_toml(problem.model_text(result.values), problem.spec.source)
-    provenance = data.setdefault("provenance", {})
-    recordings = ", ".join(f"{r.spec.file.name} [{_window(r)}]" for r in problem.training)
-    today = dt.date.today().isoformat()
-    for p in (p for p in problem.spec.parameters if p.path != DELAY_PATH):   # the delay is the recordings', in fit.json
-        provenance[p.path] = (f"fitted: hil fit {Path(problem.spec.source).name} on {today} to {recordings}; "
-                              f"standard error {result.stderr[p.path]:.3g} {p.unit}")
-    return dumps(data)
-
-
-def _window(rec: Recording) -> str:
-    t = rec.rows[rec.window, rec.header["columns"].index("t")]
-    return f"{t[0]:g} .. {t[-1]:g} s"
-
-
-def summary(problem: FitProblem, result: FitResult) -> dict:
-    spec = problem.spec
-    params = []
-    for p in spec.parameters:
-        v, se = result.values[p.path], result.stderr[p.path]
-        params.append({"path": p.path, "unit": p.unit, "start": result.start[p.path],
-                       "modal_start": result.modal_start[p.path], "value": v, "stderr": se,
-                       "ci95": [v - 1.96 * se, v + 1.96 * se], "lower": p.lower, "upper": p.upper,
-                       "at_bound": bool(np.isclose(v, p.lower) or np.isclose(v, p.upper))})
-    recordings = {r.spec.file.name: {"role": r.spec.role, "rows": len(r.rows), "window_rows": int(r.window.sum()),
-                                     "resampled": r.header["resampled"]} for r in problem.recordings}
-    return {"fit": spec.source, "model": spec.model, "parameters": params, "recordings": recordings,
-            "modes_matched": result.modes_matched, "correlation": result.correlation, "unidentifiable": result.unidentifiable,
-            "nrmse": {"start": result.start_nrmse, "training": result.training_nrmse,
-                      "validation": result.validation_nrmse},
-            "max_nrmse": spec.max_nrmse, "passed": result.passed, "failing": result.failing,
-            "converged": result.converged, "message": result.message, "evaluations": result.evaluations,
-            "wall_s": result.wall_s}

@@ -16,13 +16,20 @@ the value and what was expected with its unit)::
                    encoder angles; default every row)
     [[recording]]  file (relative to the fit file: a run log of hil run, .msgpack or .csv; CSV,
                    MDF4 .mf4, Parquet, MCAP: hil.logs.recordings), role ("training" |
-                   "validation"), window_s = [t0, t1] (s; default the whole run): the rows the
+                   "validation"), input ("torque": the drives' torques tau_<joint> step the
+                   replay; "current": the measured motor currents cur_<joint> through each
+                   motor's torque constant and current sensor, hil.replay.plant_replay; default
+                   "torque"), window_s = [t0, t1] (s; default the whole run): the rows the
                    residual takes; time (the file's time column in CSV and Parquet; default "t");
                    columns (a table: model column = "file column" or {column, scale, offset},
                    model = scale x file + offset; default: the model's own names); at least one
                    recording of each role
     [[parameter]]  path (a model path, as campaign variations name them:
-                   body.link1.beam.E_Pa, body.link2.beam.damping_ratio, ...; or DELAY_PATH, the
+                   body.link1.beam.E_Pa, body.link2.beam.damping_ratio, one element of a list
+                   as body.link2.beam.frequency_scale[0] (a mode's frequency, hil.model.modal),
+                   sensor.imu.gyro.bias_rad_s[2], sensor.imu.gyro.scale_error[0],
+                   body.link1.joint.motor.torque_constant_N_m_A (with input = "current"), ...;
+                   or DELAY_PATH, the
                    recordings' transport delay between command and measurement: their drive
                    torques act that much later than logged, 0 s at the start, lower >= 0), lower, upper (its
                    bounds, lower < upper, in its unit), unit (the path's unit suffix, e.g. "Pa";
@@ -41,14 +48,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from config_schema import Document, Table, is_number, load_toml
-from hil.campaign.overrides import Preset
+from hil.campaign.overrides import Preset, element
 from hil.fit.workers import MAX_JOBS, default_jobs
 from hil.logs.recordings import ColumnMap
 from hil.model.presets import resolve
+from hil.replay.plant_replay import DRIVE_INPUTS
 
 TOP_KEYS = ("fit", "recording", "parameter", "channel", "validation")
 FIT_KEYS = ("model", "description", "max_evaluations", "shooting_s", "jobs", "prescribe_joints", "prescribe_knot_s")
-RECORDING_KEYS = ("file", "role", "window_s", "time", "columns")
+RECORDING_KEYS = ("file", "role", "input", "window_s", "time", "columns")
 PARAMETER_KEYS = ("path", "lower", "upper", "unit")
 CHANNEL_KEYS = ("name", "weight", "window_s")
 ROLES = ("training", "validation")
@@ -68,6 +76,7 @@ class RecordingSpec:
     window_s: tuple[float, float]
     time: str = "t"
     columns: dict = field(default_factory=dict)      # model column -> ColumnMap
+    input: str = "torque"                            # what steps the replay: DRIVE_INPUTS
 
 
 @dataclass(frozen=True)
@@ -103,7 +112,7 @@ class FitSpec:
 
 
 def _unit_fits(path: str, unit: str) -> bool:
-    leaf = path.rsplit(".", 1)[-1]
+    leaf = element(path)[0].rsplit(".", 1)[-1]
     if unit == "1":
         return any(word in leaf for word in DIMENSIONLESS)
     return leaf.endswith("_" + unit.replace(" ", "_").replace("/", "_"))
@@ -146,7 +155,7 @@ def _window(t: Table) -> tuple[float, float]:
 
 def _recording(t: Table, folder: Path) -> RecordingSpec:
     return RecordingSpec(folder / t.string("file"), t.choice("role", "training", ROLES), _window(t),
-                         t.string("time", "t"), _column_map(t))
+                         t.string("time", "t"), _column_map(t), t.choice("input", "torque", DRIVE_INPUTS))
 
 
 def _channel(t: Table) -> ChannelSpec:
@@ -198,6 +207,10 @@ def load_fit(path: str | Path) -> FitSpec:
     parameters = [_parameter(t, preset, source) for t in _tables(root, "parameter", PARAMETER_KEYS, MAX_PARAMETERS)]
     if len({p.path for p in parameters}) != len(parameters):
         raise doc.error("parameter", None, "each path once")
+    constants = [p.path for p in parameters if p.path.endswith(".torque_constant_N_m_A")]
+    if constants and not any(r.input == "current" and r.role == "training" for r in recordings):
+        raise doc.error("parameter", constants[0], "a training recording with input = \"current\" (replayed "
+                                                   "from the drive torques, the torque constant has no effect)")
     channels = [_channel(t) for t in _tables(root, "channel", CHANNEL_KEYS, MAX_CHANNELS)]
     if len({c.name for c in channels}) != len(channels):
         raise doc.error("channel", None, "each name once")

@@ -27,8 +27,8 @@ SRC_NONE = 5      # derived from another channel (index latch)
 I_KIND, I_SRC, I_DIV, I_REF, I_CPR, I_INDEX, I_BITS, I_LIN0, I_LIN1 = range(9)
 N_INT = 9
 # float parameters fch[c, :]
-F_SIGMA, F_WALK, F_BIAS, F_RANGE, F_LSB, F_ALPHA, F_CONST, F_MODULUS = range(8)
-N_FLOAT = 8
+F_SIGMA, F_WALK, F_BIAS, F_RANGE, F_LSB, F_ALPHA, F_CONST, F_MODULUS, F_GAIN = range(9)
+N_FLOAT = 9
 # float state sf[c, :]: filter output, random-walk bias, ideal value now, chain input now
 S_LPF, S_WALK, S_NOW, S_IN = range(4)
 N_STATE = 4
@@ -87,9 +87,10 @@ def _ideal(pos, vel, tab):
 def _analog(c, first, sample, z, fch, sf, truth, measured):
     r = fch[c, F_RANGE]
     walk = 0.0 if first else sf[c, S_WALK] + fch[c, F_WALK] * z[2 * c + 1]
-    x = min(max(sf[c, S_IN] + fch[c, F_BIAS] + walk + fch[c, F_SIGMA] * z[2 * c], -r), r)
+    sensed = fch[c, F_GAIN] * sf[c, S_IN]
+    x = min(max(sensed + fch[c, F_BIAS] + walk + fch[c, F_SIGMA] * z[2 * c], -r), r)
     if first:      # powered up long before: the filter has settled on the noise-free input
-        sf[c, S_LPF] = min(max(sf[c, S_IN] + fch[c, F_BIAS], -r), r)
+        sf[c, S_LPF] = min(max(sensed + fch[c, F_BIAS], -r), r)
     y = sf[c, S_LPF] + fch[c, F_ALPHA] * (x - sf[c, S_LPF])
     sf[c, S_LPF] = y
     sf[c, S_WALK] = walk

@@ -30,6 +30,16 @@ Every key is optional; each one given becomes a verdict (hil.logs.verdicts)::
                                    # window where both have samples; the recording interpolated at the run's
                                    # times; file relative to this file; optional time (the file's time column)
 
+    # the requirement each target traces to (an ID and a text), by the target's key
+    [verdict.requirements]
+    settling_time_s = { id = "REQ-VS-012", text = "the tip settles within 1 s of the end of a move" }
+
+    # temporal assertions on any logged column (Signal Temporal Logic: hil.logs.temporal)
+    [[verdict.assert]]
+    name = "brake_holds"           # the verdict's name: assert_brake_holds
+    formula = "always (brake_elbow >= 1 implies abs(tau_elbow) <= 300)"
+    requirement = { id = "REQ-DRV-007", text = "no torque above 300 N m while the brake holds" }
+
 Without a fault scenario (no fault injected in the run), max_rejected_commands and max_watchdog_trips
 default to 0: a firmware that sends one bad frame, or lets the watchdog trip, fails (LINK_DEFAULTS).
 A fault scenario states its own limits, since its faults cause rejections and trips on purpose.
@@ -41,20 +51,26 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from config_schema import ConfigError, Document, Table, load_toml, suggest
+import re
+
+from config_schema import NAME_RE, ConfigError, Document, Table, load_toml, suggest
 from hil.logs.recordings import read_checked
+from hil.logs.temporal import FormulaError, columns, parse
 
 KEYS = ("description", "setpoints_rad", "tolerance_rad", "settling_from_s", "settling_band_m", "settling_time_s",
         "max_tip_deflection_m", "max_torque_N_m", "max_current_A", "safe_state_within_s", "final_window_s",
         "max_rejected_commands", "max_counter_rejections", "max_watchdog_trips", "max_lost_commands",
         "max_missed_cycles",
-        "max_command_age_p99_s", "max_bus_errors", "within_record")
+        "max_command_age_p99_s", "max_bus_errors", "within_record", "requirements", "assert")
 RECORD_KEYS = ("file", "tolerance", "window_s", "time")
 MAX_RECORD_CHANNELS = 64      # channels one within_record verdict compares
 # the link-health counts and their limits where the run injects no fault and the targets give none
 LINK_DEFAULTS = {"max_rejected_commands": 0, "max_watchdog_trips": 0}
 LINK_HEALTH_ONLY = "the link-health defaults"      # the source of the targets of a checked run that gives none
 COUNT_LIMIT = 10 ** 12        # the largest count limit a target may give
+MAX_ASSERTIONS = 64           # [[verdict.assert]] tables of one file
+REQUIREMENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/\-]{0,63}")
+MAX_REQUIREMENT_TEXT = 500
 
 
 @dataclass(frozen=True)
@@ -79,6 +95,8 @@ class Targets:
     max_command_age_p99_s: float | None = None
     max_bus_errors: int | None = None
     within_record: dict | None = None      # file (absolute), tolerance (channel -> limit), window_s, time
+    requirements: dict[str, dict] = field(default_factory=dict)     # target key -> {"id", "text"}
+    assertions: tuple[dict, ...] = ()      # {"name", "formula", "requirement"?}: [[verdict.assert]]
 
     def with_link_defaults(self, faults_injected: bool) -> Targets:
         """These targets with LINK_DEFAULTS for the link-health keys they leave out, in a run without faults."""
@@ -97,9 +115,27 @@ class Targets:
                                       f"no such joint in the arm{suggest(joint, joints)}; its joints: "
                                       f"{', '.join(joints)}")
 
+    def check_columns(self, columns: list[str]) -> None:
+        """ConfigError (one line, with a suggestion) for a temporal assertion reading a column the run's log
+        will not have: found before the run, not after it."""
+        for k, a in enumerate(self.assertions):
+            for name in formula_columns(a["formula"]):
+                if name not in columns:
+                    raise ConfigError(self.source, f"verdict.assert[{k}].formula", a["formula"],
+                                      f"no column {name!r} in this run's log{suggest(name, columns)}")
+
     def as_dict(self) -> dict:
-        """The targets as the run summary keeps them (``"targets"``): the keys that were given."""
-        return {k: v for k, v in asdict(self).items() if v not in (None, {}, "") and k != "source"}
+        """The targets as the run summary keeps them (``"targets"``, and as a targets file's [verdict] table):
+        the keys that were given."""
+        out = {k: v for k, v in asdict(self).items() if v not in (None, {}, "", ()) and k != "source"}
+        if "assertions" in out:
+            out["assert"] = [dict(a) for a in out.pop("assertions")]
+        return out
+
+
+def formula_columns(formula: str) -> list[str]:
+    """The log columns a (checked) formula reads."""
+    return columns(parse(formula))
 
 
 def read_verdict(doc: Document, data: object, where: str = "verdict") -> Targets:
@@ -127,7 +163,59 @@ def read_verdict(doc: Document, data: object, where: str = "verdict") -> Targets
         final_window_s=t.number("final_window_s", 0.1, unit="s", positive=True),
         max_command_age_p99_s=t.number("max_command_age_p99_s", None, unit="s", positive=True),
         within_record=_within_record(t, Path(doc.source).resolve().parent),
+        requirements=_requirements(t), assertions=_assertions(t),
         **{k: t.integer(k, None, maximum=COUNT_LIMIT, what="a count") for k in COUNT_KEYS})
+
+
+def _requirement(t: Table, key: str) -> dict:
+    """A requirement {id, text} (the text optional)."""
+    r = t.table(key, ("id", "text"), what='a table { id = "REQ-...", text = "..." }')
+    rid = r.string("id")
+    if not REQUIREMENT_ID.fullmatch(rid):
+        raise r.error("id", rid, "expected a requirement ID of letters, digits and _ . : / - (at most 64, e.g. REQ-VS-012)")
+    text = r.string("text", "")
+    if len(text) > MAX_REQUIREMENT_TEXT:
+        raise r.error("text", f"{len(text)} characters", f"expected at most {MAX_REQUIREMENT_TEXT}")
+    return {"id": rid, "text": text}
+
+
+def _requirements(t: Table) -> dict[str, dict]:
+    """[verdict.requirements]: a requirement per target key given in the table."""
+    if not t.has("requirements"):
+        return {}
+    raw = t.raw("requirements")
+    targets = [k for k in KEYS if k not in ("description", "requirements", "assert")]
+    r = t.table("requirements", tuple(targets), what="a table of requirements by target key")
+    for key in raw:
+        if key not in t.data:
+            raise r.error(key, raw[key], f"expected a target this table gives (requirements trace its targets); it gives "
+                                         f"{', '.join(k for k in targets if k in t.data) or 'none'}")
+    return {key: _requirement(r, key) for key in raw}
+
+
+def _assertions(t: Table) -> tuple[dict, ...]:
+    """[[verdict.assert]]: each a name, a formula that parses (hil.logs.temporal) and an optional requirement."""
+    raw = t.array_of_tables("assert", what="[[verdict.assert]] tables")
+    if len(raw) > MAX_ASSERTIONS:
+        raise t.error("assert", f"{len(raw)} tables", f"expected at most {MAX_ASSERTIONS}")
+    out, names = [], set()
+    for k, data in enumerate(raw):
+        a = Table(t.doc, data, f"{t.key('assert')}[{k}]", f"{t.path}.assert", ("name", "formula", "requirement"),
+                  "a [[verdict.assert]] table")
+        name = a.name("name", pattern=NAME_RE)
+        if name in names:
+            raise a.error("name", name, "expected a name no other assertion of this file has")
+        names.add(name)
+        formula = a.string("formula")
+        try:
+            parse(formula)
+        except FormulaError as exc:
+            raise a.error("formula", formula, f"expected a temporal formula (hil.logs.temporal): {exc}") from None
+        entry = {"name": name, "formula": formula}
+        if a.has("requirement"):
+            entry["requirement"] = _requirement(a, "requirement")
+        out.append(entry)
+    return tuple(out)
 
 
 def _within_record(t: Table, folder: Path) -> dict | None:

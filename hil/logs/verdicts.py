@@ -2,8 +2,10 @@
 metrics every run reports.
 
 A verdict is ``{"name", "description", "value", "limit", "unit", "passed"}`` (the run summary's
-``"verdicts"``); `value` is None when the run gives nothing to measure (no settling, no fault
-injected, no current channel), and such a verdict fails.
+``"verdicts"``), with ``"requirement": {"id", "text"}`` where the targets trace it to one; `value`
+is None when the run gives nothing to measure (no settling, no fault injected, no current
+channel), and such a verdict fails. A temporal assertion's value is its robustness (how far inside
+its formula the run stays, hil.logs.temporal), its limit 0.
 
 Settling: the final position is the mean over the last `final_window_s` of the run; the tip has
 settled at the first instant after which it stays within the band around it to the end, and only
@@ -22,6 +24,8 @@ import numpy as np
 from hil.logs.streaming import TIP, Log, Peak, Settling, open_log, scan, tail
 from hil.logs.recordings import read_checked
 from hil.logs.targets import Targets
+from hil.logs import temporal
+from hil.logs.temporal import Trace, first_violation, parse, robustness, satisfied, unit_of
 from hil.logs.units import describe
 
 RESIDUAL_WINDOW_S = 1.0
@@ -90,7 +94,62 @@ def evaluate(targets: Targets, log: Log, joints: list[str]) -> list[dict]:
     out += _peak_verdicts(targets.max_current_A, currents, "max_current", "A", "motor current")
     if targets.safe_state_within_s is not None:
         out.append(_safe_state(events, targets.safe_state_within_s))
-    return out + record_band(targets.within_record, log, columns)
+    out += record_band(targets.within_record, log, columns) + assertions(targets, log, columns)
+    return traced(targets, out)
+
+
+# the target key each verdict comes from, by the verdict's name (or its prefix before a joint or channel)
+TARGET_OF = {"setpoint": "setpoints_rad", "settling_time": "settling_time_s", "max_tip_deflection": "max_tip_deflection_m",
+             "max_torque": "max_torque_N_m", "max_current": "max_current_A", "safe_state": "safe_state_within_s",
+             "record": "within_record", "rejected_commands": "max_rejected_commands",
+             "watchdog_trips": "max_watchdog_trips", "counter_rejections": "max_counter_rejections",
+             "lost_commands": "max_lost_commands", "missed_cycles": "max_missed_cycles",
+             "command_age_p99": "max_command_age_p99_s", "bus_errors": "max_bus_errors"}
+
+
+def traced(targets: Targets, verdicts: list[dict]) -> list[dict]:
+    """`verdicts` with the requirement their target traces to (``[verdict.requirements]``), where one is given."""
+    for v in verdicts:
+        key = next((key for prefix, key in TARGET_OF.items()
+                    if v["name"] == prefix or v["name"].startswith(prefix + "_")), None)
+        if key in targets.requirements and "requirement" not in v:
+            v["requirement"] = dict(targets.requirements[key])
+    return verdicts
+
+
+def assertions(targets: Targets, log: Log, columns: list[str]) -> list[dict]:
+    """One verdict per temporal assertion (hil.logs.temporal): its robustness, and the first violation's time."""
+    if not targets.assertions:
+        return []
+    trees = [parse(a["formula"]) for a in targets.assertions]
+    wanted = list(dict.fromkeys(c for tree in trees for c in temporal.columns(tree) if c in columns and c != "t"))
+    blocks: list[np.ndarray] = []
+    scan(log, [(wanted, blocks.append)])
+    rows = np.concatenate(blocks) if blocks else np.zeros((0, 1 + len(wanted)))
+    t = rows[:, 0]
+    values = {"t": t, **{c: rows[:, 1 + k] for k, c in enumerate(wanted)}}
+    last = t >= t[-1] - targets.final_window_s if len(t) else np.zeros(0, bool)
+    trace = Trace(t, values, {c: float(v[last].mean()) for c, v in values.items()} if len(t) else {})
+    return [_assertion(a, tree, trace, columns) for a, tree in zip(targets.assertions, trees)]
+
+
+def _assertion(a: dict, tree: temporal.Node, trace: Trace, columns: list[str]) -> dict:
+    name, formula = f"assert_{a['name']}", a["formula"]
+    missing = [c for c in temporal.columns(tree) if c not in columns and c != "t"]
+    unit = unit_of(tree, {c: describe(c)[0] for c in temporal.columns(tree)})
+    if missing or len(trace.t) < 2:
+        why = f"the log has no column {missing[0]}" if missing else "the run logged fewer than two cycles"
+        out = verdict(name, f"{formula}: {why}", None, 0.0, unit, False)
+    else:
+        rho, held = float(robustness(tree, trace)[0]), bool(satisfied(tree, trace)[0] == 1.0)
+        at = first_violation(tree, trace)
+        text = (f"{formula}: holds (robustness {rho:.4g})" if held
+                else f"{formula}: first violated at t = {at:.3f} s (robustness {rho:.4g})")
+        out = verdict(name, text, rho, 0.0, unit, held)
+        out["first_violation_s"] = at
+    if "requirement" in a:
+        out["requirement"] = dict(a["requirement"])
+    return out
 
 
 class _Band:
@@ -180,8 +239,8 @@ def link_health(targets: Targets, summary: dict) -> list[dict]:
          "link errors (" + ", ".join(f"{v} {k}" for k, v in bus_errors.items() if v) + ")"
          if any(bus_errors.values()) else "link errors"),
     ]
-    return [verdict(name, text, value, getattr(targets, key), unit)
-            for key, name, value, unit, text in checks if getattr(targets, key) is not None]
+    return traced(targets, [verdict(name, text, value, getattr(targets, key), unit)
+                            for key, name, value, unit, text in checks if getattr(targets, key) is not None])
 
 
 def _too_short() -> dict:

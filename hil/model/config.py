@@ -62,7 +62,9 @@ Schema (see the presets in ``configs/`` for complete examples)::
                        torsion_constant_m4 (all > 0, required), polar_moment_m4 (> 0, optional),
                        rotary_inertia, family (clamped_free|clamped_mass|user),
                        damping_ratio (>= 0; scalar broadcasts, list = one per mode in the
-                       order bending_y, bending_z, torsion, axial), quadrature_points 0..256
+                       order bending_y, bending_z, torsion, axial), frequency_scale (0.1 .. 10,
+                       default 1; scalar or one per mode as damping_ratio: each mode's frequency
+                       that many times what the section gives, hil.model.modal), quadrature_points 0..256
         [body.beam.modes]        bending_y, bending_z, torsion, axial (integers >= 0;
                                  defaults 2, 2, 0, 0)
         [body.beam.user_shapes.<kind>]  x_m (strictly increasing, from 0 to length_m),

@@ -22,6 +22,13 @@ Kinematics of the cross-section at x for modal coordinates eta (nm,):
   ``S[a, b] = -int_0^x phi_a' phi_b' ds`` for a, b in the same bending plane, else 0;
 * curvature ``kappa(x) @ eta`` = [psi', -w'', +v''] and axial strain u'.
 
+Frequency scale (``frequency_scale``, one factor s_i per mode, default 1): the modal stiffness
+becomes S K S, S = diag(s), so that a mode whose stiffness and mass are uncoupled from the others
+(every closed-form family: K and the clamped modal mass are diagonal) vibrates at s_i times the
+frequency its section gives: the modal frequencies set directly (a fit, ``hil fit``, matches
+them to a recording one by one, where a material or section value moves them all together).
+The reference frequencies scale with them.
+
 Mode families: ``clamped_free`` (closed-form cantilever modes), ``clamped_mass`` (tip
 rigid body of mass M and inertia J_tip about the tip point, seed 001) and ``user``
 (tabulated shapes, interpolated by a cubic spline).
@@ -222,6 +229,9 @@ def _validate_beam(beam: Beam) -> dict[str, int]:
             raise ModalError(f"beam {name} must be >= 0, got {value}")
     if beam.quadrature_points < 0:
         raise ModalError(f"quadrature_points must be >= 0, got {beam.quadrature_points}")
+    scale = np.asarray(beam.frequency_scale, float)
+    if scale.size and (scale.shape != (sum(counts.values()),) or not np.all(np.isfinite(scale) & (scale > 0.0))):
+        raise ModalError(f"frequency_scale must be empty or {sum(counts.values())} positive factors, got {scale}")
     if beam.family == "user":
         _validate_user_shapes(beam, counts)
     return counts
@@ -305,5 +315,6 @@ def beam_modes(beam: Beam, tip_mass_kg: float = 0.0, tip_inertia_kg_m2: np.ndarr
         K[sl, sl] = _stiffness(code, beam) * (dk * wts) @ dk.T
     kinds = np.concatenate([np.full(sl.stop - sl.start, code, dtype=np.int64) for code, _, sl in sets])
     x_q, w_q = gauss_rule(nq, 0.0, L)
-    return BeamModes(beam=beam, nm=start, labels=labels, kinds=kinds, K=K, x_q=x_q, w_q=w_q,
-                     analytic_frequency_hz=np.concatenate(freqs), _sets=sets)
+    s = beam.frequency_scale if np.size(beam.frequency_scale) else np.ones(start)
+    return BeamModes(beam=beam, nm=start, labels=labels, kinds=kinds, K=s[:, None] * K * s[None, :], x_q=x_q, w_q=w_q,
+                     analytic_frequency_hz=s * np.concatenate(freqs), _sets=sets)

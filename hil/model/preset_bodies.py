@@ -61,7 +61,8 @@ MOTOR_KEYS = ("interface", *DRIVE_UNITS, "rotor_inertia_kg_m2")
 RIGID_KEYS = ("mass_kg", "com_m", "inertia_kg_m2")
 BEAM_KEYS = ("length_m", "E_Pa", "G_Pa", "rho_kg_m3", "area_m2", "Iy_m4", "Iz_m4",
              "torsion_constant_m4", "polar_moment_m4", "rotary_inertia", "family",
-             "damping_ratio", "quadrature_points", "modes", "user_shapes")
+             "damping_ratio", "frequency_scale", "quadrature_points", "modes", "user_shapes")
+FREQUENCY_SCALE = (0.1, 10.0)    # a mode's stiffness 0.01 .. 100 times what the section gives
 MODES_KEYS = MODE_KINDS
 USER_SHAPE_KEYS = ("x_m", "values")
 ATTACHMENT_KEYS = ("name", "station_m", "mass_kg", "offset_m", "inertia_kg_m2")
@@ -327,7 +328,12 @@ class BodyReader:
                     rotary_inertia=rotary, polar_moment_m4=polar, quadrature_points=quad)
         n = beam.n_modes
 
-        beam.damping_ratio = _damping_ratios(b, counts, n)
+        beam.damping_ratio = _per_mode(b, "damping_ratio", counts, n, 0.0, (0.0, np.inf),
+                                       "a non-negative modal damping ratio (dimensionless)")
+        if b.has("frequency_scale"):         # else empty: every mode as its section gives it
+            beam.frequency_scale = _per_mode(b, "frequency_scale", counts, n, 1.0, FREQUENCY_SCALE,
+                                             f"a factor on the mode's frequency from the section, "
+                                             f"{FREQUENCY_SCALE[0]:g} .. {FREQUENCY_SCALE[1]:g}")
         if b.has("user_shapes"):
             beam.user_shapes = _user_shapes(b, counts, length, family)
         if family == "user":
@@ -340,23 +346,23 @@ class BodyReader:
         return beam
 
 
-def _damping_ratios(b: Table, counts: dict[str, int], n: int) -> np.ndarray:
-    """The beam's modal damping ratios: one for all n modes, or one per mode."""
-    expected = (f"a non-negative modal damping ratio (dimensionless) or a list of {n} of them "
-                f"(one per mode: {counts['bending_y']} bending_y, {counts['bending_z']} bending_z, "
-                f"{counts['torsion']} torsion, {counts['axial']} axial)")
-    zeta = b.raw("damping_ratio", 0.0)
-    if is_number(zeta):
-        zeta_arr = np.full(n, float(zeta))
-    elif isinstance(zeta, list) and all(is_number(z) for z in zeta):
-        if len(zeta) != n:
-            raise b.error("damping_ratio", zeta, f"expected {expected}; got {len(zeta)} values")
-        zeta_arr = np.array([float(z) for z in zeta], dtype=float)
+def _per_mode(b: Table, key: str, counts: dict[str, int], n: int, default: float, bounds: tuple[float, float],
+              what: str) -> np.ndarray:
+    """A per-mode value of the beam: one for all n modes, or one per mode, each within `bounds`."""
+    expected = (f"{what} or a list of {n} of them (one per mode: {counts['bending_y']} bending_y, "
+                f"{counts['bending_z']} bending_z, {counts['torsion']} torsion, {counts['axial']} axial)")
+    raw = b.raw(key, default)
+    if is_number(raw):
+        values = np.full(n, float(raw))
+    elif isinstance(raw, list) and all(is_number(z) for z in raw):
+        if len(raw) != n:
+            raise b.error(key, raw, f"expected {expected}; got {len(raw)} values")
+        values = np.array([float(z) for z in raw], dtype=float)
     else:
-        raise b.error("damping_ratio", zeta, f"expected {expected}")
-    if not np.all(np.isfinite(zeta_arr)) or np.any(zeta_arr < 0):
-        raise b.error("damping_ratio", zeta, f"expected {expected}")
-    return zeta_arr
+        raise b.error(key, raw, f"expected {expected}")
+    if not np.all(np.isfinite(values)) or np.any(values < bounds[0]) or np.any(values > bounds[1]):
+        raise b.error(key, raw, f"expected {expected}")
+    return values
 
 
 def _user_shapes(b: Table, counts: dict[str, int], length: float, family: str) -> dict:

@@ -18,7 +18,9 @@ Signal-chain keys with the unit key U (all optional; the defaults make an ideal 
 ``noise_density_U_rtHz`` (one-sided white-noise density, >= 0), ``bias_U`` (constant offset;
 a 3-vector for an IMU triad), ``bias_walk_U_rts`` (bias random walk, U per sqrt(s), >= 0),
 ``range_U`` (saturation, > 0; default none), ``lsb_U`` (quantisation step, >= 0; 0 = none),
-``lpf_hz`` (first-order low-pass corner, >= 0; 0 = none); an IMU triad also takes
+``lpf_hz`` (first-order low-pass corner, >= 0; 0 = none), ``scale_error`` (the sensitivity's
+relative error, the datasheet's scale-factor tolerance: the element reads (1 + scale_error) times
+its input; within +-MAX_SCALE_ERROR; a 3-vector for an IMU triad); an IMU triad also takes
 ``misalignment_rad`` (3x3 small-angle cross-axis matrix, zero diagonal).
 
 A preset without ``[[sensor]]`` tables gets :func:`default_sensors`. Names default to the
@@ -55,7 +57,8 @@ class SignalChain:
     noise_density: one-sided white-noise density [unit/sqrt(Hz)]; bias: constant offset [unit]
     (one value or one per axis); bias_walk: bias random-walk density [unit/sqrt(s)]; range:
     saturation limit [unit]; lsb: quantisation step [unit] (0: none); lpf_hz: first-order
-    low-pass corner frequency [Hz] (0: none).
+    low-pass corner frequency [Hz] (0: none); scale_error: the sensitivity's relative error
+    (one value or one per axis).
     """
 
     noise_density: float = 0.0
@@ -64,6 +67,7 @@ class SignalChain:
     range: float = math.inf
     lsb: float = 0.0
     lpf_hz: float = 0.0
+    scale_error: float | np.ndarray = 0.0
 
 
 @dataclass
@@ -195,7 +199,8 @@ def default_sensors(model: Model) -> list[SensorSpec]:
 
 # ----------------------------------------------------------------------------- parsing
 _COMMON = ("kind", "name", "divider")
-_CHAIN = ("noise_density_{u}_rtHz", "bias_{u}", "bias_walk_{u}_rts", "range_{u}", "lsb_{u}", "lpf_hz")
+_CHAIN = ("noise_density_{u}_rtHz", "bias_{u}", "bias_walk_{u}_rts", "range_{u}", "lsb_{u}", "lpf_hz", "scale_error")
+MAX_SCALE_ERROR = 0.5
 _KEYS = {
     ENCODER: _COMMON + ("joint", "lines_per_rev", "quadrature", "counter_bits", "index", "index_count"),
     ABS_ENCODER: _COMMON + ("joint", "resolution_bits", "zero_rad"),
@@ -206,6 +211,30 @@ _KEYS = {
 }
 _UNITS = {"m_s2": "m/s^2", "rad_s": "rad/s", "strain": "(strain, m/m)", "N_m": "N m", "A": "A"}
 _NAME_PREFIX = {ENCODER: "enc", ABS_ENCODER: "abs", TORQUE: "torque", CURRENT: "cur"}
+
+
+def sensor_label(i: int, rs: Any, imus_before: int) -> str:
+    """The name of the i-th [[sensor]] table as given or defaulted (error messages, provenance keys and
+    model paths use it); `imus_before`: the IMUs of the tables before it."""
+    if not isinstance(rs, dict):
+        return f"#{i + 1}"
+    name, kind, joint = rs.get("name"), rs.get("kind"), rs.get("joint")
+    if isinstance(name, str) and name:
+        return name
+    if isinstance(kind, str) and kind in _NAME_PREFIX and isinstance(joint, str):
+        return f"{_NAME_PREFIX[kind]}_{joint}"
+    if kind == IMU:
+        return "imu" if imus_before == 0 else f"imu{imus_before + 1}"
+    return f"#{i + 1}"
+
+
+def sensor_labels(tables: list) -> list[str]:
+    """The names of a preset's [[sensor]] tables, in order (sensor_label)."""
+    labels, imus = [], 0
+    for i, rs in enumerate(tables):
+        labels.append(sensor_label(i, rs, imus))
+        imus += isinstance(rs, dict) and rs.get("kind") == IMU
+    return labels
 
 
 def parse_sensors(top: Table, bodies: list[Body], stations: list[Station]) -> list[SensorSpec]:
@@ -257,17 +286,7 @@ class _SensorParser:
         return spec
 
     def _label(self, i: int, rs: Any) -> str:
-        """The sensor's name as given or defaulted (error messages and provenance keys use it)."""
-        if not isinstance(rs, dict):
-            return f"#{i + 1}"
-        name, kind, joint = rs.get("name"), rs.get("kind"), rs.get("joint")
-        if isinstance(name, str) and name:
-            return name
-        if isinstance(kind, str) and kind in _NAME_PREFIX and isinstance(joint, str):
-            return f"{_NAME_PREFIX[kind]}_{joint}"
-        if kind == IMU:
-            return "imu" if self.imus == 0 else f"imu{self.imus + 1}"
-        return f"#{i + 1}"
+        return sensor_label(i, rs, self.imus)
 
     # ---------------------------------------------------------------- common reads
     def _joint(self, t: Table) -> str:
@@ -298,10 +317,21 @@ class _SensorParser:
             range=t.number(f"range_{u}", math.inf, unit=unit, positive=True),
             lsb=t.number(f"lsb_{u}", 0.0, unit=unit, nonneg=True),
             lpf_hz=t.number("lpf_hz", 0.0, unit="Hz", nonneg=True),
+            scale_error=self._scale_error(t, triad),
         )
         if not triad:
             return SignalChain(**kw)
         return TriadChain(**kw, misalignment=self._misalignment(t))
+
+    @staticmethod
+    def _scale_error(t: Table, triad: bool) -> float | np.ndarray:
+        bound = dict(lower=-MAX_SCALE_ERROR, upper=MAX_SCALE_ERROR)
+        if triad:
+            v = t.vector("scale_error", np.zeros(3), unit="")
+            if np.any(np.abs(v) > MAX_SCALE_ERROR):
+                raise t.error("scale_error", v.tolist(), f"expected 3 relative errors within +-{MAX_SCALE_ERROR}")
+            return v
+        return t.number("scale_error", 0.0, unit="", **bound)
 
     @staticmethod
     def _misalignment(t: Table) -> np.ndarray:

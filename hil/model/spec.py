@@ -150,6 +150,7 @@ class Beam:
     n_axial: int = 0
     family: str = "clamped_free"
     damping_ratio: np.ndarray = field(default_factory=lambda: np.zeros(0))  # per mode, in mode order
+    frequency_scale: np.ndarray = field(default_factory=lambda: np.zeros(0))  # per mode (empty: all 1), modal.beam_modes
     rotary_inertia: bool = True
     polar_moment_m4: float | None = None   # for torsional rotary inertia; default Iy + Iz
     quadrature_points: int = 0             # 0: chosen from the mode count

@@ -12,6 +12,13 @@ and holds its joint), through a drive bank of ideal torque drives (output = inpu
 with the preset's brakes. The plant starts as ``hil run`` starts it: the preset's initial joint
 angles at rest in the static deflection (``Plant.equilibrium_eta``).
 
+A lab records the motor currents more often than the torques: ``drive_input = "current"`` steps
+the plant with the torque the measured currents make, tau = n Kt (i_measured - b) / (1 + e)
+eta^sign(i qd) (motor_torques: n the gear ratio, Kt the motor's torque constant, eta the gear
+efficiency, the load driving the motor when i qd < 0; b and e the bias and scale error of the
+joint's current sensor, whose filter and quantisation are not undone), so that the fit sees the
+torque constant and the current sensors' bias and scale.
+
 A lockstep log replays bit for bit. So does any complete log of a fault-free plant, realtime or
 not: timing decides which command arrived in which cycle, and the log records the torque that
 resulted. A realtime log may not replay exactly when (1) its logger dropped rows (the log
@@ -30,6 +37,7 @@ import numpy as np
 from hil.devices.drives import DriveBank
 from hil.devices.sensors import SensorSuite
 from hil.dynamics.plant import Plant
+from hil.model.sensor_specs import CurrentSpec, channel_names
 from hil.model.spec import DRIVE_PRESCRIBED, DriveSpec
 from hil.viz.scene import model_of_log
 from config_schema import UserError
@@ -37,6 +45,7 @@ from config_schema import UserError
 __all__ = ["ReplayResult", "replay", "replay_columns"]
 
 TIP = "tip"
+DRIVE_INPUTS = ("torque", "current")
 
 
 @dataclass
@@ -95,17 +104,18 @@ def logged_plant(header: dict[str, Any], model=None) -> tuple[Plant, dict | None
 
 
 def replay(header: dict[str, Any], rows: np.ndarray, model=None, channels: tuple[str, ...] = (),
-           restart_every: int | None = None, command_delay_s: float = 0.0) -> ReplayResult:
+           restart_every: int | None = None, command_delay_s: float = 0.0, drive_input: str = "torque") -> ReplayResult:
     """Re-simulate the plant of a run log from its drive torques and brakes (module docstring).
     `model`: another arm in the logged one's place; `channels`: sensor channels whose outputs
     follow the plant's columns, as the sensor models make them (bias, misalignment, filter,
-    quantisation, saturation) without their noise (no normal is drawn: the noise and the bias
+    quantisation, saturation) without their noise (no normal is ever drawn: the noise and the bias
     random walk stay zero). `restart_every` N rows: multiple shooting, every N-th row the joint
     angles and rates restart from the log's ``q_<joint>``, ``qd_<joint>`` (the elastic state goes
     on), so that a wrong rigid model drifts for one segment only. `command_delay_s`: the drive
     torques act this much later than logged (a transport delay between command and measurement;
     a fraction of a step interpolated linearly between rows, the first row's torque before it);
-    the brakes as logged."""
+    the brakes as logged. `drive_input`: the drive torques logged (``tau_<joint>``) or made from the
+    measured motor currents ("current", module docstring)."""
     cols = header["columns"]
     index = {c: i for i, c in enumerate(cols)}
     if "cycle" not in index:
@@ -114,18 +124,21 @@ def replay(header: dict[str, Any], rows: np.ndarray, model=None, channels: tuple
     plant, plan = logged_plant(header, model)
     plant.equilibrium_eta()
     lay = plant.layout
-    missing = [f"tau_{j}" for j in lay.joint_names if f"tau_{j}" not in index]
+    currents = motor_currents(plant) if drive_input == "current" else None
+    inputs = [f"tau_{j}" for j in lay.joint_names] if currents is None else currents[0]
+    missing = [c for c in inputs if c not in index]
     if missing:
-        raise UserError(f"the run log has no drive torque columns {', '.join(missing)}: nothing to replay from")
+        what = "drive torque" if currents is None else "motor current"
+        raise UserError(f"the run log has no {what} columns {', '.join(missing)}: nothing to replay from")
     drives = _passthrough_drives(plant)
-    tau = delayed(rows[:, [index[f"tau_{j}"] for j in lay.joint_names]], command_delay_s / plant.dt)
+    tau = delayed(rows[:, [index[c] for c in inputs]], command_delay_s / plant.dt)
     restart = _restarts(index, rows, lay, restart_every)
     imposed = [b.joint.drive == DRIVE_PRESCRIBED for b in plant.asm.model.bodies]     # no brake to close on these
     brake_cols = [None if held else index.get(f"brake_{j}") for j, held in zip(lay.joint_names, imposed)]
     brakes = np.column_stack([rows[:, i] >= 1 if i is not None else np.zeros(len(rows), bool) for i in brake_cols]) \
         if lay.n_joints else np.zeros((len(rows), 0), bool)
     switched = np.any(np.diff(brakes, axis=0, prepend=drives.brake_engaged[None, :]), axis=1)   # rows a brake changes on
-    sensors = SensorSuite(plant) if channels else None      # its stations: the tip first, then the IMUs'
+    sensors = SensorSuite(plant, noise=False) if channels else None      # its stations: the tip first, then the IMUs'
     sensed = [sensors.channel(c) for c in channels] if sensors else []
     tip = sensors.station_out[0] if sensors else plant.output_stations(np.array([lay.station_names.index(TIP)]))[0]
     out_cols = replay_columns(plant) + list(channels)
@@ -139,7 +152,7 @@ def replay(header: dict[str, Any], rows: np.ndarray, model=None, channels: tuple
         if switched[i]:
             for k in np.flatnonzero(brakes[i] != drives.brake_engaged):
                 drives.set_brake(int(k), bool(brakes[i, k]))
-        plant.step(drives.update(tau[i]))
+        plant.step(drives.update(tau[i] if currents is None else motor_torques(tau[i], plant.vel[:nj], currents[1])))
         r = out[i]
         r[0] = plant.t
         r[1:1 + nj] = plant.pos[:nj]
@@ -147,7 +160,7 @@ def replay(header: dict[str, Any], rows: np.ndarray, model=None, channels: tuple
         r[1 + 2 * nj:1 + 2 * nj + ne] = plant.pos[nj:nj + ne]
         r[base - 3:base] = tip[:3]
         if sensors is not None:
-            sensors.sample(draw=False)
+            sensors.sample()
             r[base:] = sensors.measured[sensed]
     wall = time.perf_counter() - t0
     result = _compared(out_cols, out, cols, rows, wall)
@@ -155,6 +168,32 @@ def replay(header: dict[str, Any], rows: np.ndarray, model=None, channels: tuple
     cycles = rows[:, index["cycle"]]
     result.missing_rows = int(cycles[-1] - len(rows)) if len(rows) else 0    # cycles count from 1
     return result
+
+
+def motor_currents(plant: Plant) -> tuple[list[str], np.ndarray]:
+    """The current channels of the joints and, per joint, the rows (n Kt, eta, bias b, 1 + scale error e)
+    of motor_torques."""
+    model = plant.asm.model
+    sensors = {s.joint: (s, names[0]) for s, names in zip(model.sensors, channel_names(model.sensors))
+               if isinstance(s, CurrentSpec)}
+    names, rows = [], []
+    for body in model.bodies:
+        j, motor = body.joint.name, body.joint.motor
+        if j not in sensors or motor is None or not motor.torque_constant_N_m_A > 0:
+            raise UserError(f"{model.source}: drive_input = \"current\" needs a current sensor and a motor with "
+                            f"torque_constant_N_m_A on every joint; joint {j!r} has "
+                            + ("no current sensor" if j not in sensors else "no torque constant"))
+        spec, name = sensors[j]
+        names.append(name)
+        rows.append((body.joint.gear_ratio * motor.torque_constant_N_m_A, motor.gear_efficiency,
+                     float(spec.chain.bias), 1.0 + float(spec.chain.scale_error)))
+    return names, np.array(rows, float).reshape(-1, 4)
+
+
+def motor_torques(measured: np.ndarray, qd: np.ndarray, motors: np.ndarray) -> np.ndarray:
+    """The link-side torques of the measured motor currents at joint rates `qd` (module docstring)."""
+    current = (measured - motors[:, 2]) / motors[:, 3]
+    return motors[:, 0] * current * motors[:, 1] ** np.sign(current * qd)
 
 
 def delayed(values: np.ndarray, rows: float) -> np.ndarray:

@@ -149,6 +149,7 @@ class EmulatorRun:
             self._targets = (load_targets(self._path("targets", self.targets)) if self.targets
                              else built.scenario_targets) or Targets(source=LINK_HEALTH_ONLY)
             self._targets.check_joints(self._emulator.plant.layout.joint_names)    # before the run, not after it
+            self._targets.check_columns(self._emulator.columns)
             if command is not None:
                 self._firmware = spawn_firmware(command, built.endpoint,
                                                 ready_line="ready" if self.firmware == REFERENCE else None,
@@ -270,11 +271,22 @@ class EmulatorRun:
         except subprocess.TimeoutExpired:
             self._process.kill()
             out, err = self._process.communicate()
-        summary = _last_json(out)
+        summary = self._summary = _last_json(out)
         if self._process.returncode not in (0, 1) or summary is None:
             raise RunFailed([f"hil run exited with {self._process.returncode}"] + (summary or {}).get("run_failures", []),
                             summary, err.strip()[-2000:])
         return RunResult(summary, summary.get("firmware"), RunLog.read(self.log_path), err.strip()[-2000:])
+
+    @property
+    def judged(self) -> dict | None:
+        """The run's summary once finish() has judged it (its verdicts, or run_failures for a run that proves
+        nothing); None before."""
+        return self._summary if self._summary is not None and "run_failures" in self._summary else None
+
+    @property
+    def temporary_log(self) -> bool:
+        """Whether the log lives in a temporary folder that close() removes (no log_path was given)."""
+        return self._temp_dir is not None
 
     def close(self) -> None:
         """Stop whatever still runs (a test that failed before finish()) and remove the temporary

@@ -17,6 +17,9 @@ with placeholders for its end of the link: ``{port}`` a plain device path or CAN
 ``{link}`` a link spec, ``{interface}``, ``{channel}``, ``{bus}`` the bus map file), ``--hil-mode``
 and ``--hil-targets`` (the firmware's own [verdict] file) run the same suite on another arm
 preset, bus map, link, firmware, mode or targets: ``pytest --hil-firmware "./my_fw {port}"``.
+``--hil-junit FILE`` writes every finished run's verdicts as JUnit XML (hil.logs.junit: one
+testsuite per run, named by its test, one testcase per verdict with its requirement), beside
+pytest's own ``--junitxml`` (one testcase per test).
 A run that proves nothing (the firmware exited, never answered, no cycle, link errors) raises
 hil.testing.harness.RunFailed in ``finish()``: the test fails, it never passes.
 """
@@ -39,10 +42,22 @@ OPTIONS = (("arm", "arm preset (a TOML file or a shipped name)"), ("bus", "bus m
            ("targets", "the firmware's targets: a TOML file with a [verdict] table, or a shipped name"))
 
 
+RUN_SUITES = pytest.StashKey[list]()        # the JUnit suites of the runs finished so far (--hil-junit)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("hil", "ELLA hardware-in-the-loop emulator")
     for name, help_text in OPTIONS:
         group.addoption(f"--hil-{name}", dest=f"hil_{name}", default=None, help=help_text)
+    group.addoption("--hil-junit", dest="hil_junit", default=None, metavar="FILE",
+                    help="write every finished run's verdicts as JUnit XML (one testcase per verdict)")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    path = session.config.getoption("hil_junit", None)
+    if path:
+        from hil.logs import junit
+        junit.write(path, session.config.stash.get(RUN_SUITES, []))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -97,6 +112,10 @@ def hil_start(request: pytest.FixtureRequest) -> Iterator[Callable[..., Emulator
         return run.start()
     yield start
     for run in runs:
+        if request.config.getoption("hil_junit", None) and run.judged is not None:
+            from hil.logs import junit
+            log = None if run.temporary_log else run.log_path
+            request.config.stash.setdefault(RUN_SUITES, []).append(junit.run_suite(run.judged, request.node.nodeid, log))
         run.close()
 
 

@@ -317,11 +317,18 @@ def _verdict_table(verdicts: list[dict] | None) -> str:
         return "<p class=note>no verdicts (the run had no targets)</p>"
     rows = "".join(
         f"<tr class={'pass' if v.get('passed') else 'fail'}><td>{'PASS' if v.get('passed') else 'FAIL'}</td>"
-        f"<td>{_esc(v.get('name'))}</td><td>{_esc(v.get('description', ''))}</td><td>{_num(v.get('value'))}</td>"
+        f"<td>{_esc(v.get('name'))}</td><td>{_requirement(v.get('requirement'))}</td>"
+        f"<td>{_esc(v.get('description', ''))}</td><td>{_num(v.get('value'))}</td>"
         f"<td>{_num(v.get('limit'))}</td><td>{_esc(v.get('unit', ''))}</td></tr>" for v in verdicts)
     passed = sum(bool(v.get("passed")) for v in verdicts)
     return (f"<div><h3>Verdicts: {passed} of {len(verdicts)} passed</h3><table class=verdicts><tr><th></th>"
-            f"<th>name</th><th>description</th><th>value</th><th>limit</th><th>unit</th></tr>{rows}</table></div>")
+            f"<th>name</th><th>requirement</th><th>description</th><th>value</th><th>limit</th><th>unit</th></tr>"
+            f"{rows}</table></div>")
+
+
+def _requirement(req: dict | None) -> str:
+    """A verdict's requirement: its ID, its text on hover."""
+    return "" if not req else f"<span title='{_esc(req.get('text', ''))}'>{_esc(req['id'])}</span>"
 
 
 def _targets_table(targets: dict | None) -> str:
