@@ -29,7 +29,7 @@ LAYERS = (
     ("hil.runtime",),
     ("hil.testing",),
     ("hil.campaign",),
-    ("hil.fit",),
+    ("hil.fit", "hil.fmu"),
     ("hil.cli", "hil.__main__"),
 )
 

@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         wall = time.perf_counter() - t0
     out = {"duration_s": args.duration, "parameters": len(TRUE), "shooting_s": args.shooting or None,
            "jobs": args.jobs, "wall_s": wall, "replays": result.evaluations, "converged": result.converged,
-           "passed": result.passed, "message": result.message,
+           "passed": result.passed, "message": result.message, "validation_nrmse": result.validation_nrmse,
            "values": {k: {"true": v, "modal_start": result.modal_start[k], "fitted": result.values[k],
                           "error": result.values[k] / v - 1.0, "stderr": result.stderr[k],
                           "ci95_holds_true": abs(result.values[k] - v) <= 1.96 * result.stderr[k]}
@@ -121,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {k:<42} true {v['true']:<10.5g} after the pre-fits {v['modal_start']:<10.5g} "
               f"fitted {v['fitted']:<10.5g} error {v['error']:+.2%} (standard error {v['stderr'] / v['true']:.2%}, "
               f"95 % interval {'holds' if v['ci95_holds_true'] else 'misses'} the truth)")
+    for name, channels in result.validation_nrmse.items():
+        print(f"  validation {name}: NRMSE " + ", ".join(f"{c} {v:.3g}" for c, v in channels.items()))
     return 0
 
 

@@ -55,7 +55,11 @@ Runs the plant offline as fast as possible from the config's initial state.
 --controller MODULE:FACTORY: drive torques from an in-process controller instead of a table:
   FACTORY(plant) returns tau = controller(t, measured), measured = [q_1..q_n, qd_1..qd_n]
   (ideal joint angles and rates), called at the start of each step (hil.dynamics.simulate
-  .ControllerSource), e.g. tools.seed000_experiment:controller."""
+  .ControllerSource), e.g. tools.seed000_experiment:controller.
+--devices: the preset's drives and sensors between the table and the plant, as in the real-time
+  loop (hil.devices.arm): the table's tau_<joint> are the drive commands; columns t, q_, qd_,
+  tau_ (delivered), tip_x/y/z, every sensor channel as measured and <channel>_true; the rows an
+  FMU of the preset (hil fmu export) gives for the same commands."""
 
 
 def _simulate_arguments(p: argparse.ArgumentParser) -> None:
@@ -71,6 +75,7 @@ def _simulate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input-hold", choices=INPUT_HOLDS, default="zoh",
                    help="torque within a step: held (zoh, default) or interpolated (linear; see above)")
     p.add_argument("--tol", type=positive_float, metavar="TOL", help="error-controlled RK4 substeps (see above)")
+    p.add_argument("--devices", action="store_true", help="the preset's drives and sensors too (see above)")
     integrator_arguments(p)
 
 
@@ -82,6 +87,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         raise CliError(f"--tol {args.tol:g} uses RK4's embedded error estimate; not with --method {args.method}")
     if args.input_hold == "linear" and args.controller:
         raise CliError("--input-hold linear interpolates a torque table; a controller's torque is held over the step")
+    if args.devices:
+        return _simulate_devices(args)
     method = "rk4" if args.tol is not None else args.method
     plant = Plant(load_model_with_dt(args.config, args.dt, args.bandwidth), method, args.substeps, args.formulation)
     if args.tol is None:
@@ -110,4 +117,31 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         if sink is not None:
             sink.close()
     print(summary.describe() + (f"\nrun log: {args.out}" if args.out else ""))
+    return 0
+
+
+def _simulate_devices(args: argparse.Namespace) -> int:
+    """hil simulate --devices: the arm with its drives and sensors (hil.devices.arm)."""
+    import time
+
+    from hil.devices.arm import DeviceArm, simulate_arm
+    for option, given in (("--controller", args.controller), ("--tol", args.tol), ("--wrenches", args.wrenches),
+                          ("--input-hold linear", args.input_hold != "zoh")):
+        if given:
+            raise CliError(f"--devices steps the drives once per step with the table's command held; not with {option}")
+    arm = DeviceArm(load_model_with_dt(args.config, args.dt, args.bandwidth), args.method, args.substeps,
+                    args.formulation)
+    prescribed = tuple(b.joint.name for b in arm.plant.asm.model.bodies if b.joint.drive == DRIVE_PRESCRIBED)
+    commands = TorqueTable.from_csv(args.input, arm.joints, prescribed) if args.input else None
+    header = {"columns": arm.columns, "config": str(args.config), "model": arm.plant.asm.model.name,
+              "dt_s": arm.dt, "every": args.every, "integrator": arm.plant.plan_identity(), "devices": True}
+    sink = open_writer(args.out, header) if args.out else None
+    t0 = time.perf_counter()
+    try:
+        n = simulate_arm(arm, args.duration, commands, args.every, sink)
+    finally:
+        if sink is not None:
+            sink.close()
+    print(f"{n} steps of {arm.dt:g} s with drives and sensors in {time.perf_counter() - t0:.2f} s"
+          + (f"\nrun log: {args.out}" if args.out else ""))
     return 0
