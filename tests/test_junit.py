@@ -144,3 +144,36 @@ def test_a_campaign_gives_one_testcase_per_case_with_the_failing_verdicts_requir
     (error,) = got["crash/none/0000"].result
     assert isinstance(error, junitparser.Error) and "run_failed" in error.message
     assert properties(got["crash/none/0000"])["report"] == str(out / "report.html")
+
+
+def test_a_junit_file_the_disk_cannot_take_leaves_the_old_one_and_is_one_line(tmp_path, monkeypatch):
+    import argparse
+    import errno
+    import os
+
+    from hil.cli.registry import CliError
+    from hil.cli.run import _write_junit
+    from hil.logs import junit
+
+    class FullDisk:
+        def __init__(self, fd: int, mode: str):
+            self.fd = fd
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            os.close(self.fd)
+
+        def write(self, data: bytes):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    path = tmp_path / "run.xml"
+    path.write_text("the last run's results")
+    monkeypatch.setattr(junit.os, "fdopen", FullDisk)
+    summary = {"run_failures": [], "verdicts": [], "t_s": 1.0}
+    args = argparse.Namespace(junit=str(path), config="ella", scenario=None, log=None)
+    with pytest.raises(CliError) as info:
+        _write_junit(args, summary)
+    assert str(info.value) == f"--junit {path}: No space left on device"
+    assert path.read_text() == "the last run's results" and [p.name for p in tmp_path.iterdir()] == ["run.xml"]
