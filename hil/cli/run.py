@@ -79,6 +79,12 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--announce-faults", action="store_true",
                    help="set FAULT_ACTIVE in the status sent to the firmware while a fault is active (always logged)")
     p.add_argument("--record-bus", metavar="FILE", help="record every frame with python-can's writers (.asc, .blf)")
+    p.add_argument("--fmu", metavar="PART.fmu", help="co-simulate an FMI 2.0 co-simulation FMU in the loop, one step "
+                                                  "per cycle (hil.runtime.cosim); named PART in --connect")
+    p.add_argument("--connect", metavar="PAIRS", help="--fmu's connections, comma-separated SOURCE=TARGET: "
+                                                      "PART.<output>=joint.<joint>.load_N_m, "
+                                                      "joint.<joint>.q_rad|qd_rad_s|tau_N_m=PART.<input>, "
+                                                      "tip.x_m|y_m|z_m=PART.<input>, t_s=PART.<input>")
     p.add_argument("--no-realtime", action="store_true",
                    help="realtime mode: skip SCHED_FIFO, mlockall and gc freezing (afap and lockstep never use them)")
     p.add_argument("--cpu", type=cpu_index, default=None, help="pin the loop (and a spawned firmware) to this CPU")
@@ -173,6 +179,10 @@ def run(args: argparse.Namespace) -> dict:
     if args.live is None and (args.live_token or args.live_allow_origin):
         raise CliError(f"{'--live-token' if args.live_token else '--live-allow-origin'} needs --live")
     targets = load_targets(resolve("targets", args.targets)) if args.targets else None
+    if args.connect and not args.fmu:
+        raise CliError("--connect is for --fmu")
+    if args.fmu and not Path(args.fmu).is_file():
+        raise CliError(f"--fmu {args.fmu}: no such file")
     check_link_fits(bus_map, args.link)           # refused before anything is compiled or opened
     if args.spawn_firmware and args.firmware_params:
         from firmware_bridge.reference.nominal import load_nominal_arm
@@ -230,16 +240,32 @@ def _build_and_run(args: argparse.Namespace, targets, log_path: str) -> dict:
         targets = built.scenario_targets
     if targets is None and args.check:
         targets = Targets(source=LINK_HEALTH_ONLY)
-    if targets is not None:
-        try:
+    try:
+        if targets is not None:
             targets.check_joints(built.emulator.plant.layout.joint_names)     # before the run, not after it
             targets.check_columns(built.emulator.columns)
-        except BaseException:
-            built.emulator.link.close()
-            raise
-    summary = _run_with_firmware(args, built)
+        if args.fmu:
+            built.emulator.cosim = _fmu_part(args, built.emulator)
+    except BaseException:
+        built.emulator.link.close()
+        raise
+    try:
+        summary = _run_with_firmware(args, built)
+    finally:
+        if built.emulator.cosim is not None:
+            built.emulator.cosim.close()
     _judge(summary, built, log_path, targets)
     return summary
+
+
+def _fmu_part(args: argparse.Namespace, emulator):
+    """The co-simulated FMU of --fmu, its connections checked and the FMU started (before the run)."""
+    from hil.runtime.cosim import FmuPart
+    if not args.connect:
+        raise CliError("--fmu needs --connect (which FMU outputs act on the arm, which plant values it reads)")
+    part = FmuPart(args.fmu, args.connect, list(emulator.plant.layout.joint_names), emulator.plant.dt)
+    part.start(emulator.plant.t)
+    return part
 
 
 def _check_output(option: str, path: str) -> None:

@@ -6,6 +6,7 @@ Model of one drive (motor quantities at the motor shaft, torques at the joint, l
     tau_m   = s Kt i                     electromagnetic motor torque
     tau     = n tau_m eta^(+1 | -1)      link-side torque through the gear
 
+plus, on tau, the joint's external load torque (``load``, 0 unless a co-simulated FMU sets it).
 n is the gear ratio (motor angle / joint angle), v the rate of the motor coordinate: the joint
 rate, or the rotor rate of a Spong elastic joint (stored referred to the link side). s is
 ``kt_scale`` (1 nominal; a demagnetised motor loses flux, which lowers Kt and Ke alike).
@@ -117,7 +118,7 @@ from hil.model.spec import (INTERFACE_CURRENT, INTERFACE_TORQUE, INTERFACE_VOLTA
 from hil.dynamics.plant import REAL_AXIS_STABILITY, Plant, apparent_inertias
 from hil.kernels.drive import (MODE_TORQUE, MODE_CURRENT, MODE_VOLTAGE, P_MODE, P_GEAR, P_ETA,
                                P_LN_ETA, P_ETA_BAND, P_AMP_PER_NM, P_KT, P_KE, P_INV_R, P_SUPPLY,
-                               P_IMAX, P_TMAX, P_DECAY, P_AVG, P_HOLD, P_STICK, N_PAR, O_BRAKE,
+                               P_IMAX, P_TMAX, P_DECAY, P_AVG, P_HOLD, P_STICK, P_LOAD, N_PAR, O_BRAKE,
                                O_RATE, F_LIMITED, F_HELD, BrakeWork, DriveArrays, drives_update)
 from hil.kernels.layout import JOINT_PRESCRIBED, JOINT_TORQUE_DRIVEN, JP_STRIBECK, JP_BRAKE, JP_BRAKE_VS
 
@@ -169,6 +170,9 @@ class DriveBank:
       limited       the joint's command or current was clamped by a limit this cycle
       kt_scale      torque-constant multiplier (fault "torque constant loss"), 1.0 nominal;
                     write it in place
+      load          an external load torque on the joint's drive coordinate [N m, link side],
+                    added to the drive's (a co-simulated FMU's: hil.runtime.cosim), 0 nominal;
+                    write it in place
       brake_held    the brake holds the joint's motor coordinate at rest over the coming step
       brake_reaction  torque the brake exerts to hold it, T_b = R - tau [N m, link side, signed
                     like tau]; 0 while not held and in the cycle that locks (module docstring)
@@ -215,6 +219,7 @@ class DriveBank:
                                        for s in self.specs], float)
         self.brake_velocity = self._brake_smoothing()
         self.par[:, P_STICK] = self.brake_velocity
+        self.load = self.par[:, P_LOAD]
         km = plant.km
         self._drive = km.drive
         # stop_joint's work array is its own, so that the plant's keeps its reactions

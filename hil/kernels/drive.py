@@ -12,10 +12,11 @@ from .layout import JOINT_PRESCRIBED, JOINT_ROTOR_HELD, JOINT_TORQUE_DRIVEN
 MODE_TORQUE, MODE_CURRENT, MODE_VOLTAGE = 0, 1, 2
 
 # columns of the per-joint parameter array the step kernels read (P_HOLD: the engaged brake's holding
-# torque, 0 while released; P_STICK: its stick velocity v_b)
+# torque, 0 while released; P_STICK: its stick velocity v_b; P_LOAD: an external load torque on the joint's
+# drive coordinate, link side, added to the drive's: a co-simulated FMU's, hil.runtime.cosim)
 (P_MODE, P_GEAR, P_ETA, P_LN_ETA, P_ETA_BAND, P_AMP_PER_NM, P_KT, P_KE, P_INV_R, P_SUPPLY, P_IMAX, P_TMAX,
- P_DECAY, P_AVG, P_HOLD, P_STICK) = range(16)
-N_PAR = 16
+ P_DECAY, P_AVG, P_HOLD, P_STICK, P_LOAD) = range(17)
+N_PAR = 17
 # rows of the output array: link torque, end-of-step current, step-average motor torque, brake torque
 # while held, and the brake's memory of the motor coordinate's rate at the last update
 O_TAU, O_CURRENT, O_MOTOR, O_BRAKE, O_RATE = range(5)
@@ -68,8 +69,9 @@ def _clamp(x, limit):
 
 @kernel
 def drive_step(par, command, vel, vidx, kt_scale, out, limited):
-    """One cycle of every drive (the model: hil.devices.drives). out rows: link torque, end-of-step
-    current, step-average motor torque; limited[k]: joint k was clamped. Returns any(limited)."""
+    """One cycle of every drive (the model: hil.devices.drives). out rows: link torque (with the external
+    load P_LOAD), end-of-step current, step-average motor torque; limited[k]: joint k was clamped. Returns
+    any(limited)."""
     any_limited = False
     for k in range(command.shape[0]):
         mode = par[k, P_MODE]
@@ -103,7 +105,7 @@ def drive_step(par, command, vel, vidx, kt_scale, out, limited):
             tau = n * tm * factor
             out[O_CURRENT, k] = i_end
             out[O_MOTOR, k] = tm
-        out[O_TAU, k] = tau
+        out[O_TAU, k] = tau + par[k, P_LOAD]
         limited[k] = lim
         any_limited |= lim
     return any_limited

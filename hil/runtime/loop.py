@@ -129,6 +129,7 @@ class Emulator:
         self.logger: RunLogger | None = None
         self.stage_clock: StageClock | None = None    # per-stage timestamps (hil.runtime.stages), when set
         self.live = None        # a tap on the logger's thread (hil.viz.live.LiveView), set before run()
+        self.cosim = None       # a co-simulated FMU (hil.runtime.cosim.FmuPart), started before run()
         self.on_progress: Callable[[str], None] | None = None   # told why the loop waits (`hil run`: stderr)
         self.expected_commands = plan.expected_commands      # for the start's map-mismatch hint
         self.one_call = OneCall(self, plan)    # the cycle's compute
@@ -229,7 +230,8 @@ class Emulator:
 
     def step_once(self, lateness_ns: int = 0) -> None:
         """One cycle: receive -> decode -> supervise -> drives -> plant step -> sense -> signal faults
-        -> encode -> send -> log (fault triggers first; a stall fault in the compute phase)."""
+        -> encode -> a co-simulated FMU's step -> send -> log (fault triggers first; a stall fault in the
+        compute phase)."""
         t0 = time.monotonic_ns()
         clk = self.stage_clock
         clk and clk.mark(Stage.FAULTS_BEGIN)
@@ -240,6 +242,8 @@ class Emulator:
         one = self.one_call
         one.run(frames, t0, clk)
         self.cycle += 1
+        if self.cosim is not None and not self.cosim.step(self.plant.t, self.plant, self.drives, self.sensors.tip):
+            self.abort(self.cosim.failure)
         fresh, cmd_age_us, status, frames, t1, t2 = one.fresh, one.cmd_age_us, one.status, one.sent, one.t1, one.t2
         tau = self.drives.tau
         clk and clk.mark(Stage.SEND)
@@ -341,4 +345,6 @@ class Emulator:
             out["lockstep"] = self.io.lockstep_summary()
         if self.protocol is not None:
             out["canopen"] = self.protocol.counters()
+        if self.cosim is not None:
+            out["fmu"] = self.cosim.summary()
         return out
