@@ -79,12 +79,7 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--announce-faults", action="store_true",
                    help="set FAULT_ACTIVE in the status sent to the firmware while a fault is active (always logged)")
     p.add_argument("--record-bus", metavar="FILE", help="record every frame with python-can's writers (.asc, .blf)")
-    p.add_argument("--fmu", metavar="PART.fmu", help="co-simulate an FMI 2.0 co-simulation FMU in the loop, one step "
-                                                  "per cycle (hil.runtime.cosim); named PART in --connect")
-    p.add_argument("--connect", metavar="PAIRS", help="--fmu's connections, comma-separated SOURCE=TARGET: "
-                                                      "PART.<output>=joint.<joint>.load_N_m, "
-                                                      "joint.<joint>.q_rad|qd_rad_s|tau_N_m=PART.<input>, "
-                                                      "tip.x_m|y_m|z_m=PART.<input>, t_s=PART.<input>")
+    _fmu_arguments(p)
     p.add_argument("--no-realtime", action="store_true",
                    help="realtime mode: skip SCHED_FIFO, mlockall and gc freezing (afap and lockstep never use them)")
     p.add_argument("--cpu", type=cpu_index, default=None, help="pin the loop (and a spawned firmware) to this CPU")
@@ -107,6 +102,15 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
                         "stopped 50 ms every second, but the pinned CPU's kernel threads then wait for the run")
     _live_arguments(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def _fmu_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--fmu", metavar="PART.fmu", help="co-simulate an FMI 2.0 co-simulation FMU in the loop, one step "
+                                                  "per cycle (hil.runtime.cosim); named PART in --connect")
+    p.add_argument("--connect", metavar="PAIRS", help="--fmu's connections, comma-separated SOURCE=TARGET: "
+                                                      "PART.<output>=joint.<joint>.load_N_m, "
+                                                      "joint.<joint>.q_rad|qd_rad_s|tau_N_m=PART.<input>, "
+                                                      "tip.x_m|y_m|z_m=PART.<input>, t_s=PART.<input>")
 
 
 def _live_arguments(p: argparse.ArgumentParser) -> None:
@@ -240,20 +244,21 @@ def _build_and_run(args: argparse.Namespace, targets, log_path: str) -> dict:
         targets = built.scenario_targets
     if targets is None and args.check:
         targets = Targets(source=LINK_HEALTH_ONLY)
+    part = None
     try:
         if targets is not None:
             targets.check_joints(built.emulator.plant.layout.joint_names)     # before the run, not after it
             targets.check_columns(built.emulator.columns)
         if args.fmu:
-            built.emulator.cosim = _fmu_part(args, built.emulator)
+            part = built.emulator.cosim = _fmu_part(args, built.emulator)
     except BaseException:
         built.emulator.link.close()
         raise
     try:
         summary = _run_with_firmware(args, built)
     finally:
-        if built.emulator.cosim is not None:
-            built.emulator.cosim.close()
+        if part is not None:
+            part.close()
     _judge(summary, built, log_path, targets)
     return summary
 
