@@ -43,8 +43,8 @@ its window at which its operand fails; else the first row.
 Why not rtamt: its parser is generated for the ANTLR runtime 4.5 to 4.9 and fails with 4.10 and
 later (rtamt issue #145), a pin that other tools' ANTLR needs break, and its offline monitor
 evaluates sample by sample in Python; the sliding minima and maxima here are
-numpy over a sparse table (O(n log n): ``always[0, 2] eventually[0, 0.5] x < 0.9`` over a minute at
-1 kHz in about 0.1 s), and the grammar stays small enough to state on one page.
+numpy over a sparse table (O(n log n) per temporal operator), and the grammar stays small enough
+to state on one page.
 
 Limits: MAX_FORMULA_CHARS characters and MAX_NODES operators and operands per formula.
 """

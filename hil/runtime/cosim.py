@@ -20,6 +20,7 @@ FMI 2.0 co-simulation FMUs (fmpy's FMU2Slave); the FMU's step must be able to ta
 from __future__ import annotations
 
 import math
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,9 +73,12 @@ class FmuPart:
         self.variables = {v.name: v for v in md.modelVariables}
         self.inputs: list[tuple[str, int, int]] = []     # (plant source kind, index, value reference)
         self.outputs: list[tuple[str, int, int]] = []    # (FMU output name, joint index, value reference)
-        for source, target in _pairs(connect):
+        pairs = _pairs(connect)
+        for source, target in pairs:
             self._connect(source, target)
-        self.slave = FMU2Slave(guid=md.guid, unzipDirectory=extract(str(self.path)),
+        self.connections = [f"{source}={target}" for source, target in pairs]
+        self.unzipped = extract(str(self.path))
+        self.slave = FMU2Slave(guid=md.guid, unzipDirectory=self.unzipped,
                                modelIdentifier=md.coSimulation.modelIdentifier, instanceName=self.name)
         self.in_refs = [vr for _, _, vr in self.inputs]
         self.out_refs = [vr for _, _, vr in self.outputs]
@@ -158,11 +162,10 @@ class FmuPart:
         return True
 
     def summary(self) -> dict:
-        return {"name": self.name, "file": str(self.path),
-                "connections": [f"{self.name}.{n}=joint.{self.joints[j]}.load_N_m" for n, j, _ in self.outputs]
-                + [f"{kind}[{i}]={self.name}" for kind, i, _ in self.inputs], "step": self.cost.summary()}
+        return {"name": self.name, "file": str(self.path), "connections": self.connections, "step": self.cost.summary()}
 
     def close(self) -> None:
+        """End the FMU's instance and remove its unpacked files."""
         if self.started:
             try:
                 self.slave.terminate()
@@ -170,6 +173,7 @@ class FmuPart:
             except Exception:            # noqa: BLE001 - closing after a failed step: nothing more to save
                 pass
             self.started = False
+        shutil.rmtree(self.unzipped, ignore_errors=True)
 
 
 def _pairs(connect: str) -> list[tuple[str, str]]:
