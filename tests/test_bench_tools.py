@@ -340,3 +340,19 @@ def test_lockstep_checkouts_compares_bit_for_bit_and_refuses_what_it_cannot_run(
     assert lockstep_checkouts.compare(tmp_path / "a.msgpack", moved)["differing"] == ["q_elbow"]
     assert lockstep_checkouts.main([str(tmp_path / "nowhere"), ".", "--runs", "pid", "--duration", "0.1"]) == 2
     assert "nowhere" in capsys.readouterr().err
+
+
+def test_loop_bench_measures_a_co_simulated_fmu_against_the_loop_without_it(tmp_path, capsys):
+    pytest.importorskip("fmpy")
+    from pythonfmu import FmuBuilder
+
+    FmuBuilder.build_FMU(Path(__file__).parent / "fmus" / "spring_load.py", dest=tmp_path)
+    connect = "joint.elbow.q_rad=SpringLoad.q, SpringLoad.load=joint.elbow.load_N_m"
+    assert bench_loop.main(["--fmu", str(tmp_path / "SpringLoad.fmu"), "--connect", connect, "--duration", "0.3",
+                            "--cpu", "-1", "--json"]) == 0
+    f = json.loads(capsys.readouterr().out)["fmu"]
+    assert set(f["timing"]) == {"without", "with_fmu"} and f["difference_us"] is not None
+    assert 0 < f["step_us"]["cycles"] <= 300 and 0 < f["step_us"]["p50_us"] <= f["step_us"]["max_us"]
+    with pytest.raises(SystemExit) as exit_info:
+        bench_loop.main(["--fmu", str(tmp_path / "SpringLoad.fmu")])
+    assert exit_info.value.code == 2 and "--fmu and --connect go together" in capsys.readouterr().err

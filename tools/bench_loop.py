@@ -22,10 +22,13 @@ cycle (also the fault engine's cycle start and the bus fault layer).
   is stated there). A previous checkout's numbers come from tools.bench_checkouts.
 
     python -m tools.bench_loop [--duration 60] [--links pty,udp,slcan] [--cpu 0] [--models] [--inprocess]
-                               [--cycles 20000] [--arm PRESET] [--bus MAP]
+                               [--cycles 20000] [--arm PRESET] [--bus MAP] [--fmu PART.fmu --connect PAIRS]
                                [--rate10k [--rate10k-firmware reference,c] [--firmware-cpu N] [--log PATH]
                                [--lift-rt-throttling]] [--json]
 
+* --fmu PART.fmu --connect PAIRS: what a co-simulated FMU costs the loop (hil run --fmu,
+  hil.runtime.cosim): the real-time closed loop on the pty link without it, then with it; compute
+  and total p50/p99 of each and their difference, and the FMU's own step per cycle (its summary);
 * --rate10k: ELLA at 10 kHz (configs/ella_10khz.toml, configs/bus/udp_10khz.toml) in real time over
   udp_loopback (a two-node channel) for --duration, once with each firmware: the reference firmware
   in Python (which cannot answer within 0.1 ms, so its backlog loads the emulator's I/O) and the C
@@ -217,6 +220,28 @@ def models_comparison(link: str, duration: float, cpu: int | None) -> dict:
     return {"link": link, "runs": runs, "difference_us": differences(timing)}
 
 
+def fmu_comparison(fmu: str, connect: str, duration: float, cpu: int | None) -> dict:
+    """The real-time closed loop on the pty link without and with the co-simulated FMU."""
+    runs = {"without": run_once("pty", duration, True, cpu),
+            "with_fmu": run_once("pty", duration, True, cpu, ["--fmu", fmu, "--connect", connect])}
+    timing = {name: r if "error" in r else r["timing"] for name, r in runs.items()}
+    return {"fmu": fmu, "timing": timing, "step_us": runs["with_fmu"].get("fmu", {}).get("step"),
+            "difference_us": difference(timing["without"], timing["with_fmu"])}
+
+
+def fmu_rows(f: dict) -> list[str]:
+    rows = comparison_rows(f["timing"], {})
+    if f["difference_us"] is not None:
+        d = f["difference_us"]
+        rows.append(f"  {'with_fmu - without':22s} compute p50 {d['compute']['p50']:+7.1f} p99 {d['compute']['p99']:+7.1f}"
+                    f" | total p50 {d['total']['p50']:+7.1f} p99 {d['total']['p99']:+7.1f}")
+    if f["step_us"]:
+        st = f["step_us"]
+        rows.append(f"  the FMU's step per cycle: p50 {st['p50_us']:.1f} p99 {st['p99_us']:.1f} max {st['max_us']:.1f} "
+                    f"({st['cycles']} steps)")
+    return rows
+
+
 class _MemoryEnd:
     """One end of an in-memory link pair (the Link protocol without I/O)."""
 
@@ -339,8 +364,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--firmware-cpu", type=int, default=None, help="--rate10k: pin the firmware here instead")
     p.add_argument("--log", default=None, help="--rate10k: write the run log here (.msgpack), count its dropped rows")
     p.add_argument("--lift-rt-throttling", action="store_true", help="--rate10k: RT throttling off for the run")
+    p.add_argument("--fmu", default=None, help="the loop without and with this FMU co-simulated (needs --connect)")
+    p.add_argument("--connect", default=None, help="--fmu: its connections (hil run --connect)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
+    if bool(args.fmu) != bool(args.connect):
+        p.error("--fmu and --connect go together")
     cpu = None if args.cpu < 0 else args.cpu
     firmwares = args.rate10k_firmware.split(",")
     if not set(firmwares) <= set(FIRMWARES_10KHZ):
@@ -353,7 +382,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.rate10k:
         report["rate10k"] = {fw: rate_10khz(args.duration, cpu, args.firmware_cpu, args.log, args.lift_rt_throttling, fw)
                              for fw in firmwares}
-    if not (args.models or args.inprocess or args.rate10k):
+    if args.fmu:
+        report["fmu"] = fmu_comparison(args.fmu, args.connect, args.duration, cpu)
+    if not (args.models or args.inprocess or args.rate10k or args.fmu):
         report["runs"] = {}
         for link in args.links.split(","):
             for realtime in (True, False):
@@ -382,6 +413,9 @@ def print_report(report: dict, duration: float) -> None:
         print(f"closed loop on {m['link']}, real time, {duration:g} s per run, {where}:")
         timing = {name: r if "error" in r else r["timing"] for name, r in m["runs"].items()}
         print("\n".join(comparison_rows(timing, m["difference_us"])))
+    if "fmu" in report:
+        print(f"closed loop on pty, real time, {duration:g} s per run, without and with {report['fmu']['fmu']}:")
+        print("\n".join(fmu_rows(report["fmu"])))
     if "rate10k" in report:
         for s in report["rate10k"].values():
             print("\n".join(rate_rows(s, duration)))
