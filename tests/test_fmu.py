@@ -41,12 +41,14 @@ fmu = FMU2Slave(guid=md.guid, unzipDirectory=extract(sys.argv[1]), modelIdentifi
                 instanceName="arm")
 fmu.instantiate(loggingOn=True)
 fmu.setupExperiment(startTime=0.0)
-fmu.enterInitializationMode()
-fmu.exitInitializationMode()
 vr = {v.name: v.valueReference for v in md.modelVariables}
-if sys.argv[2] == "nan":
-    fmu.setReal([vr["tau_cmd_elbow"]], [float("nan")])
 try:
+    fmu.enterInitializationMode()
+    if sys.argv[2] == "payload":
+        fmu.setReal([vr["body.link2.attachment.payload.mass_kg"]], [-1.0])
+    fmu.exitInitializationMode()
+    if sys.argv[2] == "nan":
+        fmu.setReal([vr["tau_cmd_elbow"]], [float("nan")])
     fmu.doStep(currentCommunicationPoint=0.0, communicationStepSize=2e-3 if sys.argv[2] == "step" else 1e-3)
 except Exception as exc:
     print("refused:", exc)
@@ -121,8 +123,10 @@ def test_fmpy_gives_hil_simulates_numbers_and_a_parameter_the_presets(exported, 
     assert abs(loaded["tip_z"][-1] - nominal["tip_z"][-1]) > 1e-3       # the heavier payload sags the arm
 
 
-@pytest.mark.parametrize("case, message", [("step", "communication step 0.002 s: this FMU steps its preset's dt"),
-                                           ("nan", "non-finite drive command")])
-def test_a_step_of_another_size_and_a_nan_command_are_refused(exported, case, message):
+@pytest.mark.parametrize("case, call, message", [
+    ("step", "fmi2DoStep", "communication step 0.002 s: this FMU steps its preset's dt"),
+    ("nan", "fmi2DoStep", "non-finite drive command"),
+    ("payload", "fmi2ExitInitializationMode", "mass_kg = -1.0: expected a positive number in kg")])
+def test_a_step_of_another_size_a_nan_command_and_a_refused_parameter_are_errors(exported, case, call, message):
     proc = run("-c", REFUSE, str(exported / "ella.fmu"), case)
-    assert "refused: fmi2DoStep failed" in proc.stdout and message in proc.stdout + proc.stderr
+    assert f"refused: {call} failed" in proc.stdout and message in proc.stdout + proc.stderr, proc.stdout + proc.stderr
