@@ -118,19 +118,18 @@ class _Parser:
             return self.node("implies", (left, self.formula()))
         return left
 
-    def disjunction(self) -> Node:
-        node = self.conjunction()
-        while self.peek()[1] == "or":
-            self.take()
-            node = self.node("or", (node, self.conjunction()))
+    def left(self, ops: tuple[str, ...], operand) -> Node:
+        """operand {op operand}, left-associative, for each op in `ops`."""
+        node = operand()
+        while self.peek()[1] in ops:
+            node = self.node(self.take(), (node, operand()))
         return node
 
+    def disjunction(self) -> Node:
+        return self.left(("or",), self.conjunction)
+
     def conjunction(self) -> Node:
-        node = self.unary()
-        while self.peek()[1] == "and":
-            self.take()
-            node = self.node("and", (node, self.unary()))
-        return node
+        return self.left(("and",), self.unary)
 
     def unary(self) -> Node:
         word = self.peek()[1]
@@ -191,16 +190,10 @@ class _Parser:
         return self.node(op, (left, self.expr()))
 
     def expr(self) -> Node:
-        node = self.term()
-        while self.peek()[1] in ("+", "-"):
-            node = self.node(self.take(), (node, self.term()))
-        return node
+        return self.left(("+", "-"), self.term)
 
     def term(self) -> Node:
-        node = self.factor()
-        while self.peek()[1] in ("*", "/"):
-            node = self.node(self.take(), (node, self.factor()))
-        return node
+        return self.left(("*", "/"), self.factor)
 
     def factor(self) -> Node:
         kind, text, at = self.peek()
