@@ -6,6 +6,7 @@
 * ``firmware``: the firmware's library, plain Python (the ``ella-wire`` wheel): its end of a map, its loop;
 * ``canopen``: NMT, SYNC, heartbeat, SDO, PDOs, CiA 402, the emulated nodes and the firmware's master;
 * ``formats``: DBC files, C code for firmware, EDS files;
+* ``xcp``: an XCP slave on UDP (commands, memory, DAQ) and its A2L file, for measurement and calibration tools;
 * ``reference``: the reference firmware.
 
 The modules used to sit flat in this package. Their old names (``firmware_bridge.messages``, ...)

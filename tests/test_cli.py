@@ -259,7 +259,7 @@ def test_run_closes_the_link_and_reaps_the_firmware_when_the_start_fails(monkeyp
     started = _recording_popen(monkeypatch)
     closed = []
     link = types.SimpleNamespace(close=lambda: closed.append(True))
-    emulator = types.SimpleNamespace(link=link, run=lambda: pytest.fail("the run must not start"),
+    emulator = types.SimpleNamespace(link=link, run=lambda: pytest.fail("the run must not start"), xcp=None,
                                      firmware_exited=lambda status: None)
     built = types.SimpleNamespace(emulator=emulator, endpoint=_endpoint(), arm="configs/ella.toml",
                                   scenario_targets=None, ready_line=lambda: {"link": "serial"})

@@ -133,6 +133,6 @@ def test_the_built_in_kinds():
     assert spec.SIGNAL_KINDS == ("stuck", "offset", "gain", "noise", "drift", "delay", "dropout", "nan",
                                  "saturation", "bitflip", "quantisation", "slip")
     assert spec.PLANT_KINDS == ("payload", "payload_drop", "friction", "kt_loss", "encoder_disconnect",
-                                "stiffness_loss", "brake")
+                                "stiffness_loss", "damping", "brake")
     assert spec.TIMING_KINDS == ("stall", "output_delay")
     assert [k.name for k in registry.kinds("timing")] == list(spec.TIMING_KINDS)

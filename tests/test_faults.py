@@ -611,6 +611,25 @@ def test_payload_change_leaves_what_the_drive_bank_set_alone(plant):
     np.testing.assert_array_equal(plant.km.coulomb, friction[1])
 
 
+def test_a_damping_change_scales_the_modal_damping_alone_and_composes_with_a_crack(plant):
+    nominal = kernel_arrays(plant)
+    engine = FaultEngine([], dt_s=plant.dt, plant=plant)
+    k = plant.layout.body_names.index("link2")
+    worn = engine.inject(Fault("worn", "damping", "link2", {"damping_scale": 3.0}))
+    engine.begin_cycle(0, 0.0)
+    np.testing.assert_array_equal(plant.km.Dmod[k], 3.0 * nominal["Dmod"][k])
+    np.testing.assert_array_equal(plant.km.Kmod, nominal["Kmod"])
+    crack = engine.inject(Fault("crack", "stiffness_loss", "link2", {"stiffness_scale": 0.64}))
+    engine.begin_cycle(1, plant.dt)
+    np.testing.assert_allclose(plant.km.Dmod[k], 3.0 * 0.8 * nominal["Dmod"][k], rtol=1e-15)
+    engine.clear(worn)
+    engine.clear(crack)
+    engine.begin_cycle(2, 2 * plant.dt)
+    assert_arrays_equal(plant, nominal)
+    with pytest.raises(FaultError, match="damping_scale"):
+        engine.inject(Fault("f", "damping", "link2", {"damping_scale": 0.0}))
+
+
 def test_stiffness_loss_and_payload_change_compose(plant):
     nominal = kernel_arrays(plant)
     engine = FaultEngine([], dt_s=plant.dt, plant=plant)

@@ -8,7 +8,7 @@ from pathlib import Path
 from hil.cli.registry import CliError, command
 
 BENCHES = {"kernel": "tools.bench_kernel", "loop": "tools.bench_loop", "components": "tools.bench_components",
-           "campaign": "tools.bench_campaign"}
+           "campaign": "tools.bench_campaign", "xcp": "tools.bench_xcp"}
 
 
 def _bench_module(name: str):
@@ -26,8 +26,8 @@ def _bench_module(name: str):
     return importlib.import_module(module)
 
 
-@command("bench", "benchmarks: `hil bench kernel ...` (default), `hil bench loop ...`, `hil bench components ...` or "
-                  "`hil bench campaign ...`; "
+@command("bench", "benchmarks: `hil bench kernel ...` (default), `hil bench loop ...`, `hil bench components ...`, "
+                  "`hil bench campaign ...` or `hil bench xcp ...`; "
                   "arguments are passed on",
          passthrough=True)
 def _cmd_bench(argv: list[str]) -> int:

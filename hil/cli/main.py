@@ -12,7 +12,7 @@ from hil import collector_paused
 
 with collector_paused():
     # each module registers its commands (in this order in `hil --help`)
-    from hil.cli import modes, simulate, run, firmware, log, bench, report, replay, bus, campaign, doctor, fit, fmu  # noqa: F401
+    from hil.cli import modes, simulate, run, firmware, log, bench, report, replay, bus, campaign, doctor, fit, fmu, xcp  # noqa: F401
     from hil.cli.registry import COMMANDS, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, USER_ERRORS, CliError
     from config_schema import suggest
 

@@ -79,7 +79,7 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--announce-faults", action="store_true",
                    help="set FAULT_ACTIVE in the status sent to the firmware while a fault is active (always logged)")
     p.add_argument("--record-bus", metavar="FILE", help="record every frame with python-can's writers (.asc, .blf)")
-    _fmu_arguments(p)
+    _toolchain_arguments(p)
     p.add_argument("--no-realtime", action="store_true",
                    help="realtime mode: skip SCHED_FIFO, mlockall and gc freezing (afap and lockstep never use them)")
     p.add_argument("--cpu", type=cpu_index, default=None, help="pin the loop (and a spawned firmware) to this CPU")
@@ -104,7 +104,11 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
-def _fmu_arguments(p: argparse.ArgumentParser) -> None:
+def _toolchain_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--xcp", metavar="[HOST:]PORT", type=xcp_address, default=None,
+                   help="serve XCP on UDP (hil.runtime.xcp_server): measure the log's columns (DAQ each cycle) and "
+                        "calibrate plant and fault parameters while running; HOST default 127.0.0.1, PORT 0 picks "
+                        "a free one (in the ready line); the A2L file: hil xcp a2l")
     p.add_argument("--fmu", metavar="PART.fmu", help="co-simulate an FMI 2.0 co-simulation FMU in the loop, one step "
                                                   "per cycle (hil.runtime.cosim); named PART in --connect")
     p.add_argument("--connect", metavar="PAIRS", help="--fmu's connections, comma-separated SOURCE=TARGET: "
@@ -244,23 +248,40 @@ def _build_and_run(args: argparse.Namespace, targets, log_path: str) -> dict:
         targets = built.scenario_targets
     if targets is None and args.check:
         targets = Targets(source=LINK_HEALTH_ONLY)
-    part = None
+    part = xcp = None
     try:
         if targets is not None:
             targets.check_joints(built.emulator.plant.layout.joint_names)     # before the run, not after it
             targets.check_columns(built.emulator.columns)
         if args.fmu:
             part = built.emulator.cosim = _fmu_part(args, built.emulator)
+        if args.xcp:
+            xcp = _serve_xcp(args.xcp, built.emulator)
     except BaseException:
         built.emulator.link.close()
+        if part is not None:
+            part.close()
         raise
     try:
         summary = _run_with_firmware(args, built)
     finally:
         if part is not None:
             part.close()
+        if xcp is not None:
+            xcp.close()
     _judge(summary, built, log_path, targets)
     return summary
+
+
+def _serve_xcp(address: tuple[str, int], emulator):
+    """The emulator's XCP slave, bound and serving before the ready line (which gives its address)."""
+    from hil.runtime.xcp_server import XcpBridge
+    try:
+        emulator.xcp = XcpBridge(emulator, *address)
+    except OSError as exc:
+        raise CliError(f"--xcp {address[0]}:{address[1]}: {exc}") from None
+    emulator.xcp.start()
+    return emulator.xcp
 
 
 def _fmu_part(args: argparse.Namespace, emulator):
@@ -327,7 +348,11 @@ def _run_with_firmware(args: argparse.Namespace, built) -> dict:
     ran = False
     if args.firmware is not None:                   # refused before the ready line, not after it
         _check_program(expand(_split(args.firmware), built.endpoint)[0])
-    print("ready " + json.dumps(built.ready_line()), flush=True)
+    ready = built.ready_line()
+    if emulator.xcp is not None:
+        host, port = emulator.xcp.address
+        ready["xcp"] = f"{host}:{port}"
+    print("ready " + json.dumps(ready), flush=True)
     emulator.on_progress = lambda text: print(f"hil: {text}", file=sys.stderr, flush=True)
     if not args.spawn_firmware and args.firmware is None:
         emulator.progress(f"waiting for your firmware on {built.endpoint.link} (no --firmware given; --firmware CMD "
@@ -421,6 +446,20 @@ def web_origin(text: str) -> str:
     if not ok:
         raise argparse.ArgumentTypeError("expected an origin, http(s)://HOST[:PORT], e.g. https://app.foxglove.dev")
     return text.rstrip("/")
+
+
+def xcp_address(text: str) -> tuple[str, int]:
+    """An --xcp value: PORT or HOST:PORT, HOST an IPv4 address (default loopback), PORT 0 .. 65535."""
+    import ipaddress
+    host, _, port = text.rpartition(":")
+    try:
+        ipaddress.IPv4Address(host or "127.0.0.1")
+        number = int(port)
+    except ValueError:
+        number = -1
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError("expected PORT or HOST:PORT (an IPv4 address, port 0 .. 65535), e.g. 5555")
+    return host or "127.0.0.1", number
 
 
 def _live_view(emulator, args: argparse.Namespace):

@@ -210,6 +210,13 @@ class FaultEngine:
         self._requests.append(("arm", handle))
         return handle
 
+    def bind_effect(self, fault: Fault) -> Effect:
+        """The effect of ``fault`` bound here but not armed: its owner starts and stops it on the loop's
+        thread (``effect.start(engine)``, ``effect.stop(engine)``), outside the fault list, the
+        events and the status word's FAULT_ACTIVE (a calibration through hil.runtime.xcp_server)."""
+        params = check_fault(fault)
+        return registry.kind(fault.kind).bind(BindContext(self, fault, params, np.random.default_rng(self.seed)))
+
     def clear(self, handle: int) -> None:
         """Clear the fault at the next begin_cycle (recorded if it was active) and disarm it."""
         if not 0 <= handle < len(self._entries):

@@ -17,6 +17,9 @@
     ``stiffness_loss`` body ``target``: modal stiffness scaled by ``stiffness_scale`` in (0, 1]
                        (a crack or a loosened clamp) and the modal damping by its square root, so
                        the damping ratio stays; frequencies fall by sqrt(stiffness_scale)
+    ``damping``        body ``target``: modal damping scaled by ``damping_scale`` (> 0; a worn or a
+                       added damper, a calibration of the damping ratio: every mode's ratio scales
+                       with it), stiffness untouched
     ``brake``          joint ``target``: the holding brake engaged
 
 ``encoder_disconnect`` acts on the encoder's channels: :mod:`hil.faults.signal_effects`. The
@@ -109,7 +112,7 @@ class PlantArrays:
         self.nominal["fitted"] = plant.km.fitted.copy()      # the plan's, not the assembly's zeros
         self.nominal_substeps = plant.plan.substeps
         self.payloads: list[Payload] = []
-        self.weakened: list[StiffnessLoss] = []
+        self.weakened: list[ModalScale] = []
         self.touched: set[str] = set()
         restabilize = getattr(drives, "restabilize", None)
         if restabilize is None:
@@ -153,8 +156,8 @@ class PlantArrays:
         for name in self.touched:
             np.copyto(self.live[name], arrays.get(name, self.nominal[name]))
         for w in self.weakened:
-            self.live["Kmod"][w.body] *= w.scale
-            self.live["Dmod"][w.body] *= math.sqrt(w.scale)
+            self.live["Kmod"][w.body] *= w.stiffness
+            self.live["Dmod"][w.body] *= w.damping
         plan = self.plant.plan
         substeps = top.substeps if top else self.nominal_substeps
         changed = substeps != plan.substeps
@@ -178,9 +181,11 @@ class Payload(Effect):
         self.plant_arrays.refresh()
 
 
-class StiffnessLoss(Effect):
-    def __init__(self, arrays: PlantArrays, body: int, scale: float):
-        self.plant_arrays, self.body, self.scale = arrays, body, scale
+class ModalScale(Effect):
+    """A body's modal stiffness and damping matrices scaled (stiffness_loss, damping)."""
+
+    def __init__(self, arrays: PlantArrays, body: int, stiffness: float, damping: float):
+        self.plant_arrays, self.body, self.stiffness, self.damping = arrays, body, stiffness, damping
 
     def start(self, engine: EffectHost) -> None:
         self.plant_arrays.touched.update(("Kmod", "Dmod"))  # here, on the loop thread that iterates it
@@ -228,14 +233,18 @@ def _plant_and_arrays(c: BindContext) -> tuple[Plant, PlantArrays]:
     return plant, arrays
 
 
-def _bind_stiffness_loss(c: BindContext) -> StiffnessLoss:
+def _bind_modal_scale(c: BindContext) -> ModalScale:
+    """stiffness_loss: stiffness s, damping sqrt(s) (the ratio stays); damping: the damping only."""
     plant, arrays = _plant_and_arrays(c)
     bodies = plant.layout.body_names
     flexible = [b for k, b in enumerate(bodies) if plant.km.nm[k] > 0]
     if c.fault.target not in flexible:
         raise c.error("target", c.fault.target,
                       f"expected a flexible body{suggest(c.fault.target, flexible)}: " + ", ".join(flexible))
-    return StiffnessLoss(arrays, bodies.index(c.fault.target), c.p["stiffness_scale"])
+    body = bodies.index(c.fault.target)
+    if c.fault.kind == "damping":
+        return ModalScale(arrays, body, 1.0, c.p["damping_scale"])
+    return ModalScale(arrays, body, c.p["stiffness_scale"], math.sqrt(c.p["stiffness_scale"]))
 
 
 def _bind_payload(c: BindContext) -> Payload:
@@ -269,6 +278,7 @@ FAULT_KINDS = (
               _drive_fault("friction", "friction_scale")),
     FaultKind("kt_loss", "plant", (Param("kt_scale", read=NONNEG),), _drive_fault("kt", "kt_scale")),
     FaultKind("encoder_disconnect", "plant", (), _bind_encoder_disconnect),
-    FaultKind("stiffness_loss", "plant", (Param("stiffness_scale", read=FRACTION),), _bind_stiffness_loss),
+    FaultKind("stiffness_loss", "plant", (Param("stiffness_scale", read=FRACTION),), _bind_modal_scale),
+    FaultKind("damping", "plant", (Param("damping_scale", read=POSITIVE),), _bind_modal_scale),
     FaultKind("brake", "plant", (), _drive_fault("brake", None)),
 )

@@ -41,11 +41,10 @@ class CycleRecord:
         self._wrench_row = plant.wrenches[:nj].reshape(-1) if log_wrenches else None   # a view
         self._events_logged = 0
 
-    def put(self, logger, cycle: int, command: np.ndarray, tau: np.ndarray, status: int, lateness_ns: int,
-            compute_ns: int, io_ns: int, cmd_age_us: float) -> None:
-        """The row of cycle `cycle` (`command` as received, `tau` as applied) to `logger`, then the new events."""
+    def fill(self, r: np.ndarray, cycle: int, command: np.ndarray, tau: np.ndarray, status: int, lateness_ns: int,
+             compute_ns: int, io_ns: int, cmd_age_us: float) -> np.ndarray:
+        """Write the row of cycle `cycle` into `r` (one float per column); returns `r`."""
         nj = self.plant.layout.n_joints
-        r = logger.row()
         r[0], r[1], r[2] = cycle, self.plant.t, status
         i = 3
         for block in (command, tau, self.plant.q(), self.plant.vel[:nj], self._eta):
@@ -62,6 +61,12 @@ class CycleRecord:
         r[i + 3:i + 7] = lateness_ns * 1e-3, compute_ns * 1e-3, io_ns * 1e-3, cmd_age_us
         if self._wrench_row is not None:
             r[i + 7:] = self._wrench_row
+        return r
+
+    def put(self, logger, cycle: int, command: np.ndarray, tau: np.ndarray, status: int, lateness_ns: int,
+            compute_ns: int, io_ns: int, cmd_age_us: float) -> None:
+        """The row of cycle `cycle` (`command` as received, `tau` as applied) to `logger`, then the new events."""
+        r = self.fill(logger.row(), cycle, command, tau, status, lateness_ns, compute_ns, io_ns, cmd_age_us)
         logger.put(r)
         if len(self.faults.events) > self._events_logged:
             for e in self.faults.events_since(self._events_logged):

@@ -108,8 +108,8 @@ class Emulator:
         self.faults = FaultEngine(self.sensors.channel_names, dt_s=plant.dt, seed=seed,
                                   encoding=plan.sensor_encoding, plant=plant, drives=self.drives, link=self.link,
                                   counter_bits=encoder_counter_bits(self.sensors))
-        if scenario is not None:
-            scenario.inject_into(self.faults)
+        self.scenario_faults = list(scenario.faults) if scenario is not None else []
+        self.scenario_handles = scenario.inject_into(self.faults) if scenario is not None else []
         self.divergence_expected = bool(scenario is not None and scenario.expect_divergence)
         self.header = header or {}
         self.timing = LoopTiming(options.stats_capacity, options.period_s)
@@ -130,6 +130,7 @@ class Emulator:
         self.stage_clock: StageClock | None = None    # per-stage timestamps (hil.runtime.stages), when set
         self.live = None        # a tap on the logger's thread (hil.viz.live.LiveView), set before run()
         self.cosim = None       # a co-simulated FMU (hil.runtime.cosim.FmuPart), started before run()
+        self.xcp = None         # the XCP slave (hil.runtime.xcp_server.XcpBridge), started before run()
         self.on_progress: Callable[[str], None] | None = None   # told why the loop waits (`hil run`: stderr)
         self.expected_commands = plan.expected_commands      # for the start's map-mismatch hint
         self.one_call = OneCall(self, plan)    # the cycle's compute
@@ -230,10 +231,13 @@ class Emulator:
 
     def step_once(self, lateness_ns: int = 0) -> None:
         """One cycle: receive -> decode -> supervise -> drives -> plant step -> sense -> signal faults
-        -> encode -> a co-simulated FMU's step -> send -> log (fault triggers first; a stall fault in the
-        compute phase)."""
+        -> encode -> a co-simulated FMU's step -> send -> log -> XCP's DAQ (fault triggers first, after
+        the calibrations written over XCP since the last cycle; a stall fault in the compute phase)."""
         t0 = time.monotonic_ns()
         clk = self.stage_clock
+        xcp = self.xcp
+        if xcp is not None and xcp.pending:
+            xcp.apply_pending(self.cycle, self.plant.t)
         clk and clk.mark(Stage.FAULTS_BEGIN)
         self.faults.begin_cycle(self.cycle, self.plant.t)
         clk and clk.mark(Stage.RECEIVE)
@@ -252,9 +256,12 @@ class Emulator:
         self.send_sensors(frames)
         t3 = time.monotonic_ns()
         clk and clk.mark(Stage.LOG)
+        row = (self.cycle, self.commands.tau, tau, status, lateness_ns, t2 - t1, (t1 - t0) + (t3 - t2), cmd_age_us)
         if self.logger is not None:
-            self.record.put(self.logger, self.cycle, self.commands.tau, tau, status, lateness_ns, t2 - t1,
-                            (t1 - t0) + (t3 - t2), cmd_age_us)
+            self.record.put(self.logger, *row)
+        if xcp is not None and xcp.slave.connected:
+            self.record.fill(xcp.memory.row, *row)
+            xcp.sample()
         self.timing.cycle_done(lateness_ns, t0, t1, t2, t3, self.commands.arrival_s if fresh else None)
         clk and clk.mark(Stage.END)
 
@@ -347,4 +354,6 @@ class Emulator:
             out["canopen"] = self.protocol.counters()
         if self.cosim is not None:
             out["fmu"] = self.cosim.summary()
+        if self.xcp is not None:
+            out["xcp"] = self.xcp.summary()
         return out
