@@ -15,7 +15,7 @@ def format_summary(s: dict, timing_only: bool = False) -> str:
                      f"start: no valid command came in {st['waited_s']:.3f} s after the first sensor frames{resent}")
     lines += _failures(s)
     if not timing_only:         # what the run showed first, then how it ran
-        lines += _verdicts(s) + _outcome(s) + _counters(s) + _integrator(s) + _fmu(s)
+        lines += _verdicts(s) + _outcome(s) + _counters(s) + _integrator(s) + _fmu(s) + _xcp(s)
     lines += _timing(s) + integrity_lines(s)
     return "\n".join(lines)
 
@@ -26,6 +26,15 @@ def _fmu(s: dict) -> list[str]:
     f, step = s["fmu"], s["fmu"]["step"]
     return [f"fmu {f['name']}: {step['cycles']} steps, cost per cycle us  p50 {step['p50_us']:.1f}  p99 "
             f"{step['p99_us']:.1f}  max {step['max_us']:.1f}"]
+
+
+def _xcp(s: dict) -> list[str]:
+    if not s.get("xcp"):
+        return []
+    x = s["xcp"]
+    errors = ", ".join(f"{k.removeprefix('ERR_')} {v}" for k, v in x["errors"].items()) or "none"
+    return [f"xcp {x['address']}: {x['connects']} connects, {x['commands']} commands, errors {errors}; DAQ packets "
+            f"{x['daq_packets_sent']} sent, {x['daq_packets_lost']} lost; {x['calibrations_applied']} calibrations"]
 
 
 def _timing(s: dict) -> list[str]:
