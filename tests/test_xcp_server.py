@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +26,9 @@ from pyxcp.daq_stim import DaqList, DaqOnlinePolicy  # noqa: E402
 from pyxcp.master import Master  # noqa: E402
 from pyxcp.master.errorhandler import SystemExit as XcpRefusal  # noqa: E402
 
+from firmware_bridge.links.can import CanLink  # noqa: E402
 from firmware_bridge.wire.messages import BusMap  # noqa: E402
+from firmware_bridge.xcp.a2l import Transport  # noqa: E402
 from firmware_bridge.xcp.memory import MEASUREMENT_BASE  # noqa: E402
 from hil.dynamics.plant import Plant  # noqa: E402
 from hil.logs.runlog import read_run  # noqa: E402
@@ -82,7 +85,7 @@ def test_a_payload_calibration_moves_the_arm_as_a_plant_built_with_that_payload(
     names = [k.spec.name for k in bridge.knobs]
     payload = names.index("mass_kg_payload")
     try:
-        with master(bridge.address[1]) as xm:
+        with master(bridge.server.address[1]) as xm:
             xm.connect()
             for _ in range(50):
                 emu.step_once()
@@ -113,7 +116,7 @@ def test_refusals_come_back_as_xcp_errors_and_are_counted():
     bridge.start()
     names = [k.spec.name for k in bridge.knobs]
     try:
-        with master(bridge.address[1]) as xm:
+        with master(bridge.server.address[1]) as xm:
             xm.connect()
             refusals = {
                 "ERR_OUT_OF_RANGE": lambda: xm.shortDownload(bridge.memory.calibration_address(
@@ -208,7 +211,7 @@ def test_the_a2l_file_passes_a2ltool_and_names_every_column_at_the_slaves_addres
     if not a2ltool.is_file():
         pytest.skip("a2ltool is not installed (pip install 'ella-hil[xcp]')")
     emu = held_emulator(load_model(ARM))
-    text = a2l_file(emu, "127.0.0.1", 5555)
+    text = a2l_file(emu, Transport())
     path = tmp_path / "ella.a2l"
     path.write_text(text)
     check = subprocess.run([str(a2ltool), "--check", str(path)], capture_output=True, text=True)
@@ -221,3 +224,86 @@ def test_the_a2l_file_passes_a2ltool_and_names_every_column_at_the_slaves_addres
     broken.write_text(text.replace("FLOAT64_IEEE CM_rad", "FLOAT64_IEEE CM_radian", 1))
     check = subprocess.run([str(a2ltool), "--check", str(broken)], capture_output=True, text=True)
     assert "CM_radian" in check.stdout + check.stderr
+
+
+def can_master(channel: str, policy=None) -> Master:
+    app = create_application_from_config({"Transport": {"CAN": {"interface": "virtual", "channel": channel,
+                                                                "can_id_master": 0x7F0, "can_id_slave": 0x7F1,
+                                                                "fd": True}},
+                                          "General": {"connect_retries": 0}}, log_level=logging.ERROR)
+    app.transport.timeout = 5.0
+    return Master("can", config=app, policy=policy)
+
+
+def test_xcp_on_the_emulators_can_fd_link_measures_every_cycle_and_calibrates(tmp_path):
+    """The slave on the run's own CAN FD link (python-can's virtual bus), beside the firmware's frames:
+    DAQ of 10 channels (two frames a cycle) equal to the run log's rows, a calibration logged, a refusal
+    counted; the firmware's decoder never sees an XCP frame."""
+    channel = f"xcp-{uuid.uuid4().hex[:8]}"
+    bus = BusMap.load(ROOT / "configs" / "bus" / "compact_fd.toml")
+    emu = make_emulator(load_model(ARM), bus, CanLink("virtual", channel, fd=True), mode="realtime",
+                        duration_s=4.0, log_path=str(tmp_path / "run.msgpack"), watchdog_s=60.0)
+    emu.xcp = bridge = XcpBridge(emu, can=(0x7F0, 0x7F1, True))
+    bridge.start()
+    columns = ["cycle", "t", "q_base_yaw", "q_shoulder_pitch", "q_elbow", "tip_x", "tip_y", "tip_z", "imu_gy", "status"]
+    daq = DaqList(name="arm", event_num=0, stim=False, enable_timestamps=True, priority=0, prescaler=1,
+                  measurements=[(c, bridge.memory.measurement_address(emu.columns.index(c)), 0, "F64")
+                                for c in columns])
+    samples = Samples([daq])
+    result = {}
+    loop = threading.Thread(target=lambda: result.update(emu.run()))
+    names = [k.spec.name for k in bridge.knobs]
+    try:
+        loop.start()
+        with can_master(channel, samples) as xm:
+            xm.connect()
+            assert xm.identifier(1).endswith(".a2l")
+            samples.setup()
+            order = [name for name, _ in daq.headers]
+            samples.start()
+            wait_for(samples, 1000)
+            damping = bridge.memory.calibration_address(names.index("damping_scale_link2"))
+            xm.shortDownload(damping, 0, struct.pack("<d", 2.0))
+            with pytest.raises(XcpRefusal) as refused:
+                xm.shortDownload(damping, 0, struct.pack("<d", 100.0))
+            assert str(refused.value.error_code) == "ERR_OUT_OF_RANGE"
+            wait_for(samples, 1500)
+            samples.stop()
+            xm.disconnect()
+    finally:
+        loop.join(timeout=60)
+        bridge.close()
+    assert result["xcp"]["errors"] == {"ERR_OUT_OF_RANGE": 1} and result["xcp"]["calibrations_applied"] == 1
+    commands = result["commands"]            # no XCP frame reached the firmware's decoder
+    assert commands["ignored"] == 0 and not any(commands["rejected"].values()), commands
+    got = np.array(samples.rows)
+    cycle = got[:, order.index("cycle")]
+    assert len(cycle) >= 1500
+    np.testing.assert_array_equal(np.diff(cycle), 1)
+    header, log = read_run(tmp_path / "run.msgpack")
+    rows = log[np.searchsorted(log[:, 0], cycle)]
+    np.testing.assert_array_equal(got, rows[:, [header["columns"].index(c) for c in order]])
+    assert [e["parameter"] for e in header["events"] if e.get("event") == "calibrate"] == ["damping_scale_link2"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--bus", "serial_frame", "--xcp-can", "0x7F0:0x7F1"], "is a serial map; XCP on CAN needs a CAN map"),
+    (["--bus", "compact_fd", "--link", "canfd:virtual:x", "--xcp-can", "0x100:0x7F1"], "the map's message cmd_torque"),
+    (["--bus", "canopen_cst", "--link", "can:virtual:x", "--xcp-can", "0x601:0x7F1"], "a CANopen id"),
+])
+def test_xcp_on_can_is_refused_before_the_run_where_it_cannot_work(argv, message, capsys):
+    from hil.cli.main import main
+    assert main(["run", "ella", *argv, "--duration", "1"]) != 0
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--xcp-can", "0x7F0:0x7F0", "two different CAN ids"), ("--xcp-can", "0x7F0", "MASTER_ID:SLAVE_ID"),
+    ("--xcp", "localhost:5555", "an IPv4 address"), ("--xcp", "70000", "port 0 .. 65535"),
+])
+def test_xcp_option_values_are_checked(option, value, message, capsys):
+    from hil.cli.main import main
+    with pytest.raises(SystemExit):
+        main(["run", "ella", "--bus", "compact_fd", option, value])
+    assert message in capsys.readouterr().err

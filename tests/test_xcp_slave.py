@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 
 import numpy as np
 import pytest
 
-from firmware_bridge.xcp.memory import CALIBRATION_BASE, MEASUREMENT_BASE, TEXT_BASE, Calibration, MemoryMap
+from firmware_bridge.links.base import Frame
+from firmware_bridge.xcp.can import CanXcpTransport, frame_length
+from firmware_bridge.xcp.memory import CALIBRATION_BASE, MEASUREMENT_BASE, TEXT_BASE, Calibration, MemoryMap, XcpError
 from firmware_bridge.xcp.protocol import Err, eth_frame, eth_packets, event_cycle
 from firmware_bridge.xcp.slave import XcpSlave
 from firmware_bridge.xcp.udp import UdpXcpServer
@@ -121,7 +124,6 @@ def test_a_write_the_owner_refuses_is_not_stored():
     memory = MemoryMap(COLUMNS, [Calibration("friction_scale_elbow", 1.0, 0.05, 20.0)])
 
     def refuse(c, v):
-        from firmware_bridge.xcp.memory import XcpError
         raise XcpError(Err.OUT_OF_RANGE, "the plant refuses")
     memory.on_write = refuse
     slave = XcpSlave(memory, "arm.a2l", ("cycle", (10, 5)), lambda: 0)
@@ -191,3 +193,42 @@ def test_the_server_binds_loopback_by_default_and_names_a_port_it_cannot_bind():
             UdpXcpServer(slave, port=server.address[1])
     finally:
         server.close()
+
+
+def test_xcp_on_can_answers_through_the_loops_hands_padded_to_can_fd_lengths():
+    sent: list = []
+    memory = MemoryMap(COLUMNS, [])
+    slave = XcpSlave(memory, "arm.a2l", ("cycle", (100, 4)), lambda: 0, max_cto=8, max_dto=8)
+    transport = CanXcpTransport(slave, 0x7F0, 0x1234_5678, fd=False, send=lambda frames: sent.extend(frames) or True)
+    transport.start()
+    try:
+        assert transport.claims(Frame(0x7F0, b"\xff\x00")) and not transport.claims(Frame(0x7F0, b"", is_extended_id=True))
+        transport.take(Frame(0x7F0, b"\xff\x00"))
+        deadline = time.monotonic() + 5
+        while not transport.outbound and time.monotonic() < deadline:
+            time.sleep(0.01)
+        transport.flush()
+    finally:
+        transport.close()
+    (reply,) = sent
+    assert reply.arbitration_id == 0x1234_5678 and reply.is_extended_id and not reply.is_fd
+    assert reply.data[3] == 8 and struct.unpack_from("<H", reply.data, 4)[0] == 8      # MAX_CTO, MAX_DTO: classic CAN
+    assert [frame_length(n) for n in (3, 8, 9, 33, 64)] == [3, 8, 12, 48, 64]
+    with pytest.raises(ValueError, match="two ids"):
+        CanXcpTransport(slave, 0x7F0, 0x7F0, fd=False, send=lambda frames: True)
+
+
+def test_a_classic_can_odt_may_carry_the_timestamp_alone():
+    """pyxcp puts no entry in the first ODT when the timestamp leaves no room for a whole one."""
+    memory = MemoryMap(COLUMNS, [])
+    slave = XcpSlave(memory, "arm.a2l", ("cycle", (100, 4)), lambda: 0, max_cto=8, max_dto=8)
+    slave.handle(b"\xff\x00")
+    for p in (b"\xd6", b"\xd5\x00\x01\x00", b"\xd4\x00\x00\x00\x02", b"\xd3\x00\x00\x00\x00\x00",
+              b"\xd3\x00\x00\x00\x01\x01", b"\xe2\x00\x00\x00\x01\x00",
+              b"\xe1\xff\x04\x00" + struct.pack("<I", MEASUREMENT_BASE + 4), b"\xe0\x10\x00\x00\x00\x00\x01\x00",
+              b"\xde\x02\x00\x00", b"\xdd\x01"):
+        assert slave.handle(p)[0] == 0xFF, (p.hex(), slave.last_error)
+    assert code(slave.handle(b"\xe1\xff\x08\x00" + struct.pack("<I", MEASUREMENT_BASE))) == Err.OUT_OF_RANGE  # > 7 B
+    sent = []
+    slave.plan.sample(memory.row_bytes, 0, 99, iter(range(9)), lambda b: sent.append(bytes(b)) or True)
+    assert [len(p) for p in sent] == [5, 5] and sent[0][0] == 0 and sent[1][0] == 1

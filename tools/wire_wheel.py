@@ -23,7 +23,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("firmware_bridge", "config_schema")
-EMULATOR_SIDE = ("firmware_bridge/reference", "firmware_bridge/wire/signals.py", "firmware_bridge/canopen/network.py",
+EMULATOR_SIDE = ("firmware_bridge/reference", "firmware_bridge/xcp", "firmware_bridge/wire/signals.py",
+                 "firmware_bridge/canopen/network.py",
                  "firmware_bridge/formats/eds.py", "firmware_bridge/links/faults.py")
 EXTRAS = {"serial": ["pyserial>=3.5"], "can": ["python-can>=4.3"], "dbc": ["cantools>=39"]}
 

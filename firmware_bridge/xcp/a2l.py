@@ -4,8 +4,8 @@ measure and calibrate it.
 One MODULE: every measurement a FLOAT64_IEEE at its address with its unit (a COMPU_METHOD per unit,
 identical conversion), every parameter a VALUE CHARACTERISTIC (FLOAT64_IEEE with its limits, a switch
 a UBYTE with a verbal table off/on), two MEMORY_SEGMENTs, and the XCP IF_DATA: the protocol layer,
-the dynamic DAQ with its one event channel and 4-byte timestamps in us, XCP on UDP at the slave's
-address. Names are made A2L identifiers (letters, digits, underscore); texts lose double quotes.
+the dynamic DAQ with its one event channel and 4-byte timestamps in us, XCP on UDP or on CAN at the
+slave's address. Names are made A2L identifiers (letters, digits, underscore); texts lose double quotes.
 """
 from __future__ import annotations
 
@@ -41,8 +41,24 @@ def _unit_method(unit: str) -> str:
     return "CM_" + (identifier(unit.replace("/", "_per_").replace("^", "")) if unit else "none")
 
 
+@dataclass(frozen=True)
+class Transport:
+    """Where the slave is: UDP at ``host:port``, or CAN with the master's and the slave's ids (``can``)
+    at ``bitrate_bps`` (``fd``: CAN FD)."""
+    host: str = "127.0.0.1"
+    port: int = 5555
+    can: tuple[int, int] | None = None
+    fd: bool = False
+    bitrate_bps: int = 500_000
+    data_bitrate_bps: int = 2_000_000
+
+    @property
+    def packet_sizes(self) -> tuple[int, int]:
+        return (MAX_CTO, MAX_DTO) if self.can is None else (64, 64) if self.fd else (8, 8)
+
+
 def a2l(module: str, measurements: Sequence[Measurement], calibrations: Sequence[Calibration],
-        event: tuple[str, int, int], host: str, port: int, comment: str = "") -> str:
+        event: tuple[str, int, int], transport: Transport, comment: str = "") -> str:
     """The A2L text (module docstring); ``event``: the channel's name, time cycle and unit (XCP's codes)."""
     name = identifier(module)
     units = sorted({m.unit for m in measurements} | {c.unit for c in calibrations if c.kind == "f8"})
@@ -56,7 +72,7 @@ def a2l(module: str, measurements: Sequence[Measurement], calibrations: Sequence
         out.append(f"      /begin MEMORY_SEGMENT {segment} \"\" DATA RAM INTERN 0x{base:X} 0x{size:X} -1 -1 -1 -1 -1 "
                    "/end MEMORY_SEGMENT")
     out.append("    /end MOD_PAR")
-    out += _if_data(event, host, port)
+    out += _if_data(event, transport)
     for unit in units:
         out.append(f"    /begin COMPU_METHOD {_unit_method(unit)} {_text(unit or 'no unit')} IDENTICAL \"%.6\" "
                    f"{_text(unit)} /end COMPU_METHOD")
@@ -79,23 +95,30 @@ def a2l(module: str, measurements: Sequence[Measurement], calibrations: Sequence
     return "\n".join(out)
 
 
-def _if_data(event: tuple[str, int, int], host: str, port: int) -> list[str]:
+def _if_data(event: tuple[str, int, int], transport: Transport) -> list[str]:
     event_name, cycle, unit = event
+    max_cto, max_dto = transport.packet_sizes
+    if transport.can is None:
+        where = f"      /begin XCP_ON_UDP_IP 0x0100 {transport.port} ADDRESS {_text(transport.host)} /end XCP_ON_UDP_IP"
+    else:
+        master, slave = (f"0x{i | (0x80000000 if i > 0x7FF else 0):X}" for i in transport.can)
+        fd = f" /begin CAN_FD MAX_DLC 64 CAN_FD_DATA_TRANSFER_BAUDRATE {transport.data_bitrate_bps} /end CAN_FD"
+        where = (f"      /begin XCP_ON_CAN 0x0100 CAN_ID_MASTER {master} CAN_ID_SLAVE {slave} BAUDRATE "
+                 f"{transport.bitrate_bps}{fd if transport.fd else ''} /end XCP_ON_CAN")
     return ["    /begin IF_DATA XCP",
-            f"      /begin PROTOCOL_LAYER 0x0100 2000 2000 0 0 0 0 0 {MAX_CTO} {MAX_DTO} BYTE_ORDER_MSB_LAST "
+            f"      /begin PROTOCOL_LAYER 0x0100 2000 2000 0 0 0 0 0 {max_cto} {max_dto} BYTE_ORDER_MSB_LAST "
             "ADDRESS_GRANULARITY_BYTE OPTIONAL_CMD GET_COMM_MODE_INFO OPTIONAL_CMD GET_ID OPTIONAL_CMD SET_MTA "
             "OPTIONAL_CMD UPLOAD OPTIONAL_CMD SHORT_UPLOAD OPTIONAL_CMD DOWNLOAD OPTIONAL_CMD SHORT_DOWNLOAD "
             "OPTIONAL_CMD GET_DAQ_CLOCK OPTIONAL_CMD GET_DAQ_PROCESSOR_INFO OPTIONAL_CMD GET_DAQ_RESOLUTION_INFO "
             "OPTIONAL_CMD GET_DAQ_EVENT_INFO OPTIONAL_CMD GET_DAQ_LIST_MODE OPTIONAL_CMD FREE_DAQ OPTIONAL_CMD ALLOC_DAQ "
             "OPTIONAL_CMD ALLOC_ODT OPTIONAL_CMD ALLOC_ODT_ENTRY OPTIONAL_CMD WRITE_DAQ_MULTIPLE /end PROTOCOL_LAYER",
             f"      /begin DAQ DYNAMIC {MAX_DAQ} 1 0 OPTIMISATION_TYPE_DEFAULT ADDRESS_EXTENSION_FREE "
-            f"IDENTIFICATION_FIELD_TYPE_ABSOLUTE GRANULARITY_ODT_ENTRY_SIZE_DAQ_BYTE {MAX_ODT_ENTRY_SIZE} "
+            f"IDENTIFICATION_FIELD_TYPE_ABSOLUTE GRANULARITY_ODT_ENTRY_SIZE_DAQ_BYTE {min(MAX_ODT_ENTRY_SIZE, max_dto - 1)} "
             "NO_OVERLOAD_INDICATION",
             "        /begin TIMESTAMP_SUPPORTED 0x1 SIZE_DWORD UNIT_1US /end TIMESTAMP_SUPPORTED",
             f"        /begin EVENT {_text(event_name)} {_text(event_name)} 0 DAQ 0xFF {cycle} {unit} 0 /end EVENT",
             "      /end DAQ",
-            f"      /begin XCP_ON_UDP_IP 0x0100 {port} ADDRESS {_text(host)} /end XCP_ON_UDP_IP",
-            "    /end IF_DATA"]
+            where, "    /end IF_DATA"]
 
 
 def _groups(measurements: Sequence[Measurement], calibrations: Sequence[Calibration]) -> list[str]:

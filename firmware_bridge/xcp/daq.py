@@ -8,7 +8,8 @@ ticks) after the PID of its first ODT. Entries read the measurement region (hil'
 sample is the row of one cycle, consistent across all its ODTs.
 
 Limits (refused with the XCP error, before anything changes): MAX_DAQ lists, MAX_PID ODTs in all,
-MAX_ENTRIES entries in all; an ODT larger than a DTO is refused at START (ERR_DAQ_CONFIG).
+MAX_ENTRIES entries in all; an ODT larger than a DTO is refused at START (ERR_DAQ_CONFIG). An ODT
+may have no entry (classic CAN: the first ODT then carries the PID and the timestamp alone).
 """
 from __future__ import annotations
 
@@ -75,8 +76,8 @@ class DaqPlan:
 class DaqConfig:
     """The dynamic DAQ configuration (module docstring); the master's thread changes it."""
 
-    def __init__(self, memory: MemoryMap):
-        self.memory = memory
+    def __init__(self, memory: MemoryMap, max_dto: int = MAX_DTO):
+        self.memory, self.max_dto = memory, max_dto
         self.lists: list[DaqList] = []
         self.pointer: tuple[int, int, int] | None = None
         self.stage = "free"          # free -> daq -> odt -> entry: the allocation order XCP requires
@@ -100,7 +101,7 @@ class DaqConfig:
     def alloc_odt_entry(self, daq: int, odt: int, count: int) -> None:
         self._stage(("odt", "entry"), "ALLOC_ODT_ENTRY")
         entries = self._odt(daq, odt)
-        if entries or count == 0 or self._entries() + count > MAX_ENTRIES:
+        if entries or self._entries() + count > MAX_ENTRIES:
             raise XcpError(Err.MEMORY_OVERFLOW, f"ALLOC_ODT_ENTRY {daq}, {odt}, {count}: at most {MAX_ENTRIES} in all")
         entries.extend([(-1, 0)] * count)
         self.stage = "entry"
@@ -117,9 +118,10 @@ class DaqConfig:
         """WRITE_DAQ at the pointer, which then moves to the next entry."""
         if self.pointer is None:
             raise XcpError(Err.SEQUENCE, "WRITE_DAQ without SET_DAQ_PTR")
-        if bit_offset != 0xFF or not 0 < size <= MAX_ODT_ENTRY_SIZE:
+        largest = min(MAX_ODT_ENTRY_SIZE, self.max_dto - 1)
+        if bit_offset != 0xFF or not 0 < size <= largest:
             raise XcpError(Err.OUT_OF_RANGE, f"WRITE_DAQ bit offset {bit_offset}, size {size}: expected 0xFF and "
-                                             f"1 .. {MAX_ODT_ENTRY_SIZE} bytes")
+                                             f"1 .. {largest} bytes")
         offset = self.memory.measurement_offset(address, ext, size)
         daq, odt, entry = self.pointer
         entries = self.lists[daq].odts[odt]
@@ -169,7 +171,7 @@ class DaqConfig:
             for k, entries in enumerate(d.odts):
                 stamp = k == 0 and bool(d.mode & DAQ_MODE_TIMESTAMP)
                 prefix = len(header) + 1 + 4 * stamp
-                gather = np.concatenate([np.arange(o, o + n) for o, n in entries]).astype(np.intp)
+                gather = np.concatenate([np.arange(o, o + n) for o, n in entries] or [np.zeros(0)]).astype(np.intp)
                 buffer = np.zeros(prefix + gather.size, np.uint8)
                 buffer[:len(header)] = np.frombuffer(header, np.uint8)
                 if header:          # XCP on Ethernet: LEN, the packet after the header
@@ -181,9 +183,9 @@ class DaqConfig:
     def _check_list(self, daq: int, d: DaqList) -> None:
         for k, entries in enumerate(d.odts):
             size = 1 + 4 * (k == 0 and bool(d.mode & DAQ_MODE_TIMESTAMP)) + sum(n for _, n in entries)
-            if not entries or any(o < 0 for o, _ in entries) or size > MAX_DTO:
+            if any(o < 0 for o, _ in entries) or size > self.max_dto:
                 raise XcpError(Err.DAQ_CONFIG, f"DAQ list {daq}, ODT {k}: {len(entries)} entries, {size} bytes: "
-                                               f"every entry written, at most {MAX_DTO} bytes")
+                                               f"every entry written, at most {self.max_dto} bytes")
         if not d.odts:
             raise XcpError(Err.DAQ_CONFIG, f"DAQ list {daq} has no ODT")
 

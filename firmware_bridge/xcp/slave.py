@@ -37,17 +37,19 @@ class XcpSlave:
     """Answers a master's commands over ``memory`` (firmware_bridge.xcp.memory). ``event``: the event
     channel's name and (time cycle, unit) (protocol.event_cycle); ``clock_us()``: the slave's clock
     for GET_DAQ_CLOCK and the DAQ timestamps; ``header``: the transport's bytes before a DAQ packet's
-    PID (XCP on Ethernet: LEN and CTR, the counter filled per packet)."""
+    PID (XCP on Ethernet: LEN and CTR, the counter filled per packet; on CAN none); ``max_cto`` and
+    ``max_dto``: the transport's packet sizes (Ethernet 255 and 1400, CAN 8 and 8, CAN FD 64 and 64)."""
 
     def __init__(self, memory: MemoryMap, identification: str, event: tuple[str, tuple[int, int]],
-                 clock_us: Callable[[], int], header: bytes = b""):
+                 clock_us: Callable[[], int], header: bytes = b"", max_cto: int = MAX_CTO, max_dto: int = MAX_DTO):
         self.memory, self.clock_us, self.header = memory, clock_us, header
+        self.max_cto, self.max_dto = max_cto, max_dto
         self.event_name, (self.event_cycle, self.event_unit) = event
         ident, name = identification.encode(), self.event_name.encode()
         self.ident_address, self.event_name_address = TEXT_BASE, TEXT_BASE + len(ident)
         memory.set_text(ident + name)
         self.ident_length, self.event_name_length = len(ident), len(name)
-        self.daq = DaqConfig(memory)
+        self.daq = DaqConfig(memory, max_dto)
         self.plan: DaqPlan | None = None
         self.connected = False
         self.mta = (0, 0)
@@ -106,8 +108,8 @@ class XcpSlave:
         self.plan = None
         self.connected = True
         self.counts["connects"] += 1
-        return _RES + bytes((RESOURCE_CAL_PAG | RESOURCE_DAQ, COMM_MODE_OPTIONAL, MAX_CTO)) + struct.pack(
-            "<HBB", MAX_DTO, PROTOCOL_VERSION, TRANSPORT_VERSION)
+        return _RES + bytes((RESOURCE_CAL_PAG | RESOURCE_DAQ, COMM_MODE_OPTIONAL, self.max_cto)) + struct.pack(
+            "<HBB", self.max_dto, PROTOCOL_VERSION, TRANSPORT_VERSION)
 
     def _disconnect(self, p: bytes) -> bytes:
         self.daq.start_stop_synch(0)
@@ -141,8 +143,8 @@ class XcpSlave:
         return _RES + self._read_mta(p[1])
 
     def _read_mta(self, n: int) -> bytes:
-        if not 0 < n < MAX_CTO:
-            raise XcpError(Err.OUT_OF_RANGE, f"upload of {n} bytes: 1 .. {MAX_CTO - 1}")
+        if not 0 < n < self.max_cto:
+            raise XcpError(Err.OUT_OF_RANGE, f"upload of {n} bytes: 1 .. {self.max_cto - 1}")
         address, ext = self.mta
         data = self.memory.read(address, ext, n)
         self.mta = (address + n, ext)
@@ -169,7 +171,8 @@ class XcpSlave:
         return _RES + bytes((DAQ_PROPERTIES,)) + struct.pack("<HHBB", MAX_DAQ, 1, 0, DAQ_KEY_BYTE)
 
     def _resolution_info(self, p: bytes) -> bytes:
-        return _RES + bytes((1, MAX_ODT_ENTRY_SIZE, 1, 0, TIMESTAMP_MODE)) + struct.pack("<H", TIMESTAMP_TICKS)
+        entry = min(MAX_ODT_ENTRY_SIZE, self.max_dto - 1)
+        return _RES + bytes((1, entry, 1, 0, TIMESTAMP_MODE)) + struct.pack("<H", TIMESTAMP_TICKS)
 
     def _event_info(self, p: bytes) -> bytes:
         if _u16(p, 2) != 0:

@@ -25,6 +25,8 @@ POLL_S = 0.1                # how often the server thread looks at its stop flag
 class UdpXcpServer:
     """Serves ``slave`` on ``host:port`` (port 0: a free one, read ``address`` after)."""
 
+    outbound = ()               # answers go out from the server's thread: nothing for the loop to send
+
     def __init__(self, slave: XcpSlave, host: str = "127.0.0.1", port: int = 5555):
         if not 0 <= port <= 65535:
             raise ValueError(f"XCP port {port}: expected 0 .. 65535")

@@ -1,4 +1,5 @@
-"""`hil campaign FILE --out DIR [--engine local|dask --address ...] [--workers N] [--report]`."""
+"""`hil campaign FILE --out DIR [--engine local|dask --address ...] [--workers N] [--report]`, and
+`hil campaign query DIR "SQL" [--max-rows N] [--json]` (hil.campaign.query)."""
 from __future__ import annotations
 
 import argparse
@@ -11,7 +12,12 @@ CONFIRM_CASES = 10_000      # more cases than this to run need --limit or --yes
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", help="campaign file, or the name of a shipped one (configs/campaigns/*.toml: payload_spread)")
+    p.add_argument("file", help="campaign file, or the name of a shipped one (configs/campaigns/*.toml: payload_spread); "
+                                "or query: then DIR and SQL follow")
+    p.add_argument("query", nargs="*", metavar="DIR SQL",
+                   help="after query: a results folder and an SQL query over its table results (DuckDB), e.g. "
+                        "\"select floor(payload_kg) as bin, max(settling_s) from results group by bin\"")
+    p.add_argument("--max-rows", type=positive_int, default=1000, help="query: at most N rows printed (default 1000)")
     p.add_argument("--out", help="results folder (default: out/campaigns/<campaign name>); a rerun resumes it")
     p.add_argument("--engine", choices=("local", "dask"), default="local",
                    help="local: cases in worker processes of this machine (default); dask: on the Dask cluster at "
@@ -37,6 +43,10 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
         import pyarrow  # noqa: F401
     except ImportError:
         raise CliError("hil campaign needs pyarrow for its results table: pip install 'ella-hil[campaign]'") from None
+    if args.file == "query":
+        return _query(args)
+    if args.query:
+        raise CliError(f"{' '.join(args.query)}: a campaign takes one file; SQL goes after `hil campaign query DIR`")
     from hil.campaign.engine import default_workers
     from hil.campaign.spec import load_campaign
 
@@ -67,6 +77,20 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
         print(f"{outcome.table}: {outcome.total} cases ({outcome.skipped} done before, {outcome.ran} run now); "
               + ", ".join(f"{k} {v}" for k, v in sorted(outcome.counts.items())))
     _write_junit(args.junit, load_campaign(args.file).name, out)
+    return 0
+
+
+def _query(args: argparse.Namespace) -> int:
+    from hil.campaign.query import format_table, query
+    if len(args.query) != 2:
+        raise CliError("hil campaign query DIR \"SQL\": expected a results folder and one SQL query (quoted)")
+    folder, sql = args.query
+    answer = query(folder, sql, args.max_rows)
+    if args.json:
+        print(json.dumps({"columns": answer.columns, "rows": [list(r) for r in answer.rows], "more": answer.more},
+                         default=str))
+    else:
+        print(format_table(answer))
     return 0
 
 

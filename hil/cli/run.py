@@ -17,6 +17,7 @@ from pathlib import Path
 from hil.cli.registry import (EXIT_RECORDS_INCOMPLETE, CliError, command, cpu_index, duration_s, file_with_suffix,
                               int_in, nonnegative_float, nonnegative_int, positive_float)
 from hil.cli.summary import format_summary
+from hil.cli.xcp import check_xcp_can, serve_xcp, xcp_address, xcp_can_ids
 
 EXIT_VERDICT_FAILED = 1
 EXIT_RUN_FAILED = 3
@@ -109,6 +110,10 @@ def _toolchain_arguments(p: argparse.ArgumentParser) -> None:
                    help="serve XCP on UDP (hil.runtime.xcp_server): measure the log's columns (DAQ each cycle) and "
                         "calibrate plant and fault parameters while running; HOST default 127.0.0.1, PORT 0 picks "
                         "a free one (in the ready line); the A2L file: hil xcp a2l")
+    p.add_argument("--xcp-can", metavar="MASTER_ID:SLAVE_ID", type=xcp_can_ids, default=None,
+                   help="serve XCP on the run's CAN link instead, the master's commands on MASTER_ID, the answers "
+                        "and DAQ packets on SLAVE_ID (e.g. 0x7F0:0x7F1; above 0x7FF extended); a CAN FD map for DAQ "
+                        "of the float64 measurements")
     p.add_argument("--fmu", metavar="PART.fmu", help="co-simulate an FMI 2.0 co-simulation FMU in the loop, one step "
                                                   "per cycle (hil.runtime.cosim); named PART in --connect")
     p.add_argument("--connect", metavar="PAIRS", help="--fmu's connections, comma-separated SOURCE=TARGET: "
@@ -187,6 +192,10 @@ def run(args: argparse.Namespace) -> dict:
     if args.live is None and (args.live_token or args.live_allow_origin):
         raise CliError(f"{'--live-token' if args.live_token else '--live-allow-origin'} needs --live")
     targets = load_targets(resolve("targets", args.targets)) if args.targets else None
+    if args.xcp and args.xcp_can:
+        raise CliError("--xcp and --xcp-can: one XCP slave a run; choose UDP or the CAN link")
+    if args.xcp_can:
+        check_xcp_can(args.xcp_can, bus_map)
     if args.connect and not args.fmu:
         raise CliError("--connect is for --fmu")
     if args.fmu and not Path(args.fmu).is_file():
@@ -255,8 +264,8 @@ def _build_and_run(args: argparse.Namespace, targets, log_path: str) -> dict:
             targets.check_columns(built.emulator.columns)
         if args.fmu:
             part = built.emulator.cosim = _fmu_part(args, built.emulator)
-        if args.xcp:
-            xcp = _serve_xcp(args.xcp, built.emulator)
+        if args.xcp or args.xcp_can:
+            xcp = serve_xcp(args, built.emulator)
     except BaseException:
         built.emulator.link.close()
         if part is not None:
@@ -271,17 +280,6 @@ def _build_and_run(args: argparse.Namespace, targets, log_path: str) -> dict:
             xcp.close()
     _judge(summary, built, log_path, targets)
     return summary
-
-
-def _serve_xcp(address: tuple[str, int], emulator):
-    """The emulator's XCP slave, bound and serving before the ready line (which gives its address)."""
-    from hil.runtime.xcp_server import XcpBridge
-    try:
-        emulator.xcp = XcpBridge(emulator, *address)
-    except OSError as exc:
-        raise CliError(f"--xcp {address[0]}:{address[1]}: {exc}") from None
-    emulator.xcp.start()
-    return emulator.xcp
 
 
 def _fmu_part(args: argparse.Namespace, emulator):
@@ -350,8 +348,7 @@ def _run_with_firmware(args: argparse.Namespace, built) -> dict:
         _check_program(expand(_split(args.firmware), built.endpoint)[0])
     ready = built.ready_line()
     if emulator.xcp is not None:
-        host, port = emulator.xcp.address
-        ready["xcp"] = f"{host}:{port}"
+        ready["xcp"] = emulator.xcp.address
     print("ready " + json.dumps(ready), flush=True)
     emulator.on_progress = lambda text: print(f"hil: {text}", file=sys.stderr, flush=True)
     if not args.spawn_firmware and args.firmware is None:
@@ -446,20 +443,6 @@ def web_origin(text: str) -> str:
     if not ok:
         raise argparse.ArgumentTypeError("expected an origin, http(s)://HOST[:PORT], e.g. https://app.foxglove.dev")
     return text.rstrip("/")
-
-
-def xcp_address(text: str) -> tuple[str, int]:
-    """An --xcp value: PORT or HOST:PORT, HOST an IPv4 address (default loopback), PORT 0 .. 65535."""
-    import ipaddress
-    host, _, port = text.rpartition(":")
-    try:
-        ipaddress.IPv4Address(host or "127.0.0.1")
-        number = int(port)
-    except ValueError:
-        number = -1
-    if not 0 <= number <= 65535:
-        raise argparse.ArgumentTypeError("expected PORT or HOST:PORT (an IPv4 address, port 0 .. 65535), e.g. 5555")
-    return host or "127.0.0.1", number
 
 
 def _live_view(emulator, args: argparse.Namespace):

@@ -236,8 +236,8 @@ class Emulator:
         t0 = time.monotonic_ns()
         clk = self.stage_clock
         xcp = self.xcp
-        if xcp is not None and xcp.pending:
-            xcp.apply_pending(self.cycle, self.plant.t)
+        if xcp is not None and xcp.busy:
+            xcp.cycle_start(self.cycle, self.plant.t)
         clk and clk.mark(Stage.FAULTS_BEGIN)
         self.faults.begin_cycle(self.cycle, self.plant.t)
         clk and clk.mark(Stage.RECEIVE)

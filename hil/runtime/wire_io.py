@@ -7,7 +7,8 @@ frames read just before the previous cycle's sensor frames went out first (``rec
 sent is recorded when a recording is open. In lockstep a mirror of the firmware's receiver
 (hil.runtime.lockstep.FirmwareCue) sees the frames as they went out, and says whether the cycle
 expects an answer (``answer_expected``); an unanswered cycle makes the firmware ``silent`` until it
-answers again.
+answers again. Another protocol on the same link (``side``: XCP on CAN, hil.runtime.xcp_server) takes
+its frames out of what the loop reads, before any decoder sees them.
 """
 from __future__ import annotations
 
@@ -46,6 +47,7 @@ class WireIO:
         self.last_sensor_frames: list[Frame] = []
         self.resent_frames = 0              # lockstep: unanswered sensor frames sent again
         self.dropped_while_silent = 0
+        self.side = None            # claims(frame) -> bool and take(frame): another protocol's frames
 
     # ------------------------------------------------------------------ reading
     def receive(self) -> list[Frame]:
@@ -57,7 +59,21 @@ class WireIO:
             frames.extend(self._early)
             self._early.clear()
         self._read_into(frames)
+        if self.side is not None:
+            self._divert(frames)
         return frames
+
+    def _divert(self, frames: list[Frame]) -> None:
+        """The side protocol's frames out of ``frames`` (in place), to it."""
+        claims = self.side.claims
+        if any(claims(f) for f in frames):
+            kept = []
+            for f in frames:
+                if claims(f):
+                    self.side.take(f)
+                else:
+                    kept.append(f)
+            frames[:] = kept
 
     def read_early(self) -> None:
         """Read what arrived while the plant stepped (it answers older frames): the next cycle's first."""
@@ -71,6 +87,9 @@ class WireIO:
         frame = self.link.recv()
         if frame is not None and self.recorder:
             self.recorder.put(frame, received=True)
+        if frame is not None and self.side is not None and self.side.claims(frame):
+            self.side.take(frame)
+            return None
         return frame
 
     def idle(self, remaining_s: float) -> None:

@@ -3,7 +3,9 @@ plant and fault parameters while the run goes, from CANape, INCA or pyxcp over U
 
 Measurements: the run log's columns (hil.runtime.cycle_record), one FLOAT64 each, the row of the last
 cycle; DAQ on one event channel, the cycle (firmware_bridge.xcp.daq), with timestamps of the
-simulated clock in us. Calibrations (CALIBRATIONS below, those the arm and the scenario have):
+simulated clock in us. Transports: UDP (``--xcp [HOST:]PORT``, the slave's own socket and thread) or
+the emulator's CAN link (``--xcp-can MASTER_ID:SLAVE_ID``, firmware_bridge.xcp.can: the loop hands the
+commands over and sends the answers at its next cycle start). Calibrations (CALIBRATIONS below, those the arm and the scenario have):
 
 - ``mass_kg_<attachment>``: an attachment's mass (the payload's, a motor's), its inertia scaled with it, kg;
 - ``friction_scale_<joint>``, ``kt_scale_<joint>``: the drive's friction and torque constant, factors;
@@ -18,8 +20,9 @@ thread at the start of the next cycle, between two plant steps, and logged as an
 ``{"event": "calibrate", "parameter", "value", "previous"}``. The A2L file describing all of this:
 ``hil xcp a2l`` (hil.cli.xcp).
 
-Cost in the loop: with no master connected, two attribute reads per cycle; connected, the row is
-written to the slave's memory each cycle; with DAQ running, the packets are filled and sent.
+Cost in the loop: with no master connected, a look at two queues per cycle (calibrations to apply,
+answers to send on CAN); connected, the row is written to the slave's memory each cycle; with DAQ
+running, the packets are filled and sent (hil bench xcp measures each).
 """
 from __future__ import annotations
 
@@ -28,7 +31,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from firmware_bridge.xcp.a2l import Measurement, a2l, identifier
+from firmware_bridge.xcp.a2l import Measurement, Transport, a2l, identifier
+from firmware_bridge.xcp.can import CanXcpTransport, packet_sizes
 from firmware_bridge.xcp.memory import Calibration, MemoryMap, XcpError
 from firmware_bridge.xcp.protocol import Err, event_cycle
 from firmware_bridge.xcp.slave import XcpSlave
@@ -84,42 +88,62 @@ def knobs(emu) -> list[Knob]:
     return out
 
 
-def a2l_file(emu, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> str:
+def a2l_file(emu, transport: Transport) -> str:
     """The A2L text of the emulator's slave: its measurements (the log's columns with their units) and
-    its calibratable parameters, XCP on UDP at ``host:port``."""
+    its calibratable parameters, XCP on UDP or CAN as ``transport`` says."""
     plant = emu.plant
     return a2l(plant.asm.model.name, [Measurement(c, *describe(c)) for c in emu.columns],
-               [k.spec for k in knobs(emu)], ("cycle", *event_cycle(plant.dt)), host, port,
+               [k.spec for k in knobs(emu)], ("cycle", *event_cycle(plant.dt)), transport,
                f"{plant.asm.model.name}: the emulated arm as an XCP slave (hil run --xcp)")
 
 
 class XcpBridge:
-    """The emulator's XCP slave on UDP (module docstring); ``start()`` before the run, ``close()`` after."""
+    """The emulator's XCP slave (module docstring): on UDP at ``host:port``, or with ``can`` = (master id,
+    slave id, CAN FD) on the emulator's own CAN link (firmware_bridge.xcp.can); ``start()`` before
+    the run, ``close()`` after."""
 
-    def __init__(self, emu, host: str = "127.0.0.1", port: int = DEFAULT_PORT):
+    def __init__(self, emu, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
+                 can: tuple[int, int, bool] | None = None):
         self.emu = emu
         self.knobs = knobs(emu)
         self.memory = MemoryMap(emu.columns, [k.spec for k in self.knobs])
         self.memory.on_write = self._request
-        self.server: UdpXcpServer | None = None
-        name = emu.plant.asm.model.name
         plant = emu.plant
-        self.slave = XcpSlave(self.memory, f"{name}.a2l", ("cycle", event_cycle(plant.dt)),
-                              lambda: int(round(plant.t * 1e6)), header=b"\0\0\0\0")
-        self.server = UdpXcpServer(self.slave, host, port)
+        sizes = {} if can is None else dict(zip(("max_cto", "max_dto"), packet_sizes(can[2])))
+        self.slave = XcpSlave(self.memory, f"{plant.asm.model.name}.a2l", ("cycle", event_cycle(plant.dt)),
+                              lambda: int(round(plant.t * 1e6)), header=b"" if can else bytes(4), **sizes)
+        if can is None:
+            self.server = UdpXcpServer(self.slave, host, port)
+        else:
+            self.server = CanXcpTransport(self.slave, *can, send=emu.io.send)
+            emu.io.side = self.server
         self.pending: deque[tuple[Knob, float, Any]] = deque()
         self.applied = 0
         self.events = 0             # DAQ events (cycles sampled while connected)
 
     @property
-    def address(self) -> tuple[str, int]:
-        return self.server.address
+    def address(self) -> str:
+        """Where the master finds the slave: HOST:PORT, or the CAN ids."""
+        a = self.server.address
+        return a if isinstance(a, str) else f"{a[0]}:{a[1]}"
+
+    @property
+    def busy(self) -> bool:
+        """Something for the loop's cycle start: calibrations to apply, responses to send (CAN)."""
+        return bool(self.pending or self.server.outbound)
 
     def start(self) -> None:
         self.server.start()
 
     def close(self) -> None:
         self.server.close()
+
+    def cycle_start(self, cycle: int, t: float) -> None:
+        """The loop's cycle start: the responses ready go out, the calibrations written are applied."""
+        if self.server.outbound:
+            self.server.flush()
+        if self.pending:
+            self.apply_pending(cycle, t)
 
     # ------------------------------------------------------------------ the XCP thread
     def _request(self, spec: Calibration, value: float) -> None:
@@ -172,7 +196,7 @@ class XcpBridge:
 
     def summary(self) -> dict:
         s, counts = self.server, self.slave.counts
-        return {"address": f"{s.address[0]}:{s.address[1]}", "connects": counts["connects"],
+        return {"address": self.address, "connects": counts["connects"],
                 "commands": counts["commands"], "errors": self.slave.errors, "last_error": self.slave.last_error,
                 "malformed_datagrams": s.malformed, "daq_packets_sent": s.dto_sent, "daq_packets_lost": s.dto_lost,
                 "calibrations_applied": self.applied, "measurements": len(self.memory.measurements),
