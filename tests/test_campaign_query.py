@@ -86,3 +86,11 @@ def test_the_command_line(results, capsys, tmp_path):
     assert "no campaign results" in capsys.readouterr().err
     assert main(["campaign", "query", str(out)]) != 0
     assert "expected a results folder and one SQL query" in capsys.readouterr().err
+
+
+def test_a_damaged_part_is_named_in_one_line(tmp_path):
+    (tmp_path / "parts").mkdir()
+    (tmp_path / "parts" / "part-1.parquet").write_bytes(b"PAR1 cut short by a crash")
+    with pytest.raises(UserError, match="cannot be read together") as refused:
+        query(tmp_path, "select count(*) from results")
+    assert "\n" not in str(refused.value)

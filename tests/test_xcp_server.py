@@ -31,6 +31,7 @@ from firmware_bridge.wire.messages import BusMap  # noqa: E402
 from firmware_bridge.xcp.a2l import Transport  # noqa: E402
 from firmware_bridge.xcp.memory import MEASUREMENT_BASE  # noqa: E402
 from hil.dynamics.plant import Plant  # noqa: E402
+from hil.faults.scenario import load_scenario  # noqa: E402
 from hil.logs.runlog import read_run  # noqa: E402
 from hil.model.config import load_model  # noqa: E402
 from hil.runtime.xcp_server import XcpBridge, a2l_file  # noqa: E402
@@ -307,3 +308,33 @@ def test_xcp_option_values_are_checked(option, value, message, capsys):
     with pytest.raises(SystemExit):
         main(["run", "ella", "--bus", "compact_fd", option, value])
     assert message in capsys.readouterr().err
+
+
+def test_a_fault_switch_clears_the_scenarios_fault_and_strikes_it_again(tmp_path):
+    scenario = tmp_path / "bias.toml"
+    scenario.write_text('[[fault]]\nname = "accel_x_bias"\nkind = "offset"\ntarget = "imu_ax"\noffset_m_s2 = 0.4\n')
+    emu = make_emulator(load_model(ARM), BusMap.load(BUS), AnsweringLink(), ideal_drives=True,
+                        scenario=load_scenario(scenario))
+    emu.xcp = bridge = XcpBridge(emu, port=0)
+    bridge.start()
+    switch = bridge.memory.calibration_address([k.spec.name for k in bridge.knobs].index("fault_accel_x_bias"))
+    ax = emu.sensors.channel_names.index("imu_ax")
+
+    def bias() -> float:
+        emu.step_once()
+        return float(emu.sensors.measured[ax] - emu.sensors.truth[ax])
+    try:
+        with master(bridge.server.address[1]) as xm:
+            xm.connect()
+            assert bias() == pytest.approx(0.4, abs=0.05)            # the scenario's fault, struck at once
+            xm.shortDownload(switch, 0, b"\x00")
+            assert bias() == pytest.approx(0.0, abs=0.05) and emu.faults.active() == []
+            assert xm.shortUpload(1, switch) == b"\x00"
+            xm.shortDownload(switch, 0, b"\x01")
+            assert bias() == pytest.approx(0.4, abs=0.05)
+            with pytest.raises(XcpRefusal):
+                xm.shortDownload(switch, 0, b"\x02")                  # a switch is 0 or 1
+            xm.disconnect()
+    finally:
+        bridge.close()
+    assert [e.action for e in emu.faults.events] == ["inject", "clear", "inject"]
