@@ -64,8 +64,9 @@ class CycleRecord:
         return r
 
     def put(self, logger, cycle: int, command: np.ndarray, tau: np.ndarray, status: int, lateness_ns: int,
-            compute_ns: int, io_ns: int, cmd_age_us: float) -> None:
-        """The row of cycle `cycle` (`command` as received, `tau` as applied) to `logger`, then the new events."""
+            compute_ns: int, io_ns: int, cmd_age_us: float) -> np.ndarray:
+        """The row of cycle `cycle` (`command` as received, `tau` as applied) to `logger`, then the new events;
+        returns the row (to be read, not kept: the logger's buffer)."""
         r = self.fill(logger.row(), cycle, command, tau, status, lateness_ns, compute_ns, io_ns, cmd_age_us)
         logger.put(r)
         if len(self.faults.events) > self._events_logged:
@@ -73,3 +74,4 @@ class CycleRecord:
                 logger.event({"event": e.action, "cycle": e.cycle, "t": e.t_s, "fault": e.fault,
                               "detail": e.description})
             self._events_logged = len(self.faults.events)
+        return r

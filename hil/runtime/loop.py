@@ -257,10 +257,12 @@ class Emulator:
         t3 = time.monotonic_ns()
         clk and clk.mark(Stage.LOG)
         row = (self.cycle, self.commands.tau, tau, status, lateness_ns, t2 - t1, (t1 - t0) + (t3 - t2), cmd_age_us)
-        if self.logger is not None:
-            self.record.put(self.logger, *row)
-        if xcp is not None and xcp.slave.connected:
-            self.record.fill(xcp.memory.row, *row)
+        logged = self.record.put(self.logger, *row) if self.logger is not None else None
+        if xcp is not None and xcp.slave.connected:        # the row for XCP's measurements: the logged one
+            if logged is None:
+                self.record.fill(xcp.memory.row, *row)
+            else:
+                np.copyto(xcp.memory.row, logged)
             xcp.sample()
         self.timing.cycle_done(lateness_ns, t0, t1, t2, t3, self.commands.arrival_s if fresh else None)
         clk and clk.mark(Stage.END)
