@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hil.cli.registry import CliError, command
+from hil.cli.registry import command, output_file
 
 
 def _fmu_arguments(p: argparse.ArgumentParser) -> None:
@@ -20,9 +20,7 @@ def _cmd_fmu(args: argparse.Namespace) -> int:
     from hil.model.config import load_model
     from hil.model.presets import resolve
 
-    out = Path(args.out)
-    if out.suffix != ".fmu" or not out.parent.is_dir() or out.is_dir():
-        raise CliError(f"--out {args.out}: expected a .fmu file in an existing folder")
+    out = output_file(args.out, ".fmu")
     preset = resolve("preset", args.config)
     load_model(preset)                   # a preset the reader refuses: its one line, before the build
     path = export(preset, out)

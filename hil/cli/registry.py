@@ -18,6 +18,7 @@ import argparse
 import math
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from config_schema import UserError
@@ -134,6 +135,14 @@ def int_in(lo: int, hi: int) -> Callable[[str], int]:
 def cpu_index(text: str) -> int:
     """argparse type: the number of a CPU of this machine."""
     return _int(text, 0, (os.cpu_count() or 1) - 1)
+
+
+def output_file(path: str, suffix: str) -> Path:
+    """The file a command writes: `suffix` its ending, in a folder that exists (CliError otherwise)."""
+    out = Path(path)
+    if out.suffix != suffix or not out.parent.is_dir() or out.is_dir():
+        raise CliError(f"--out {path}: expected a {suffix} file in an existing folder")
+    return out
 
 
 def file_with_suffix(*suffixes: str) -> Callable[[str], str]:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from hil.cli.registry import CliError, command
+from hil.cli.registry import CliError, command, output_file
 
 
 def xcp_address(text: str) -> tuple[str, int]:
@@ -84,9 +83,7 @@ def _cmd_xcp(args: argparse.Namespace) -> int:
     from firmware_bridge.xcp.a2l import Transport
     from hil.model.presets import resolve
 
-    out = Path(args.out)
-    if out.suffix != ".a2l" or not out.parent.is_dir() or out.is_dir():
-        raise CliError(f"--out {args.out}: expected a .a2l file in an existing folder")
+    out = output_file(args.out, ".a2l")
     bus_map = BusMap.load(resolve("bus", args.bus))
     if args.xcp_can:
         check_xcp_can(args.xcp_can, bus_map)
