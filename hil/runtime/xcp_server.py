@@ -1,11 +1,12 @@
-"""The emulator as an XCP slave (``hil run --xcp [HOST:]PORT``): measure every run-log column, calibrate
-plant and fault parameters while the run goes, from CANape, INCA or pyxcp over UDP.
+"""The emulator as an XCP slave (``hil run --xcp`` or ``--xcp-can``): measure every run-log column,
+calibrate plant and fault parameters while the run goes, from CANape, INCA or pyxcp.
 
 Measurements: the run log's columns (hil.runtime.cycle_record), one FLOAT64 each, the row of the last
 cycle; DAQ on one event channel, the cycle (firmware_bridge.xcp.daq), with timestamps of the
 simulated clock in us. Transports: UDP (``--xcp [HOST:]PORT``, the slave's own socket and thread) or
 the emulator's CAN link (``--xcp-can MASTER_ID:SLAVE_ID``, firmware_bridge.xcp.can: the loop hands the
-commands over and sends the answers at its next cycle start). Calibrations (CALIBRATIONS below, those the arm and the scenario have):
+commands over and sends the answers at its next cycle start). Calibrations (``knobs``: those the arm
+and the scenario have):
 
 - ``mass_kg_<attachment>``: an attachment's mass (the payload's, a motor's), its inertia scaled with it, kg;
 - ``friction_scale_<joint>``, ``kt_scale_<joint>``: the drive's friction and torque constant, factors;
