@@ -95,6 +95,9 @@ def test_a_payload_calibration_moves_the_arm_as_a_plant_built_with_that_payload(
             for _ in range(100):
                 emu.step_once()
             assert struct.unpack("<d", xm.shortUpload(8, MEASUREMENT_BASE))[0] == 150       # the cycle column
+            assert xm.getDaqClock().timestamp == round(emu.plant.t * 1e6)                # the simulated clock, us
+            event = xm.getDaqInfo(include_event_lists=True)["channels"][0]
+            assert (event["name"], event["cycle"], event["unit"]) == ("cycle", 100, "EVENT_CHANNEL_TIME_UNIT_10US")
             xm.disconnect()
     finally:
         bridge.close()
