@@ -9,7 +9,7 @@ memory; ``memory_limit`` bounds what DuckDB may hold.
 The SQL is the user's, so the connection may not touch anything else: the files are registered
 first, then DuckDB's file system access is switched off and the configuration locked (a query that
 reads or writes a file, or sets an option, is refused with DuckDB's message). At most ``max_rows``
-rows come back (the count of the rest is said).
+rows come back; the rest are counted, up to a million.
 """
 from __future__ import annotations
 
@@ -21,13 +21,14 @@ from config_schema import UserError
 MAX_ROWS = 1000
 MEMORY_LIMIT = "1GB"
 SQL_LIMIT = 100_000             # characters of SQL
+COUNT_LIMIT = 1_000_000         # rows beyond max_rows counted at most (then "at least")
 
 
 @dataclass
 class Answer:
     columns: list[str]
     rows: list[tuple]
-    more: int                   # rows beyond max_rows, not returned
+    more: int                   # rows beyond max_rows, not returned (counted up to COUNT_LIMIT)
 
 
 def result_files(out: str | Path) -> list[Path]:
@@ -66,7 +67,7 @@ def query(out: str | Path, sql: str, max_rows: int = MAX_ROWS, memory_limit: str
         columns = [d[0] for d in cursor.description or []]
         rows = cursor.fetchmany(max_rows)
         more = 0
-        while batch := cursor.fetchmany(10_000):
+        while more < COUNT_LIMIT and (batch := cursor.fetchmany(10_000)):
             more += len(batch)
     except duckdb.Error as exc:
         raise UserError(f"the SQL: {str(exc).splitlines()[0]}") from None
@@ -82,7 +83,8 @@ def format_table(answer: Answer) -> str:
     lines = ["  ".join(c.rjust(w) for c, w in zip(answer.columns, widths)),
              "  ".join("-" * w for w in widths)]
     lines += ["  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in cells]
-    lines.append(f"({len(answer.rows)} rows" + (f", {answer.more} more not shown: --max-rows)" if answer.more else ")"))
+    more = f"at least {answer.more}" if answer.more >= COUNT_LIMIT else str(answer.more)
+    lines.append(f"({len(answer.rows)} rows" + (f", {more} more not shown: --max-rows)" if answer.more else ")"))
     return "\n".join(lines)
 
 

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from hil.cli.registry import CliError, command, positive_int
+from hil.cli.registry import CliError, command, int_in, positive_int
 
 CONFIRM_CASES = 10_000      # more cases than this to run need --limit or --yes
 
@@ -17,7 +17,8 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("query", nargs="*", metavar="DIR SQL",
                    help="after query: a results folder and an SQL query over its table results (DuckDB), e.g. "
                         "\"select floor(payload_kg) as bin, max(settling_s) from results group by bin\"")
-    p.add_argument("--max-rows", type=positive_int, default=1000, help="query: at most N rows printed (default 1000)")
+    p.add_argument("--max-rows", type=int_in(1, 1_000_000), default=1000,
+                   help="query: at most N rows printed (default 1000, at most 1e6)")
     p.add_argument("--out", help="results folder (default: out/campaigns/<campaign name>); a rerun resumes it")
     p.add_argument("--engine", choices=("local", "dask"), default="local",
                    help="local: cases in worker processes of this machine (default); dask: on the Dask cluster at "
