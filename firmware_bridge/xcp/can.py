@@ -45,8 +45,6 @@ class CanXcpTransport:
     """Serves ``slave`` on a CAN link through the loop's hands (module docstring); ``send(frames)``:
     the loop's way to put frames on the link (True if they went out)."""
 
-    header = b""        # before a DAQ packet's PID: nothing on CAN
-
     def __init__(self, slave: XcpSlave, master_id: int, slave_id: int, fd: bool,
                  send: Callable[[list[Frame]], bool]):
         for name, ident in (("master", master_id), ("slave", slave_id)):

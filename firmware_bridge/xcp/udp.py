@@ -15,7 +15,7 @@ import threading
 
 import numpy as np
 
-from firmware_bridge.xcp.protocol import ETH_HEADER_SIZE, Cmd, Err, error, eth_frame, eth_packets
+from firmware_bridge.xcp.protocol import Cmd, Err, error, eth_frame, eth_packets
 from firmware_bridge.xcp.slave import XcpSlave
 
 MAX_DATAGRAM = 65535
@@ -46,11 +46,6 @@ class UdpXcpServer:
         self.malformed = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="xcp-udp", daemon=True)
-
-    @property
-    def header(self) -> bytes:
-        """A DAQ packet's transport header before its PID: LEN filled by the plan, CTR per packet."""
-        return bytes(ETH_HEADER_SIZE)
 
     def start(self) -> None:
         self._thread.start()

@@ -35,7 +35,7 @@ from typing import Any
 from firmware_bridge.xcp.a2l import Measurement, Transport, a2l, identifier
 from firmware_bridge.xcp.can import CanXcpTransport, packet_sizes
 from firmware_bridge.xcp.memory import Calibration, MemoryMap, XcpError
-from firmware_bridge.xcp.protocol import Err, event_cycle
+from firmware_bridge.xcp.protocol import ETH_HEADER_SIZE, Err, event_cycle
 from firmware_bridge.xcp.slave import XcpSlave
 from firmware_bridge.xcp.udp import UdpXcpServer
 from hil.faults.fault import Fault, FaultError
@@ -112,7 +112,8 @@ class XcpBridge:
         plant = emu.plant
         sizes = {} if can is None else dict(zip(("max_cto", "max_dto"), packet_sizes(can[2])))
         self.slave = XcpSlave(self.memory, f"{plant.asm.model.name}.a2l", ("cycle", event_cycle(plant.dt)),
-                              lambda: int(round(plant.t * 1e6)), header=b"" if can else bytes(4), **sizes)
+                              lambda: int(round(plant.t * 1e6)), header=b"" if can else bytes(ETH_HEADER_SIZE),
+                              **sizes)
         if can is None:
             self.server = UdpXcpServer(self.slave, host, port)
         else:
