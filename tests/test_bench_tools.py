@@ -356,3 +356,15 @@ def test_loop_bench_measures_a_co_simulated_fmu_against_the_loop_without_it(tmp_
     with pytest.raises(SystemExit) as exit_info:
         bench_loop.main(["--fmu", str(tmp_path / "SpringLoad.fmu")])
     assert exit_info.value.code == 2 and "--fmu and --connect go together" in capsys.readouterr().err
+
+
+def test_loop_bench_measures_the_xcp_slave_idle_and_with_daq(capsys):
+    assert bench_loop.main(["--xcp", "--cycles", "300", "--json"]) == 0
+    x = json.loads(capsys.readouterr().out)["xcp"]
+    assert set(x["stats_us"]) == {"none", "none (A/A)", "idle", "daq20"}
+    assert set(x["difference_us"]) == {"none (A/A)", "idle", "daq20"}
+    # every timed and warm-up cycle of the DAQ setting sent one packet, and the master got each
+    assert x["daq_packets_sent"] == 300 + 1000 and x["daq_packets_lost"] == 0
+    assert x["daq_packets_received"] == x["daq_packets_sent"]
+    assert bench_loop.main(["--xcp", "--cycles", "300"]) == 0
+    assert "the idle slave adds" in capsys.readouterr().out

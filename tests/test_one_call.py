@@ -30,7 +30,7 @@ from hil.runtime.loop import Emulator, RuntimeOptions
 from bus_maps import float_commands
 from cycle_oracle import StageEmulator
 from tests.test_compiled_cycle import PLANT_FAULTS
-from tools.bench_loop import _MemoryEnd
+from tools.loop_rig import MemoryEnd
 
 ROOT = Path(__file__).resolve().parent.parent
 CYCLES = 420
@@ -97,7 +97,7 @@ def _rig(model, bus: BusMap, safe_state: str, scenario: str | None, elbow: str =
     specs = [b.joint.motor for b in model.bodies]
     specs[-1] = replace(specs[-1], current_limit_A=10.0,
                         **({"interface": "voltage", "supply_V": 48.0} if elbow == "voltage" else {}))
-    here, there = _MemoryEnd("emulator"), _MemoryEnd("firmware")
+    here, there = MemoryEnd("emulator"), MemoryEnd("firmware")
     here.peer, there.peer = there, here
     emu = cls(plant, here, CommandInput(bus, names), SensorOutput(bus, names),
               RuntimeOptions(mode="afap", realtime=False, stats_capacity=CYCLES + 10, safe_state=safe_state,

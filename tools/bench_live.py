@@ -38,7 +38,8 @@ from firmware_bridge.wire.messages import BusMap
 from hil.model.config import load_model
 from hil.runtime.loop import RunLogger
 from hil.viz.live import LiveView
-from tools.bench_loop import ARM, LINKS, ROOT, _emulator
+from tools.bench_loop import ARM, LINKS, ROOT
+from tools.loop_rig import holding_emulator
 
 SETTINGS = ("none", "log", "log (A/A)", "live", "log+live")
 PERIOD_NS = 1_000_000
@@ -87,7 +88,7 @@ class _Rig:
     def __init__(self, setting: str, cycles: int, workdir: Path):
         model, bus = load_model(ROOT / ARM), BusMap.load(ROOT / LINKS["pty"][0])
         self.setting = setting
-        self.emu, self.firmware = _emulator(model, bus, "models", cycles + 10)
+        self.emu, self.firmware = holding_emulator(model, bus, "models", cycles + 10)
         self.live = self.client = None
         if "live" in setting:
             self.live = LiveView((ROOT / ARM).read_text(encoding="utf-8"), self.emu.columns, port=0)
@@ -148,7 +149,7 @@ def feed_cost(rows: int = 100_000) -> dict:
     """LiveView.row on its own: the logger thread's time per logged row (1 kHz rows, 50 Hz frames
     put in the view's queue, a full queue dropping)."""
     model, bus = load_model(ROOT / ARM), BusMap.load(ROOT / LINKS["pty"][0])
-    emu, _ = _emulator(model, bus, "models", 10)
+    emu, _ = holding_emulator(model, bus, "models", 10)
     live = LiveView((ROOT / ARM).read_text(encoding="utf-8"), emu.columns, port=0)
     row = np.zeros(len(emu.columns))
     t_col = emu.columns.index("t")

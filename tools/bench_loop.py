@@ -22,13 +22,15 @@ cycle (also the fault engine's cycle start and the bus fault layer).
   is stated there). A previous checkout's numbers come from tools.bench_checkouts.
 
     python -m tools.bench_loop [--duration 60] [--links pty,udp,slcan] [--cpu 0] [--models] [--inprocess]
-                               [--cycles 20000] [--arm PRESET] [--bus MAP] [--fmu PART.fmu --connect PAIRS]
+                               [--cycles 20000] [--arm PRESET] [--bus MAP] [--fmu PART.fmu --connect PAIRS] [--xcp]
                                [--rate10k [--rate10k-firmware reference,c] [--firmware-cpu N] [--log PATH]
                                [--lift-rt-throttling]] [--json]
 
 * --fmu PART.fmu --connect PAIRS: what a co-simulated FMU costs the loop (hil run --fmu,
   hil.runtime.cosim): the real-time closed loop on the pty link without it, then with it; compute
   and total p50/p99 of each and their difference, and the FMU's own step per cycle (its summary);
+* --xcp: what the XCP slave (hil run --xcp) costs a cycle in process, idle and with a master's DAQ of
+  20 channels running (tools.bench_xcp, also `hil bench xcp`);
 * --rate10k: ELLA at 10 kHz (configs/ella_10khz.toml, configs/bus/udp_10khz.toml) in real time over
   udp_loopback (a two-node channel) for --duration, once with each firmware: the reference firmware
   in Python (which cannot answer within 0.1 ms, so its backlog loads the emulator's I/O) and the C
@@ -50,29 +52,19 @@ import platform
 import subprocess
 import sys
 import tempfile
-from collections import deque
 from pathlib import Path
 
 import numpy as np
 
-from firmware_bridge.links.base import LinkCounters
 from firmware_bridge.wire.messages import BusMap
-from firmware_bridge.wire.signals import CommandInput, SensorOutput
-from firmware_bridge.firmware.endpoint import SensorInput
 from hil.model.config import load_model
-from hil.devices.drives import DriveBank
-from hil.dynamics.plant import Plant
 from hil.runtime.cycle_stats import SERIES
-from hil.runtime.loop import Emulator, RuntimeOptions
 from hil.runtime.stages import STAGES, StageClock
-from hil.faults.scenario import load_scenario
-from hil.model.sensor_specs import default_sensors
-from tools import c_firmware
+from tools import bench_xcp, c_firmware
+from tools.loop_rig import ARM, OVERHEAD, ROOT, SERIAL_BUS, WARMUP_CYCLES, holding_emulator
 
-ROOT = Path(__file__).resolve().parent.parent
-ARM = "configs/ella.toml"
 LINKS = {
-    "pty": ("configs/bus/serial_frame.toml", ["--link", "pty"]),
+    "pty": (SERIAL_BUS, ["--link", "pty"]),
     "udp": ("configs/bus/compact_fd.toml", ["--link", "canfd:udp_loopback:{channel}"]),
     "slcan": ("configs/bus/compact_classic.toml", ["--link", "slcan-pty"]),
 }
@@ -81,9 +73,7 @@ LINK_10KHZ = ["--link", "canfd:udp_loopback:{channel},nodes=2"]
 C_FIRMWARE_10KHZ = "ella_pid_udp.c"
 FIRMWARES_10KHZ = ("reference", "c")
 NOT_HOST_GOAL_PERCENT = 0.1  # of the cycles at 10 kHz with the C firmware
-OVERHEAD = "configs/scenarios/overhead.toml"
 MODEL_SETS = {"before": ["--ideal-sensors", "--ideal-drives"], "models": [], "faulted": ["--scenario", OVERHEAD]}
-WARMUP_CYCLES = 1000        # in-process: cycles run before timing (first calls, caches, branch predictors)
 BUDGET_US = 10.0            # what sensor, drive and fault models may add to a 1 ms cycle
 
 
@@ -242,67 +232,11 @@ def fmu_rows(f: dict) -> list[str]:
     return rows
 
 
-class _MemoryEnd:
-    """One end of an in-memory link pair (the Link protocol without I/O)."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self.counters = LinkCounters()
-        self.inbox: deque = deque()
-        self.peer: _MemoryEnd | None = None
-
-    def send(self, frame) -> bool:
-        self.counters.tx_frames += 1
-        self.peer.inbox.append(frame)
-        return True
-
-    def recv(self):
-        return self.inbox.popleft() if self.inbox else None
-
-    def close(self) -> None:
-        pass
-
-
-class _HoldingFirmware:
-    """Decodes every sensor frame and answers with the holding torque (between the emulator's cycles)."""
-
-    def __init__(self, bus, link: _MemoryEnd, names: list[str], hold: np.ndarray):
-        self.link = link
-        self.sensors = SensorInput(bus, names)
-        self.codec = bus.codec("cmd_torque")
-        self.values = [*hold, 0]
-        self.counter = 0
-
-    def answer(self) -> None:
-        while (frame := self.link.recv()) is not None:
-            self.sensors.feed(frame)
-        self.link.send(self.codec.encode(self.values, counter=self.counter))
-        self.counter = self.codec.next_counter(self.counter)
-
-
-def _emulator(model, bus, models: str, capacity: int):
-    """ELLA at rest behind an in-memory link with a model set of MODEL_SETS; with the firmware on
-    the other end."""
-    ideal = models == "before"
-    plant = Plant(model)
-    plant.equilibrium_eta()
-    names = plant.layout.joint_names
-    here, there = _MemoryEnd("emulator"), _MemoryEnd("firmware")
-    here.peer, there.peer = there, here
-    emu = Emulator(plant, here, CommandInput(bus, names), SensorOutput(bus, names),
-                   RuntimeOptions(mode="afap", realtime=False, stats_capacity=capacity),
-                   scenario=load_scenario(ROOT / OVERHEAD) if models == "faulted" else None,
-                   drives=DriveBank(plant, [None] * len(names)) if ideal else None,
-                   sensors=default_sensors(model) if ideal else None)
-    hold = np.round(emu.hold_tau / 0.02) * 0.02          # on the command signals' 0.02 N m grid
-    return emu, _HoldingFirmware(bus, there, names, hold)
-
-
 def inprocess_comparison(cycles: int, bus_path: str = LINKS["pty"][0], arm: str = ARM) -> dict:
     """The emulators of each model set stepped in turn for WARMUP_CYCLES + `cycles` cycles; each
     one's timing (Emulator.stats, step_once's own clock) over the last `cycles`."""
     model, bus = load_model(ROOT / arm), BusMap.load(ROOT / bus_path)
-    rigs = {name: _emulator(model, bus, name, WARMUP_CYCLES + cycles) for name in MODEL_SETS}
+    rigs = {name: holding_emulator(model, bus, name, WARMUP_CYCLES + cycles) for name in MODEL_SETS}
     for emu, _ in rigs.values():
         emu.stage_clock = StageClock(WARMUP_CYCLES + cycles)
     gc.collect()
@@ -366,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lift-rt-throttling", action="store_true", help="--rate10k: RT throttling off for the run")
     p.add_argument("--fmu", default=None, help="the loop without and with this FMU co-simulated (needs --connect)")
     p.add_argument("--connect", default=None, help="--fmu: its connections (hil run --connect)")
+    p.add_argument("--xcp", action="store_true", help="in process: what the XCP slave costs a cycle, idle and with a "
+                                                      "DAQ of 20 channels running (tools.bench_xcp; --cycles)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     if bool(args.fmu) != bool(args.connect):
@@ -384,7 +320,9 @@ def main(argv: list[str] | None = None) -> int:
                              for fw in firmwares}
     if args.fmu:
         report["fmu"] = fmu_comparison(args.fmu, args.connect, args.duration, cpu)
-    if not (args.models or args.inprocess or args.rate10k or args.fmu):
+    if args.xcp:
+        report["xcp"] = bench_xcp.measure(args.cycles, 100)
+    if not (args.models or args.inprocess or args.rate10k or args.fmu or args.xcp):
         report["runs"] = {}
         for link in args.links.split(","):
             for realtime in (True, False):
@@ -416,6 +354,8 @@ def print_report(report: dict, duration: float) -> None:
     if "fmu" in report:
         print(f"closed loop on pty, real time, {duration:g} s per run, without and with {report['fmu']['fmu']}:")
         print("\n".join(fmu_rows(report["fmu"])))
+    if "xcp" in report:
+        print("\n".join(bench_xcp.report_lines(report["xcp"])))
     if "rate10k" in report:
         for s in report["rate10k"].values():
             print("\n".join(rate_rows(s, duration)))
