@@ -27,7 +27,7 @@ from hil.faults.scenario import scenario_from_string
 from hil.runtime.command_frames import CompiledCommandInput
 from hil.runtime.sensor_frames import CompiledSensorFrames
 from hil.runtime.stages import STAGES, StageClock
-from tools import bench_loop
+from tools import loop_rig
 from cycle_oracle import StageEmulator
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,7 +56,7 @@ def _checked(emu, bus: BusMap) -> list[int]:
 @pytest.mark.parametrize("name", MAPS)
 def test_sensor_frames_equal_the_reference_under_faults(model, name):
     bus = BusMap.load(ROOT / "configs" / "bus" / f"{name}.toml")
-    emu, firmware = bench_loop._emulator(model, bus, "faulted", CYCLES)
+    emu, firmware = loop_rig.holding_emulator(model, bus, "faulted", CYCLES)
     seen = _checked(emu, bus)
     for _ in range(CYCLES):
         firmware.answer()
@@ -103,7 +103,7 @@ def test_a_diverging_table_is_caught(model):
 
 def test_stage_clock_covers_the_cycle(model):
     bus = BusMap.load(ROOT / "configs" / "bus" / "serial_frame.toml")
-    emu, firmware = bench_loop._emulator(model, bus, "models", 50)
+    emu, firmware = loop_rig.holding_emulator(model, bus, "models", 50)
     emu.stage_clock = StageClock(20)
     for _ in range(50):
         firmware.answer()
@@ -253,12 +253,12 @@ def _rig(model, bus, scenario_text: str, cls=None):
     plant = Plant(model)
     plant.equilibrium_eta()
     names = plant.layout.joint_names
-    here, there = bench_loop._MemoryEnd("emulator"), bench_loop._MemoryEnd("firmware")
+    here, there = loop_rig.MemoryEnd("emulator"), loop_rig.MemoryEnd("firmware")
     here.peer, there.peer = there, here
     emu = (cls or Emulator)(plant, here, Commands(bus, names), SensorOutput(bus, names),
                             RuntimeOptions(mode="afap", realtime=False, stats_capacity=100),
                             scenario=scenario_from_string(scenario_text))
-    return emu, bench_loop._HoldingFirmware(bus, there, names, np.round(emu.hold_tau / 0.02) * 0.02)
+    return emu, loop_rig.HoldingFirmware(bus, there, names, np.round(emu.hold_tau / 0.02) * 0.02)
 
 
 def _pair(model):
@@ -306,13 +306,13 @@ def test_the_screw_dae_cycle_equals_its_model(model):
         plant = Plant(model, formulation="screw-dae")
         plant.equilibrium_eta()
         names = plant.layout.joint_names
-        here, there = bench_loop._MemoryEnd("emulator"), bench_loop._MemoryEnd("firmware")
+        here, there = loop_rig.MemoryEnd("emulator"), loop_rig.MemoryEnd("firmware")
         here.peer, there.peer = there, here
         emu = cls(plant, here, CommandInput(bus, names), SensorOutput(bus, names),
                   RuntimeOptions(mode="afap", realtime=False, safe_state="hold", watchdog_s=0.01),
                   scenario=scenario_from_string(PLANT_FAULTS[PLANT_FAULTS.index('[[fault]]\nname = "gyro_noise"'):]
                                                 .replace("[[fault]]", "[scenario]\nseed = 2\n[[fault]]", 1)))
-        rigs.append((emu, bench_loop._HoldingFirmware(bus, there, names, np.round(emu.hold_tau / 0.02) * 0.02)))
+        rigs.append((emu, loop_rig.HoldingFirmware(bus, there, names, np.round(emu.hold_tau / 0.02) * 0.02)))
     (fast, fw_a), (ref, fw_b) = rigs
     for cycle in range(60):
         for emu, fw in rigs:
