@@ -110,7 +110,7 @@ def test_a_payload_calibration_moves_the_arm_as_a_plant_built_with_that_payload(
     for _ in range(100):
         predicted.step(tau)
     np.testing.assert_allclose(emu.plant.pos, predicted.pos, rtol=0, atol=1e-12)
-    assert np.abs(emu.plant.pos[:3] - pos[:3]).max() > 1e-5          # it did move: the holding torque is 1 kg short
+    assert np.abs(emu.plant.pos[:3] - pos[:3]).max() > 1e-5          # it moved: the torque holds 2.1 kg, not 2.0
     assert bridge.applied == 1 and emu.faults.active() == []        # a calibration, not a fault: no FAULT_ACTIVE
 
 
