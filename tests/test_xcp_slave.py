@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from firmware_bridge.links.base import Frame
-from firmware_bridge.xcp.can import CanXcpTransport, frame_length
+from firmware_bridge.xcp.can import MAX_WAITING, CanXcpTransport, frame_length
 from firmware_bridge.xcp.memory import CALIBRATION_BASE, MEASUREMENT_BASE, TEXT_BASE, Calibration, MemoryMap, XcpError
 from firmware_bridge.xcp.protocol import Err, eth_frame, eth_packets, event_cycle
 from firmware_bridge.xcp.slave import XcpSlave
@@ -232,3 +232,42 @@ def test_a_classic_can_odt_may_carry_the_timestamp_alone():
     sent = []
     slave.plan.sample(memory.row_bytes, 0, 99, iter(range(9)), lambda b: sent.append(bytes(b)) or True)
     assert [len(p) for p in sent] == [5, 5] and sent[0][0] == 0 and sent[1][0] == 1
+
+
+def test_xcp_on_can_counts_what_the_link_would_not_take():
+    memory = MemoryMap(COLUMNS, [])
+    slave = XcpSlave(memory, "arm.a2l", ("cycle", (100, 4)), lambda: 0, max_cto=8, max_dto=8)
+    transport = CanXcpTransport(slave, 0x7F0, 0x7F1, fd=False, send=lambda frames: False)     # a bus that refuses
+    transport.start()
+    try:
+        transport.take(Frame(0x7F0, b"\xff\x00"))
+        transport.take(Frame(0x7F0, b""))                                                        # no packet at all
+        deadline = time.monotonic() + 5
+        while not (transport.outbound and transport.malformed) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        transport.flush()
+        assert not transport.send_dto(np.zeros(3, np.uint8))
+    finally:
+        transport.close()
+    assert slave.counts["responses_lost"] == 1 and transport.malformed == 1
+    assert (transport.dto_sent, transport.dto_lost) == (0, 1)
+
+
+def test_a_daq_packet_the_udp_socket_refuses_is_counted_lost():
+    slave = make_slave()
+    server = UdpXcpServer(slave, "127.0.0.1", 0)
+    try:
+        assert not server.send_dto(np.zeros(8, np.uint8))               # no master yet: nowhere to send
+        server.master = ("127.0.0.1", 9)
+        assert not server.send_dto(np.zeros(70_000, np.uint8))          # larger than a datagram: refused
+        assert (server.dto_sent, server.dto_lost) == (0, 1)
+    finally:
+        server.close()
+
+
+def test_a_flood_of_xcp_commands_on_can_is_bounded_and_counted():
+    slave = XcpSlave(MemoryMap(COLUMNS, []), "arm.a2l", ("cycle", (100, 4)), lambda: 0, max_cto=8, max_dto=8)
+    transport = CanXcpTransport(slave, 0x7F0, 0x7F1, fd=False, send=lambda frames: True)      # its thread not started
+    for _ in range(MAX_WAITING + 10):
+        transport.take(Frame(0x7F0, b"\xfd"))
+    assert slave.counts["commands_dropped"] == 10

@@ -28,6 +28,7 @@ FD_LENGTHS = (12, 16, 20, 24, 32, 48, 64)
 CLASSIC_PACKET = 8
 FD_PACKET = 64
 MAX_ID = 0x1FFFFFFF
+MAX_WAITING = 256           # command frames waiting for the slave's thread; more are dropped and counted
 
 
 def packet_sizes(fd: bool) -> tuple[int, int]:
@@ -66,7 +67,11 @@ class CanXcpTransport:
         return frame.arbitration_id == self.master_id and frame.is_extended_id == self.extended[0]
 
     def take(self, frame: Frame) -> None:
-        """A command frame from the loop's receive; answered on this transport's thread."""
+        """A command frame from the loop's receive; answered on this transport's thread (a flood beyond
+        MAX_WAITING frames is dropped and counted: a master waits for each answer)."""
+        if self._inbound.qsize() >= MAX_WAITING:
+            self.slave.counts["commands_dropped"] += 1
+            return
         self._inbound.put(bytes(frame.data))
 
     def flush(self) -> None:
