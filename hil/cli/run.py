@@ -117,9 +117,11 @@ def _toolchain_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fmu", metavar="PART.fmu", help="co-simulate an FMI 2.0 co-simulation FMU in the loop, one step "
                                                   "per cycle (hil.runtime.cosim); named PART in --connect")
     p.add_argument("--connect", metavar="PAIRS", help="--fmu's connections, comma-separated SOURCE=TARGET: "
-                                                      "PART.<output>=joint.<joint>.load_N_m, "
-                                                      "joint.<joint>.q_rad|qd_rad_s|tau_N_m=PART.<input>, "
-                                                      "tip.x_m|y_m|z_m=PART.<input>, t_s=PART.<input>")
+                                                      "PART.<output>=joint.<joint>.load_N_m or "
+                                                      "=station.<station>.fx_N|fy_N|fz_N|mx_N_m|my_N_m|mz_N_m "
+                                                      "(world axes), joint.<joint>.q_rad|qd_rad_s|tau_N_m=PART.<input>, "
+                                                      "station.<station>.x_m|y_m|z_m|vx_m_s|vy_m_s|vz_m_s=PART.<input> "
+                                                      "(tip.<key>: the tip's), t_s=PART.<input>")
 
 
 def _live_arguments(p: argparse.ArgumentParser) -> None:
@@ -241,6 +243,7 @@ def _build_and_run(args: argparse.Namespace, targets, log_path: str) -> dict:
     from hil.runtime.launch import build_emulator
     from hil.runtime.loop import RuntimeOptions
 
+    part = _fmu_part(args) if args.fmu else None
     opts = RuntimeOptions(mode=args.mode, period_s=args.period, duration_s=args.duration,
                           watchdog_s=args.watchdog, safe_state=args.safe_state, realtime=not args.no_realtime,
                           cpu=args.cpu, log_path=log_path, overrun_policy=args.overrun_policy,
@@ -248,7 +251,8 @@ def _build_and_run(args: argparse.Namespace, targets, log_path: str) -> dict:
                           bus_record_path=args.record_bus, seed=args.seed, announce_faults=args.announce_faults,
                           log_wrenches=args.log_wrenches, start=args.start.replace("-", "_"),
                           start_timeout_s=args.start_timeout, lift_rt_throttling=args.lift_rt_throttling,
-                          lockstep_resend_s=args.lockstep_resend, lockstep_timeout_s=args.lockstep_timeout)
+                          lockstep_resend_s=args.lockstep_resend, lockstep_timeout_s=args.lockstep_timeout,
+                          sampled_stations=tuple(part.source_stations) if part else ())
     built = build_emulator(args.config, args.bus, args.link, opts, args.scenario,
                            None if args.heartbeat_ms is None else args.heartbeat_ms * 1e-3, args.firmware_link,
                            ideal_sensors=args.ideal_sensors, ideal_drives=args.ideal_drives,
@@ -257,13 +261,13 @@ def _build_and_run(args: argparse.Namespace, targets, log_path: str) -> dict:
         targets = built.scenario_targets
     if targets is None and args.check:
         targets = Targets(source=LINK_HEALTH_ONLY)
-    part = xcp = None
+    xcp = None
     try:
+        if part is not None:
+            built.emulator.attach_fmu(part)
         if targets is not None:
             targets.check_joints(built.emulator.plant.layout.joint_names)     # before the run, not after it
             targets.check_columns(built.emulator.columns)
-        if args.fmu:
-            part = built.emulator.cosim = _fmu_part(args, built.emulator)
         if args.xcp or args.xcp_can:
             xcp = serve_xcp(args, built.emulator)
     except BaseException:
@@ -282,14 +286,13 @@ def _build_and_run(args: argparse.Namespace, targets, log_path: str) -> dict:
     return summary
 
 
-def _fmu_part(args: argparse.Namespace, emulator):
-    """The co-simulated FMU of --fmu, its connections checked and the FMU started (before the run)."""
+def _fmu_part(args: argparse.Namespace):
+    """The co-simulated FMU of --fmu, read and its connections' form checked (bound to the arm and started by
+    Emulator.attach_fmu, before the run)."""
     from hil.runtime.cosim import FmuPart
     if not args.connect:
         raise CliError("--fmu needs --connect (which FMU outputs act on the arm, which plant values it reads)")
-    part = FmuPart(args.fmu, args.connect, list(emulator.plant.layout.joint_names), emulator.plant.dt)
-    part.start(emulator.plant.t)
-    return part
+    return FmuPart(args.fmu, args.connect)
 
 
 def _check_output(option: str, path: str) -> None:

@@ -136,12 +136,14 @@ class SensorSuite:
     """
 
     def __init__(self, plant: Plant, sensors: list[SensorSpec] | None = None, seed: int | None = None,
-                 current_source: np.ndarray | None = None, noise: bool = True):
+                 current_source: np.ndarray | None = None, noise: bool = True, sampled: tuple[str, ...] = ()):
         """`sensors`: the specs (default: the model's, else hil.model.sensor_specs.default_sensors);
         `seed` of the noise generator (default: the model's sensor_seed); `current_source`:
         the motor currents [A] per joint, read at every step (zeros if None); `noise` False: no
         normal is ever drawn, so that there is no white noise and no bias random walk (a replay's
-        sensors: bias, misalignment, scale, filter, quantisation and saturation as configured)."""
+        sensors: bias, misalignment, scale, filter, quantisation and saturation as configured); `sampled`: more
+        stations to sample each step (rows of station_out after the tip's and the IMUs'; names the model lacks
+        are not sampled: their user refuses them, hil.runtime.cosim.FmuPart.bind)."""
         self.noisy = noise
         self.plant = plant
         model = plant.asm.model
@@ -150,17 +152,18 @@ class SensorSuite:
         self.rng = np.random.default_rng(self.seed)
         self.current_source = np.zeros(plant.layout.n_joints) if current_source is None else current_source
         self.dt = plant.dt
-        self._sampled_stations()
+        self._sampled_stations(sampled)
         self._build()
         self._bind_tables()
         self.step_count = 0
         self.reset()
 
-    def _sampled_stations(self) -> None:
-        """The stations the kernel samples each step: the tip (for the log) first, then the IMUs'."""
+    def _sampled_stations(self, more: tuple[str, ...]) -> None:
+        """The stations the kernel samples each step: the tip (for the log) first, then the IMUs', then `more`."""
         lay = self.plant.layout
         tip = ["tip"] if "tip" in lay.station_names else []
-        self.station_names = list(dict.fromkeys(tip + [s.station for s in self.specs if isinstance(s, ImuSpec)]))
+        imu = [s.station for s in self.specs if isinstance(s, ImuSpec)]
+        self.station_names = list(dict.fromkeys(tip + imu + [s for s in more if s in lay.station_names]))
         for s in self.station_names:
             if s not in lay.station_names:
                 raise UserError(f"{self.plant.asm.model.source}: no station {s!r} for an IMU; "

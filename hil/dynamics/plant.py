@@ -36,6 +36,12 @@ FORMULATIONS = ("aba", "screw-dae")
 WRENCH_AXES = ("mx", "my", "mz", "fx", "fy", "fz")   # the order of Plant.wrenches' six components
 
 
+def station_load_columns(station: str) -> list[str]:
+    """Run-log columns of the external wrench at a station (Plant.station_loads' row): f_ext_<station>_mx .. _fz
+    [N m, N], world axes."""
+    return [f"f_ext_{station}_{axis}" for axis in WRENCH_AXES]
+
+
 def wrench_columns(joint_names: list[str]) -> list[str]:
     """Run-log columns of the joint interaction wrenches: w_<joint>_mx ... _fz per joint (Plant.wrenches)."""
     return [f"w_{j}_{a}" for j in joint_names for a in WRENCH_AXES]
@@ -250,6 +256,14 @@ class Plant:
         with output stations): the spatial force [moment; force] the parent exerts on the joint's child
         body, in the child body frame, moment about its origin (the joint point); docs/model.md "Conventions"."""
         return self.work.dae_wrench if self.dae else self.work.fj
+
+    @property
+    def station_loads(self) -> np.ndarray:
+        """External wrench at each output station (n_stations x 6, rows in layout.station_names' order): the
+        spatial force [moment; force] in world axes, moment about the station's point [N m, N], held over each
+        step; written in place (a co-simulated FMU's: hil.runtime.cosim), zero for none
+        (hil.kernels.station_loads)."""
+        return self.work.f_ext
 
     @property
     def joint_torques(self) -> np.ndarray:

@@ -17,7 +17,8 @@ forward_dynamics runs the passes:
                                     friction at the reference rates el_vel, implicit by cD
   kinematics_base_to_tip            poses, twists V, kap, Psi of every body (bodies.py)
   body_inertias                     M_m(k), b_m(k) of every body; P(k), p(k) start from them (with an
-                                    implicit integrator's added modal mass)
+                                    implicit integrator's added modal mass, less the generalized force
+                                    of the output stations' external wrenches: station_loads.py)
   articulated_inertias_tip_to_base  per body eliminate_modes, eliminate_hinge, add_to_parent
   accelerations_base_to_tip         joint and modal accelerations, joint wrenches
   rotor_accelerations               Spong rotors (joints.py)
@@ -62,6 +63,7 @@ from .layout import (DIM_NB, DIM_NM, FIT_C, JOINT_PRESCRIBED, MF_AXIS, MF_DMOD, 
                      W_P, W_PA_HINGE, W_PB, W_POS, W_PPC, W_PSI, W_QDD_PRES, W_RPC, W_TAUJ, W_TAU_JOINT, W_U, W_UJ,
                      W_VEL, W_Z, W_ZB, at, drive_of, first_mode, modes_of, parent_of)
 from .spatial import cholesky_inplace, force_to_parent, inertia_to_parent
+from .station_loads import station_loads
 
 
 @kernel
@@ -128,7 +130,8 @@ def forward_kinematics(mi, mf, w):
 def body_inertias(mi, mf, w, el_pos, el_vel, cK, cD, fitted):
     """Mb, bb of every body, and the articulated quantities the tip-to-base pass starts from:
     P(k) = M_m(k) + cK K + cD D (+ C, the fitted block, when `fitted`: the implicit integrator's added
-    modal mass), p(k) = b_m(k) + K eta + D eta_dot at (el_pos, el_vel)."""
+    modal mass), p(k) = b_m(k) + K eta + D eta_dot at (el_pos, el_vel) - Q(k), the stations' external
+    wrenches (hil.kernels.station_loads)."""
     nb = mi[DIM_NB]
     NM = mi[DIM_NM]
     NX = 6 + NM
@@ -161,6 +164,7 @@ def body_inertias(mi, mf, w, el_pos, el_vel, cK, cD, fitted):
             for a in range(nm):
                 for b in range(nm):
                     w[at(P + (6 + a) * NX + 6 + b)] += mf[at(C + a * NM + b)]
+    station_loads(mi, mf, w)
 
 
 @kernel

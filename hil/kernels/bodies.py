@@ -24,10 +24,10 @@ Arrays are the flat model (mi, mf) and work w of hil.kernels.layout.
 import numpy as np
 
 from .jit import kernel
-from .layout import (DIM_NM, MF_AXIS, MF_JL, MF_JSUM, MF_MFF0, MF_MG, MF_MS, MF_ND_G, MF_ND_M, MF_ND_P0, MF_ND_S,
-                     MF_OS_G, MF_OS_L, MF_OS_P0, MF_OS_R0, MF_OS_S, MF_ST_G, MF_ST_L, MF_ST_P0, MF_ST_R0, MF_ST_S,
-                     MI_AXIAL, MI_NODE_OFF, W_BB, W_GHAT, W_KAP, W_MB, W_POS, W_PPC, W_PSI, W_RPC, W_SEP, W_STATION,
-                     W_STATION_R, W_V, W_VEL, at, first_mode, modes_of, parent_of)
+from .layout import (DIM_NB, DIM_NM, MF_AXIS, MF_JL, MF_JSUM, MF_MFF0, MF_MG, MF_MS, MF_ND_G, MF_ND_M, MF_ND_P0,
+                     MF_ND_S, MF_OS_G, MF_OS_L, MF_OS_P0, MF_OS_R0, MF_OS_S, MF_ST_G, MF_ST_L, MF_ST_P0, MF_ST_R0,
+                     MF_ST_S, MI_AXIAL, MI_NODE_OFF, W_BB, W_GHAT, W_KAP, W_MB, W_POS, W_PPC, W_PSI, W_PW, W_RPC, W_RW,
+                     W_SEP, W_STATION, W_STATION_R, W_V, W_VEL, at, first_mode, modes_of, parent_of)
 from .spatial import axis_rotation, load3, load9, matmul3, mul3, mul3t, store3, store9, xyz_rotation
 
 # station tables of station_kinematics
@@ -350,3 +350,21 @@ def body_inertia(mi, mf, w, k):
     for i in range(n):
         for j in range(i + 1, n):
             w[at(Mb + j * NX + i)] = w[at(Mb + i * NX + j)]
+
+
+@kernel
+def world_poses(mi, mf, w):
+    """World rotation Rw[k] and origin pw[k] of every body frame (after the kinematics)."""
+    for k in range(mi[DIM_NB]):
+        par = parent_of(mi, k)
+        Rpc = load9(w, mi[W_RPC] + 9 * k)
+        ppc = load3(w, mi[W_PPC] + 3 * k)
+        if par < 0:
+            store9(w, mi[W_RW] + 9 * k, Rpc)
+            store3(w, mi[W_PW] + 3 * k, ppc)
+        else:
+            Rp = load9(w, mi[W_RW] + 9 * par)
+            pp = load3(w, mi[W_PW] + 3 * par)
+            x = mul3(Rp, ppc)
+            store3(w, mi[W_PW] + 3 * k, (pp[0] + x[0], pp[1] + x[1], pp[2] + x[2]))
+            store9(w, mi[W_RW] + 9 * k, matmul3(Rp, Rpc))

@@ -190,6 +190,10 @@ W_LFF_INV = _w("Lff_inv", lambda s: (s.nb1, s.NM))         # reciprocals of the 
 W_NUD = _w("nud", lambda s: (s.nb1, s.NX))                  # extended acceleration [a; eta_ddot]
 W_FJ = _w("fj", lambda s: (s.nb1, 6))                       # joint interaction wrench
 W_TAU_JOINT = _w("tau_joint", lambda s: (s.nb1,))           # its axis component
+# external loads (hil.kernels.station_loads): a wrench [moment; force] at each output station, world axes,
+# moment about the station's point, held over a step; its generalized force on each body's nu(k)
+W_F_EXT = _w("f_ext", lambda s: (s.ns, 6))
+W_Q_EXT = _w("q_ext", lambda s: (s.nb1, s.NX))
 # outputs and the oracle (hil.kernels.outputs, hil.kernels.oracle)
 W_RW = _w("Rw", lambda s: (s.nb1, 3, 3))                    # world rotation of each body
 W_PW = _w("pw", lambda s: (s.nb1, 3))                       # world origin of each body

@@ -5,32 +5,16 @@ They read the state the last evaluation prepared (work blocks pos, vel) and what
 
 from .jit import kernel
 from .aba import forward_dynamics
-from .bodies import OUTPUT_STATIONS, SR_E, SR_R, ST_POS, ST_V_BIAS, ST_V_REL, ST_W_BIAS, ST_W_REL, station_kinematics
+from .bodies import (OUTPUT_STATIONS, SR_E, SR_R, ST_POS, ST_V_BIAS, ST_V_REL, ST_W_BIAS, ST_W_REL, station_kinematics,
+                     world_poses)
 from .joints import dead_band, joint_friction, spring_torque
-from .spatial import load3, load9, matmul3, mul3, store3, store9
+from .spatial import load3, load9, matmul3, mul3
+from .station_loads import station_power
 from .layout import (DIM_NB, DIM_NETA, DIM_NM, JOINT_PRESCRIBED, JP_BACKLASH, MF_ARMATURE, MF_DMOD, MF_DSPRING,
                      MF_GRAVITY, MF_JPAR, MF_KMOD, MF_KSPRING, MF_MOT_INERTIA, MF_ND_G, MF_ND_M, MF_ND_P0, MF_ND_S,
                      MF_OS_L, MI_DRIVE, MI_MO, MI_MOT, MI_NM, MI_NODE_OFF, MI_OS_BODY, N_JP, W_GHAT, W_MB, W_NU,
-                     W_NUD, W_POS, W_PPC, W_PW, W_RPC, W_RW, W_STATION, W_STATION_R, W_SV, W_TAU_JOINT, W_V, W_VEL,
-                     at, parent_of)
-
-
-@kernel
-def world_poses(mi, mf, w):
-    """World rotation Rw[k] and origin pw[k] of every body frame (after the kinematics)."""
-    for k in range(mi[DIM_NB]):
-        par = parent_of(mi, k)
-        Rpc = load9(w, mi[W_RPC] + 9 * k)
-        ppc = load3(w, mi[W_PPC] + 3 * k)
-        if par < 0:
-            store9(w, mi[W_RW] + 9 * k, Rpc)
-            store3(w, mi[W_PW] + 3 * k, ppc)
-        else:
-            Rp = load9(w, mi[W_RW] + 9 * par)
-            pp = load3(w, mi[W_PW] + 3 * par)
-            x = mul3(Rp, ppc)
-            store3(w, mi[W_PW] + 3 * k, (pp[0] + x[0], pp[1] + x[1], pp[2] + x[2]))
-            store9(w, mi[W_RW] + 9 * k, matmul3(Rp, Rpc))
+                     W_NUD, W_POS, W_PW, W_RW, W_STATION, W_STATION_R, W_SV, W_TAU_JOINT, W_V, W_VEL,
+                     at)
 
 
 STATION_FIELDS = 24   # station_state: position 3, rotation 9, velocity 3, angular velocity 3, specific force 3,
@@ -181,7 +165,8 @@ def energy(mi, mf, w, out):
 
 @kernel
 def power(mi, mf, w, tau, out):
-    """out = [drive power in, dissipated power] at the state of the last forward_dynamics.
+    """out = [power in (drives and the stations' external wrenches), dissipated power] at the state of the
+    last forward_dynamics.
 
     Prescribed joints count their required link torque times their rate as input. A joint or rotor
     held by its brake has zero rate: neither its drive nor the brake does work.
@@ -217,7 +202,7 @@ def power(mi, mf, w, tau, out):
             for f in range(nm):
                 s += mf[at(D + a * NM + f)] * w[at(ivel + e + f)]
             pd += w[at(ivel + e + a)] * s
-    out[0] = pin
+    out[0] = pin + station_power(mi, w)
     out[1] = pd
 
 

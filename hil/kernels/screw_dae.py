@@ -303,6 +303,35 @@ def link_terms(k, dm, dw, el_pos, el_vel, implicit):
 
 
 @kernel
+def station_wrenches(k, dm, dw):
+    """The output stations' external wrenches on body k (dw.f_ext: world axes, moment about the station's
+    point) taken off h_k as their generalized force [m + r x f; f; Ghat^T f + (E Lambda)^T m], with m and f
+    the moment and force in body axes (the transpose of the station's velocity map, link_kinematics)."""
+    nb, NM, stat, f_ext, Rw, hk, M33, V3, Ghat = dm.nb, dm.NM, dm.stat, dw.f_ext, dw.Rw, dw.hk, dw.M33, dw.V3, dw.Ghat
+    nm = dm.body[k, DAE_NM]
+    oL = 12 + 3 * NM
+    for s in range(f_ext.shape[0]):
+        loaded = False
+        for i in range(6):
+            loaded = loaded or f_ext[s, i] != 0.0
+        if dm.stat_body[nb + s] != k or not loaded:
+            continue
+        station_frame(stat, nb + s, NM, dw.pos, dw.vel, nb + dm.body[k, DAE_MO], nm, M33, V3, Ghat)
+        for i in range(3):       # body axes: V3[1] the moment, V3[2] the force (station_frame's rows no longer read)
+            V3[1, i] = Rw[k, 0, i] * f_ext[s, 0] + Rw[k, 1, i] * f_ext[s, 1] + Rw[k, 2, i] * f_ext[s, 2]
+            V3[2, i] = Rw[k, 0, i] * f_ext[s, 3] + Rw[k, 1, i] * f_ext[s, 4] + Rw[k, 2, i] * f_ext[s, 5]
+        for i in range(3):
+            j, l = (i + 1) % 3, (i + 2) % 3
+            hk[k, i] -= V3[1, i] + V3[0, j] * V3[2, l] - V3[0, l] * V3[2, j]
+            hk[k, 3 + i] -= V3[2, i]
+        for a in range(nm):
+            for i in range(3):
+                el = (M33[18 + 3 * i] * stat[nb + s, oL + a] + M33[19 + 3 * i] * stat[nb + s, oL + NM + a]
+                      + M33[20 + 3 * i] * stat[nb + s, oL + 2 * NM + a])
+                hk[k, 6 + a] -= Ghat[i, a] * V3[2, i] + el * V3[1, i]
+
+
+@kernel
 def joint_operator(drive, armature, axis, k, i, j):
     """Q_k[i, j]: the joint rows act on delta through Q = diag(I - (1 - J_arm) s s^T, I) for a
     torque-driven joint (the projection P of eq. 26 plus the axis row's rotor inertia), I for a
@@ -452,6 +481,7 @@ def solve(dm, dw, t, pos, vel, tau, el_pos, el_vel, cK, cD, fitted, acc):
     for k in range(nb):
         link_kinematics(k, dm, dw)
         link_terms(k, dm, dw, el_pos, el_vel, (cK, cD, fitted))
+        station_wrenches(k, dm, dw)
         stack_block(k, dm.body, dm.axis, dm.drive, dw.arm, dw.tauj, dw.qdd_pres, dw.kap, dw.Mk, dw.hk, dw.A,
                     dw.r)
     if not eliminate(dm, dw):

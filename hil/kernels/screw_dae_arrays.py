@@ -32,13 +32,13 @@ import numpy as np
 from numba import njit
 
 from .jit import kernel
-from .layout import (DAE_BODY_COLS, DIM_NB, DIM_NM, DIM_NNODE, DIM_NQ, DIM_NS, FIT_C, MF_DAE_AXIS,
-                     MF_DAE_GRAVITY, MF_DAE_NODE, MF_DAE_ROT, MF_DAE_STAT, MF_DMOD, MF_FITTED, MF_KMOD, MI_DAE_BODY,
-                     MI_DAE_STAT_BODY, MI_DRIVE, N_FIT, W_ACC, W_DAE_A, W_DAE_ARM, W_DAE_COLS, W_DAE_GHAT, W_DAE_HK,
-                     W_DAE_KAP, W_DAE_M33, W_DAE_MK, W_DAE_PHI, W_DAE_PIV, W_DAE_POS, W_DAE_PPC, W_DAE_PW, W_DAE_QDD_PRES,
+from .layout import (DAE_BODY_COLS, DIM_NB, DIM_NM, DIM_NNODE, DIM_NQ, DIM_NS, FIT_C, MF_DAE_AXIS, MF_DAE_GRAVITY,
+                     MF_DAE_NODE, MF_DAE_ROT, MF_DAE_STAT, MF_DMOD, MF_FITTED, MF_KMOD, MI_DAE_BODY, MI_DAE_STAT_BODY,
+                     MI_DRIVE, N_FIT, W_ACC, W_DAE_A, W_DAE_ARM, W_DAE_COLS, W_DAE_GHAT, W_DAE_HK, W_DAE_KAP,
+                     W_DAE_M33, W_DAE_MK, W_DAE_PHI, W_DAE_PIV, W_DAE_POS, W_DAE_PPC, W_DAE_PW, W_DAE_QDD_PRES,
                      W_DAE_QPHI, W_DAE_R, W_DAE_RPC, W_DAE_RW, W_DAE_SO, W_DAE_TAU_JOINT, W_DAE_TAUJ, W_DAE_V,
-                     W_DAE_V3, W_DAE_VEL, W_DAE_W, W_DAE_WRENCH, W_DAE_Y, W_DAE_Z, W_K1, W_K2, W_K3, W_K4, W_PE, W_PS,
-                     W_VS, dae_block, dae_node_width, dae_rot_width, dae_stat_width)
+                     W_DAE_V3, W_DAE_VEL, W_DAE_W, W_DAE_WRENCH, W_DAE_Y, W_DAE_Z, W_F_EXT, W_K1, W_K2, W_K3, W_K4,
+                     W_PE, W_PS, W_VS, dae_block, dae_node_width, dae_rot_width, dae_stat_width)
 
 DaeModel = namedtuple("DaeModel", [
     "nb", "NM", "nq", "body", "node", "rot", "stat", "stat_body", "axis", "gravity",
@@ -50,7 +50,7 @@ DaeModel = namedtuple("DaeModel", [
 DaeWork = namedtuple("DaeWork", [
     "pos", "vel", "qdd_pres", "tauj", "arm", "tau_joint", "Rpc", "ppc", "Rw", "pw", "V", "kap", "Phi",
     "Mk", "hk", "A", "r", "piv", "W", "y", "z", "wrench", "Ghat", "M33", "V3", "cols", "QPhi",
-    "k1", "k2", "k3", "k4", "ps", "vs", "pe", "acc", "so",
+    "k1", "k2", "k3", "k4", "ps", "vs", "pe", "acc", "so", "f_ext",
 ])
 
 
@@ -101,7 +101,8 @@ def views(mi, mf, w):
     """The DAE kernel's model and work (DaeModel, DaeWork) as views of the flat arrays."""
     nb, NM, nq = mi[DIM_NB], mi[DIM_NM], mi[DIM_NQ]
     nb1 = max(nb, 1)
-    nst = nb + mi[DIM_NS]
+    ns = mi[DIM_NS]
+    nst = nb + ns
     nx = 6 + NM
     n = dae_block(NM)
     node_w = dae_node_width(NM)
@@ -140,5 +141,5 @@ def views(mi, mf, w):
         _block(w, mi[W_DAE_QPHI], 6 * nx).reshape((6, nx)),
         _block(w, mi[W_K1], nq), _block(w, mi[W_K2], nq), _block(w, mi[W_K3], nq), _block(w, mi[W_K4], nq),
         _block(w, mi[W_PS], nq), _block(w, mi[W_VS], nq), _block(w, mi[W_PE], nq), _block(w, mi[W_ACC], nq),
-        _block(w, mi[W_DAE_SO], 24).reshape((8, 3)))
+        _block(w, mi[W_DAE_SO], 24).reshape((8, 3)), _block(w, mi[W_F_EXT], 6 * ns).reshape((ns, 6)))
     return dm, dw

@@ -6,10 +6,10 @@ the plant. ``tau_cmd_<joint>`` is the command as received; in the safe state (wa
 stopped CANopen drive) the emulator applies other torques than that, and the drive model
 (current loop, limits, back-EMF, torque-constant faults) turns a command into torque with its
 own state. ``tau_<joint>`` is what the drives delivered: exactly the torque the plant step
-received. So the replay steps the plant with ``tau`` and reproduces the one other thing that acts
-on the plant's state between steps: the holding brakes (``brake_<joint>``: a closed brake stops
-and holds its joint), through a drive bank of ideal torque drives (output = input, bit for bit)
-with the preset's brakes. The plant starts as ``hil run`` starts it: the preset's initial joint
+received. So the replay steps the plant with ``tau`` and reproduces the other things that act
+on the plant's state: the holding brakes (``brake_<joint>``: a closed brake stops and holds its
+joint), through a drive bank of ideal torque drives (output = input, bit for bit) with the preset's
+brakes, and the wrenches a co-simulated FMU applied at stations (``f_ext_<station>_mx .. _fz``). The plant starts as ``hil run`` starts it: the preset's initial joint
 angles at rest in the static deflection (``Plant.equilibrium_eta``).
 
 A lab records the motor currents more often than the torques: ``drive_input = "current"`` steps
@@ -36,7 +36,7 @@ import numpy as np
 
 from hil.devices.drives import DriveBank
 from hil.devices.sensors import SensorSuite
-from hil.dynamics.plant import Plant
+from hil.dynamics.plant import Plant, station_load_columns
 from hil.model.sensor_specs import CurrentSpec, channel_names
 from hil.model.spec import DRIVE_PRESCRIBED, DriveSpec
 from hil.viz.scene import model_of_log
@@ -138,6 +138,7 @@ def replay(header: dict[str, Any], rows: np.ndarray, model=None, channels: tuple
     brakes = np.column_stack([rows[:, i] >= 1 if i is not None else np.zeros(len(rows), bool) for i in brake_cols]) \
         if lay.n_joints else np.zeros((len(rows), 0), bool)
     switched = np.any(np.diff(brakes, axis=0, prepend=drives.brake_engaged[None, :]), axis=1)   # rows a brake changes on
+    loaded, wrenches = _station_loads(index, rows, lay.station_names)
     sensors = SensorSuite(plant, noise=False) if channels else None      # its stations: the tip first, then the IMUs'
     sensed = [sensors.channel(c) for c in channels] if sensors else []
     tip = sensors.station_out[0] if sensors else plant.output_stations(np.array([lay.station_names.index(TIP)]))[0]
@@ -152,6 +153,8 @@ def replay(header: dict[str, Any], rows: np.ndarray, model=None, channels: tuple
         if switched[i]:
             for k in np.flatnonzero(brakes[i] != drives.brake_engaged):
                 drives.set_brake(int(k), bool(brakes[i, k]))
+        if loaded.size:
+            plant.station_loads[loaded] = wrenches[i]
         plant.step(drives.update(tau[i] if currents is None else motor_torques(tau[i], plant.vel[:nj], currents[1])))
         r = out[i]
         r[0] = plant.t
@@ -168,6 +171,14 @@ def replay(header: dict[str, Any], rows: np.ndarray, model=None, channels: tuple
     cycles = rows[:, index["cycle"]]
     result.missing_rows = int(cycles[-1] - len(rows)) if len(rows) else 0    # cycles count from 1
     return result
+
+
+def _station_loads(index: dict[str, int], rows: np.ndarray, stations: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The stations with logged wrenches (f_ext_<station>_mx .. _fz: hil.runtime.cycle_record) and their wrench
+    per row (rows x stations x 6)."""
+    loaded = [s for s, name in enumerate(stations) if f"f_ext_{name}_mx" in index]
+    cols = [index[c] for s in loaded for c in station_load_columns(stations[s])]
+    return np.array(loaded, np.int64), rows[:, cols].reshape(len(rows), len(loaded), 6)
 
 
 def motor_currents(plant: Plant) -> tuple[list[str], np.ndarray]:

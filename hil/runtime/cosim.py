@@ -1,16 +1,26 @@
 """A user's FMU co-simulated inside the loop (``hil run --fmu PART.fmu --connect ...``): a gripper, a
 conveyor, a load or motor model, one communication step of the loop's period per cycle, through fmpy.
 
-Connections (``--connect``, comma-separated ``SOURCE=TARGET``; the FMU is named by its file's stem,
-PART): an FMU output to a plant input, ``PART.<output>=joint.<joint>.load_N_m`` (an external torque on
-the joint's drive coordinate, link side, added to the drive's: hil.devices.drives ``load``), or a
-plant output to an FMU input, ``joint.<joint>.q_rad`` / ``.qd_rad_s`` / ``.tau_N_m`` (the delivered
-torque) / ``tip.x_m`` / ``tip.y_m`` / ``tip.z_m`` / ``t_s`` ``=PART.<input>``. Every name is checked
-before the run (one line with the nearest one).
+Connections (``--connect``, comma-separated ``SOURCE=TARGET``; the FMU is named by its file's stem, PART):
 
-Order in a cycle (Emulator.step_once): the plant steps with the loads the FMU gave last cycle; then
-the FMU gets the plant's state at the new instant, does its step [t - dt, t] and gives the loads
-for the next cycle (the one-step delay of any co-simulation with a fixed communication step).
+* an FMU output to a plant input: ``PART.<output>=joint.<joint>.load_N_m`` (an external torque on the
+  joint's drive coordinate, link side, added to the drive's: hil.devices.drives ``load``) or
+  ``PART.<output>=station.<station>.<component>``, component ``fx_N``, ``fy_N``, ``fz_N``, ``mx_N_m``,
+  ``my_N_m`` or ``mz_N_m`` (a wrench at the station, world axes, moment about the station's point:
+  Plant.station_loads, hil.kernels.station_loads; logged as ``f_ext_<station>_<mx .. fz>``);
+* a plant output to an FMU input: ``joint.<joint>.q_rad`` / ``.qd_rad_s`` / ``.tau_N_m`` (the delivered
+  torque), ``station.<station>.x_m`` / ``y_m`` / ``z_m`` / ``vx_m_s`` / ``vy_m_s`` / ``vz_m_s`` (world
+  position and velocity; ``tip.x_m`` ... is ``station.tip.x_m`` ...) or ``t_s``, ``=PART.<input>``.
+
+Every name is checked before the run, one line with the nearest one: the FMU's variables and the
+connections' form when the part is read (FmuPart), the arm's joints and stations when it is bound
+(bind). The stations a connection reads (source_stations) are sampled by the plant's step with the
+sensors' (RuntimeOptions.sampled_stations), so the FMU reads them at the new instant.
+
+Order in a cycle (Emulator.step_once): the loads the FMU gave last cycle are applied (apply) and the plant
+steps with them (the cycle's row logs them); then the FMU gets the plant's state at the new instant, does
+its step [t - dt, t] and gives the loads for the next cycle (the one-step delay of any co-simulation with
+a fixed communication step).
 A step that fails (fmi2Error, fmi2Discard) or an output that is not finite fails the run with the
 FMU's name, the time and the reason. The cost of the FMU's step per cycle (set, doStep, get) goes to
 the run summary (``"fmu"``).
@@ -29,9 +39,12 @@ import numpy as np
 
 from config_schema import UserError, suggest
 
-PLANT_SOURCES = ("q_rad", "qd_rad_s", "tau_N_m")       # joint.<joint>.<key>
-TIP_SOURCES = ("x_m", "y_m", "z_m")
+JOINT_SOURCES = ("q_rad", "qd_rad_s", "tau_N_m")                          # joint.<joint>.<key>
+STATION_SOURCES = ("x_m", "y_m", "z_m", "vx_m_s", "vy_m_s", "vz_m_s")     # station.<station>.<key>, world axes
+STATION_FIELDS = (0, 1, 2, 12, 13, 14)     # where they sit in a sampled station's row (SensorSuite.station_out)
+STATION_TARGETS = ("mx_N_m", "my_N_m", "mz_N_m", "fx_N", "fy_N", "fz_N")  # Plant.station_loads' columns
 MAX_CONNECTIONS = 64
+
 
 
 @dataclass
@@ -54,50 +67,46 @@ class CostStats:
 
 
 class FmuPart:
-    """One co-simulated FMU (module docstring)."""
+    """One co-simulated FMU (module docstring): read, its connections' form checked; bound to the arm by
+    bind; started by start."""
 
-    def __init__(self, path: str | Path, connect: str, joints: list[str], dt: float):
+    def __init__(self, path: str | Path, connect: str):
         try:
-            from fmpy import extract, read_model_description
-            from fmpy.fmi2 import FMU2Slave
+            from fmpy import read_model_description
         except ImportError:
             raise UserError("--fmu needs fmpy: pip install 'ella-hil[fmu]'") from None
-        self.path, self.name, self.dt, self.joints = Path(path), Path(path).stem, dt, joints
+        self.path, self.name = Path(path), Path(path).stem
         try:
-            md = read_model_description(str(self.path))
+            self.md = read_model_description(str(self.path))
         except Exception as exc:         # noqa: BLE001 - fmpy raises many kinds for a broken file
             raise UserError(f"--fmu {path}: not an FMU fmpy reads ({exc})") from None
-        if md.fmiVersion != "2.0" or md.coSimulation is None:
-            raise UserError(f"--fmu {path}: an FMI 2.0 co-simulation FMU is needed; this is FMI {md.fmiVersion}"
-                            + ("" if md.coSimulation else " without co-simulation"))
-        self.variables = {v.name: v for v in md.modelVariables}
-        self.inputs: list[tuple[str, int, int]] = []     # (plant source kind, index, value reference)
-        self.outputs: list[tuple[str, int, int]] = []    # (FMU output name, joint index, value reference)
+        if self.md.fmiVersion != "2.0" or self.md.coSimulation is None:
+            raise UserError(f"--fmu {path}: an FMI 2.0 co-simulation FMU is needed; this is FMI {self.md.fmiVersion}"
+                            + ("" if self.md.coSimulation else " without co-simulation"))
+        self.variables = {v.name: v for v in self.md.modelVariables}
         pairs = _pairs(connect)
-        for source, target in pairs:
-            self._connect(source, target)
         self.connections = [f"{source}={target}" for source, target in pairs]
-        self.unzipped = extract(str(self.path))
-        self.slave = FMU2Slave(guid=md.guid, unzipDirectory=self.unzipped,
-                               modelIdentifier=md.coSimulation.modelIdentifier, instanceName=self.name)
-        self.in_refs = [vr for _, _, vr in self.inputs]
-        self.out_refs = [vr for _, _, vr in self.outputs]
-        self.in_values = np.zeros(len(self.inputs))
+        self.reads: list[tuple[str, str, str, int]] = []     # (source, kind, joint or station, value reference)
+        self.writes: list[tuple[str, str, str, str, int]] = []   # (target, kind, joint or station, output, ref)
+        for source, target in pairs:
+            self._classify(source, target)
+        self.source_stations = list(dict.fromkeys(n for _, kind, n, _ in self.reads if kind in STATION_SOURCES))
+        self.loaded_stations: list[int] = []
         self.cost = CostStats()
         self.failure: str | None = None
         self.started = False
+        self.unzipped: str | None = None
 
-    def _connect(self, source: str, target: str) -> None:
+    def _classify(self, source: str, target: str) -> None:
         part = self.name + "."
         if source.startswith(part):
-            name = source[len(part):]
-            ref = self._variable(name, "output", source)
-            j = self._joint_target(target)
-            if any(k == j for _, k, _ in self.outputs):
+            output = source[len(part):]
+            ref = self._variable(output, "output", source)
+            if any(t == target for t, *_ in self.writes):
                 raise UserError(f"--connect {source}={target}: {target} has a source already")
-            self.outputs.append((name, j, ref))
+            self.writes.append((target, *_target_form(target), output, ref))
         elif target.startswith(part):
-            self.inputs.append((*self._plant_source(source), self._variable(target[len(part):], "input", target)))
+            self.reads.append((source, *_source_form(source), self._variable(target[len(part):], "input", target)))
         else:
             raise UserError(f"--connect {source}={target}: one side must be the FMU's ({self.name}.<variable>)")
 
@@ -109,26 +118,39 @@ class FmuPart:
                             f"its {causality}s: {', '.join(known) or 'none'}")
         return v.valueReference
 
-    def _joint_target(self, target: str) -> int:
-        parts = target.split(".")
-        if len(parts) != 3 or parts[0] != "joint" or parts[2] != "load_N_m" or parts[1] not in self.joints:
-            raise UserError(f"--connect ...={target}: expected joint.<joint>.load_N_m with a joint of the arm "
-                            f"({', '.join(self.joints)})" + suggest(parts[1] if len(parts) == 3 else target, self.joints))
-        return self.joints.index(parts[1])
-
-    def _plant_source(self, source: str) -> tuple[str, int]:
-        parts = source.split(".")
-        if source == "t_s":
-            return "t", 0
-        if len(parts) == 2 and parts[0] == "tip" and parts[1] in TIP_SOURCES:
-            return "tip", TIP_SOURCES.index(parts[1])
-        if len(parts) == 3 and parts[0] == "joint" and parts[1] in self.joints and parts[2] in PLANT_SOURCES:
-            return parts[2], self.joints.index(parts[1])
-        raise UserError(f"--connect {source}=...: expected joint.<joint>.q_rad, .qd_rad_s or .tau_N_m, tip.x_m, "
-                        f"tip.y_m, tip.z_m or t_s (joints: {', '.join(self.joints)})")
+    def bind(self, joints: list[str], stations: list[str], sampled: list[str], dt: float) -> None:
+        """Resolve the connections against the arm: its joints, its stations, the stations its step samples
+        (the order of SensorSuite.station_out's rows; every source station among them) and the loop's period."""
+        self.dt = dt
+        self.inputs: list[tuple[str, int, int]] = []       # (kind, joint or sampled row, value reference)
+        for source, kind, name, ref in self.reads:
+            if kind in STATION_SOURCES:
+                _known(source, name, stations, "station")
+                index = sampled.index(name)
+            else:
+                index = 0 if kind == "t" else _known(source, name, joints, "joint")
+            self.inputs.append((kind, index, ref))
+        self.outputs: list[tuple[str, int, int, int]] = []  # (output, joint or station, component or -1, ref)
+        for target, kind, name, output, ref in self.writes:
+            if kind == "load_N_m":
+                self.outputs.append((output, _known(target, name, joints, "joint"), -1, ref))
+            else:
+                self.outputs.append((output, _known(target, name, stations, "station"), STATION_TARGETS.index(kind),
+                                     ref))
+        self.loaded_stations = list(dict.fromkeys(s for _, s, c, _ in self.outputs if c >= 0))
+        self.in_refs = [ref for *_, ref in self.inputs]
+        self.out_refs = [ref for *_, ref in self.outputs]
+        self.in_values = np.zeros(len(self.inputs))
+        self.out_values = np.zeros(len(self.outputs))
 
     def start(self, t0: float) -> None:
-        """Instantiate and initialise the FMU at the run's start time."""
+        """Unpack, instantiate and initialise the FMU at the run's start time (after bind)."""
+        from fmpy import extract
+        from fmpy.fmi2 import FMU2Slave
+
+        self.unzipped = extract(str(self.path))
+        self.slave = FMU2Slave(guid=self.md.guid, unzipDirectory=self.unzipped,
+                               modelIdentifier=self.md.coSimulation.modelIdentifier, instanceName=self.name)
         try:
             self.slave.instantiate(loggingOn=False)
             self.slave.setupExperiment(startTime=t0)
@@ -138,13 +160,15 @@ class FmuPart:
             raise UserError(f"FMU {self.name}: failed to start: {exc}") from None
         self.started = True
 
-    def step(self, t: float, plant, drives, tip: np.ndarray) -> bool:
-        """The FMU's step ending at the plant's time `t`; its outputs to the drives' loads. False (and
-        `failure` set) when the FMU fails or gives a non-finite output."""
+    def step(self, t: float, plant, drives, sampled: np.ndarray) -> bool:
+        """The FMU's step ending at the plant's time `t` (`sampled`: the sampled stations' world kinematics,
+        SensorSuite.station_out), its outputs kept for the next cycle (apply). False (and `failure` set) when
+        the FMU fails or gives a non-finite output."""
         t0 = time.perf_counter_ns()
         for k, (kind, i, _) in enumerate(self.inputs):
-            self.in_values[k] = (t if kind == "t" else tip[i] if kind == "tip" else plant.pos[i] if kind == "q_rad"
-                                 else plant.vel[i] if kind == "qd_rad_s" else drives.tau[i])
+            self.in_values[k] = (t if kind == "t" else plant.pos[i] if kind == "q_rad" else plant.vel[i]
+                                 if kind == "qd_rad_s" else drives.tau[i] if kind == "tau_N_m"
+                                 else sampled[i, STATION_FIELDS[STATION_SOURCES.index(kind)]])
         try:
             if self.in_refs:
                 self.slave.setReal(self.in_refs, self.in_values.tolist())
@@ -153,13 +177,22 @@ class FmuPart:
         except Exception as exc:         # noqa: BLE001 - fmpy's FMICallException and what an FMU raises
             self.failure = f"FMU {self.name} failed its step to t = {t:.3f} s: {exc}"
             return False
-        for (name, j, _), value in zip(self.outputs, values):
+        for k, ((output, _, _, _), value) in enumerate(zip(self.outputs, values)):
             if not math.isfinite(value):
-                self.failure = f"FMU {self.name} gave {name} = {value} at t = {t:.3f} s"
+                self.failure = f"FMU {self.name} gave {output} = {value} at t = {t:.3f} s"
                 return False
-            drives.load[j] = value
+            self.out_values[k] = value
         self.cost.add(time.perf_counter_ns() - t0)
         return True
+
+    def apply(self, plant, drives) -> None:
+        """The outputs of the last step to the drives' loads and the plant's station loads, for the cycle's
+        plant step (so a cycle's row logs the loads that acted over its step)."""
+        for (_, i, c, _), value in zip(self.outputs, self.out_values):
+            if c < 0:
+                drives.load[i] = value
+            else:
+                plant.station_loads[i, c] = value
 
     def summary(self) -> dict:
         return {"name": self.name, "file": str(self.path), "connections": self.connections, "step": self.cost.summary()}
@@ -173,7 +206,8 @@ class FmuPart:
             except Exception:            # noqa: BLE001 - closing after a failed step: nothing more to save
                 pass
             self.started = False
-        shutil.rmtree(self.unzipped, ignore_errors=True)
+        if self.unzipped is not None:
+            shutil.rmtree(self.unzipped, ignore_errors=True)
 
 
 def _pairs(connect: str) -> list[tuple[str, str]]:
@@ -187,3 +221,38 @@ def _pairs(connect: str) -> list[tuple[str, str]]:
             raise UserError(f"--connect {item!r}: expected SOURCE=TARGET")
         out.append((sides[0], sides[1]))
     return out
+
+
+def _source_form(source: str) -> tuple[str, str]:
+    """(kind, name) of a plant output: ("t", ""), (a JOINT_SOURCES key, joint) or (a STATION_SOURCES key,
+    station)."""
+    parts = source.split(".")
+    if source == "t_s":
+        return "t", ""
+    if len(parts) == 2 and parts[0] == "tip" and parts[1] in STATION_SOURCES:
+        return parts[1], "tip"
+    if len(parts) == 3 and parts[0] == "joint" and parts[2] in JOINT_SOURCES:
+        return parts[2], parts[1]
+    if len(parts) == 3 and parts[0] == "station" and parts[2] in STATION_SOURCES:
+        return parts[2], parts[1]
+    raise UserError(f"--connect {source}=...: expected joint.<joint>.q_rad, .qd_rad_s or .tau_N_m, "
+                    f"station.<station>.{', .'.join(STATION_SOURCES)} (tip.<key>: station.tip.<key>) or t_s")
+
+
+def _target_form(target: str) -> tuple[str, str]:
+    """(kind, name) of a plant input: ("load_N_m", joint) or (a STATION_TARGETS key, station)."""
+    parts = target.split(".")
+    if len(parts) == 3 and parts[0] == "joint" and parts[2] == "load_N_m":
+        return parts[2], parts[1]
+    if len(parts) == 3 and parts[0] == "station" and parts[2] in STATION_TARGETS:
+        return parts[2], parts[1]
+    raise UserError(f"--connect ...={target}: expected joint.<joint>.load_N_m or station.<station>."
+                    f"{', .'.join(STATION_TARGETS)} (world axes)")
+
+
+def _known(where: str, name: str, names: list[str], what: str) -> int:
+    """names.index(name), or a one-line UserError naming the connection and the nearest name."""
+    if name not in names:
+        raise UserError(f"--connect {where}: no {what} {name!r} on the arm{suggest(name, names)}; "
+                        f"its {what}s: {', '.join(names)}")
+    return names.index(name)

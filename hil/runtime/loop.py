@@ -100,7 +100,8 @@ class Emulator:
         self.sensors_out = sensors_out
         self.opt = options
         self.drives = drives or DriveBank(plant)
-        self.sensors = SensorSuite(plant, sensors, seed=options.seed, current_source=self.drives.current)
+        self.sensors = SensorSuite(plant, sensors, seed=options.seed, current_source=self.drives.current,
+                                   sampled=options.sampled_stations)
         self.sensor_frames = plan.bind_sensors(self.sensors.channel_names).frames
         self.feed = commands.feed if plan.python_frames else plan.decoder.feed
         # the faults' seed: the run's, else the scenario's, else the model's
@@ -168,6 +169,16 @@ class Emulator:
         for _ in range(steps):
             self.drives.update(self.commands.tau)
 
+    def attach_fmu(self, part) -> None:
+        """Co-simulate `part` (hil.runtime.cosim.FmuPart, read; before run()): bound to the arm, the wrenches it
+        applies at stations added to the run log's columns, started at the plant's time."""
+        lay = self.plant.layout
+        part.bind(lay.joint_names, lay.station_names, self.sensors.station_names, self.plant.dt)
+        self.record = CycleRecord(self.plant, self.drives, self.sensors, self.faults, self.opt.log_wrenches,
+                                  part.loaded_stations)
+        part.start(self.plant.t)
+        self.cosim = part
+
     def firmware_exited(self, status: int) -> None:
         """The firmware process ended: that fails the run (also one not yet started) unless it is done."""
         if not self.finished and (self.n_cycles is None or self.cycle < self.n_cycles):
@@ -232,12 +243,16 @@ class Emulator:
     def step_once(self, lateness_ns: int = 0) -> None:
         """One cycle: receive -> decode -> supervise -> drives -> plant step -> sense -> signal faults
         -> encode -> a co-simulated FMU's step -> send -> log -> XCP's DAQ (fault triggers first, after
-        the calibrations written over XCP since the last cycle; a stall fault in the compute phase)."""
+        the calibrations written over XCP since the last cycle and the FMU's loads of the last cycle; a
+        stall fault in the compute phase)."""
         t0 = time.monotonic_ns()
         clk = self.stage_clock
         xcp = self.xcp
         if xcp is not None and xcp.busy:
             xcp.cycle_start(self.cycle, self.plant.t)
+        cosim = self.cosim
+        if cosim is not None:
+            cosim.apply(self.plant, self.drives)
         clk and clk.mark(Stage.FAULTS_BEGIN)
         self.faults.begin_cycle(self.cycle, self.plant.t)
         clk and clk.mark(Stage.RECEIVE)
@@ -246,8 +261,8 @@ class Emulator:
         one = self.one_call
         one.run(frames, t0, clk)
         self.cycle += 1
-        if self.cosim is not None and not self.cosim.step(self.plant.t, self.plant, self.drives, self.sensors.tip):
-            self.abort(self.cosim.failure)
+        if cosim is not None and not cosim.step(self.plant.t, self.plant, self.drives, self.sensors.station_out):
+            self.abort(cosim.failure)
         fresh, cmd_age_us, status, frames, t1, t2 = one.fresh, one.cmd_age_us, one.status, one.sent, one.t1, one.t2
         tau = self.drives.tau
         clk and clk.mark(Stage.SEND)

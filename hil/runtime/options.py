@@ -40,6 +40,8 @@ class RuntimeOptions:
                                         # the scenario's seed)
     log_path: str | None = None
     log_wrenches: bool = False          # the joint interaction wrenches w_<joint>_mx .. _fz in the run log
+    sampled_stations: tuple[str, ...] = ()   # stations the plant's step samples beyond the tip and the IMUs'
+                                             # (a co-simulated FMU reads them: hil.runtime.cosim)
     bus_record_path: str | None = None  # every frame sent and received, python-can format by suffix (.asc, .blf)
     stats_capacity: int = 600_000
     receive_frames: int = 64            # per cycle at most (hil.runtime.receive): the rest is dropped, counted
