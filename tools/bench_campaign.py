@@ -79,17 +79,20 @@ def bare_runs(path: Path, folder: Path, n: int) -> tuple[float, float]:
     return sum(walls) / len(walls), (cpu_s() - cpu0) / len(walls)
 
 
-def campaign_rate(path: Path, out: Path, workers: int, engine: str) -> tuple[float, float | None, float, float]:
+def campaign_rate(path: Path, out: Path, workers: int, engine: str,
+                  case_runner=None) -> tuple[float, float | None, float, float]:
     """Cases per second of the whole campaign with `workers` workers, the largest worker process
     (Dask) in MB, the campaign's own time per case outside its cases' processes [s] and the CPU time
-    per case of this process and its children [s] (local engine; a Dask worker's is not counted)."""
+    per case of this process and its children [s] (local engine; a Dask worker's is not counted);
+    `case_runner`: hil.cli.campaign_case.run_case for the cases in long-lived workers, else a process each."""
     t0, cpu0 = time.monotonic(), cpu_s()
     if engine == "local":
-        outcome = run_campaign(path, out, workers=workers, stream=io.StringIO())
+        outcome = run_campaign(path, out, workers=workers, stream=io.StringIO(), case_runner=case_runner)
         worker_mb = None
     else:
         with DaskCluster(out.parent / f"cluster{workers}", workers) as cluster:
-            outcome = run_campaign(path, out, engine="dask", address=cluster.address, stream=io.StringIO())
+            outcome = run_campaign(path, out, engine="dask", address=cluster.address, stream=io.StringIO(),
+                                   case_runner=case_runner)
             worker_mb = cluster.worker_rss_mb()
     wall = time.monotonic() - t0
     bad = {k: v for k, v in outcome.counts.items() if k != "passed"}
@@ -141,6 +144,31 @@ def _rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def in_workers(path: Path, folder: Path, engine: str) -> dict:
+    """The same campaign in long-lived workers (hil.campaign.worker): cases/s with 1 and 2 workers, the loop
+    time of one case run in this process (its own cycles: summary pacer.elapsed_s) and the time per case
+    beyond it with 1 worker."""
+    from hil.campaign.runner import command as case_command
+    from hil.campaign.worker import in_process_argv
+    from hil.cli.campaign_case import run_case, run_inside
+
+    one, _, _, cpu_case = campaign_rate(path, folder / "w1", 1, engine, run_case)
+    two, mb2, _, _ = campaign_rate(path, folder / "w2", 2, engine, run_case)
+    campaign = load_campaign(path)
+    case = expand(campaign)[0]
+    model = folder / "model.toml"
+    from hil.campaign.overrides import Preset
+    model.write_text(Preset(campaign.arm).with_overrides(case.overrides, "bench"), encoding="utf-8")
+    argv = in_process_argv(case_command(case.as_dict(), settings(campaign, folder, None), model,
+                                        folder / "inside.msgpack")[3:])
+    loops = [run_inside(argv, 600.0)[0]["pacer"]["elapsed_s"] for _ in range(3)]
+    loop_s = sorted(loops)[1]
+    return {"cases_per_s_1_worker": one, "cases_per_s_2_workers": two, "speedup_2_workers": two / one,
+            "case_loop_s": loop_s, "overhead_per_case_s": 1 / one - loop_s, "campaign_cpu_per_case_s": cpu_case,
+            "worker_process_rss_mb": mb2 if engine == "dask" else
+            resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
+
+
 def measure(cases: int, duration: float, bare: int, engine: str) -> dict:
     folder = Path(tempfile.mkdtemp(prefix="hil-bench-campaign-"))
     try:
@@ -154,6 +182,7 @@ def measure(cases: int, duration: float, bare: int, engine: str) -> dict:
         bare_cpu = (cpu_before * ((bare + 1) // 2) + cpu_after * (bare // 2)) / bare if bare > 1 else cpu_before
         two, mb2, _, _ = campaign_rate(path, folder / "two", 2, engine)
         case_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        workers = in_workers(path, folder, engine)
         return {"engine": engine, "cases": cases, "duration_s": duration, "bare_hil_run_s": bare_s,
                 "bare_before_s": before, "bare_after_s": after,
                 "cases_per_s_1_worker": one, "cases_per_s_2_workers": two, "speedup_2_workers": two / one,
@@ -162,7 +191,7 @@ def measure(cases: int, duration: float, bare: int, engine: str) -> dict:
                 "cpu_overhead_per_case": cpu_case / bare_cpu - 1 if engine == "local" else None,
                 "own_overhead_per_case": own_s / (1 / one - own_s), "case_process_max_rss_mb": case_mb,
                 "worker_process_rss_mb": mb2 if engine == "dask" else None,
-                "load_average": os.getloadavg()}
+                "in_workers": workers, "load_average": os.getloadavg()}
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -194,6 +223,13 @@ def main(argv: list[str] | None = None) -> int:
           f"(x{r['speedup_2_workers']:.2f}, goal >= 1.8)")
     print(f"  memory: a case's hil run process at most {r['case_process_max_rss_mb']:.0f} MB"
           + (f", a Dask worker process {r['worker_process_rss_mb']:.0f} MB" if r["worker_process_rss_mb"] else ""))
+    w = r["in_workers"]
+    print(f"  in long-lived workers (the firmware in each): 1 worker {w['cases_per_s_1_worker']:.3f} cases/s "
+          f"(x{w['cases_per_s_1_worker'] / r['cases_per_s_1_worker']:.1f} the process per case), 2 workers "
+          f"{w['cases_per_s_2_workers']:.3f} cases/s (x{w['speedup_2_workers']:.2f} of 1)")
+    print(f"    a case's own loop {w['case_loop_s'] * 1e3:.0f} ms; beyond it per case {w['overhead_per_case_s'] * 1e3:.0f} ms "
+          f"(goal 20 ms); CPU per case {w['campaign_cpu_per_case_s']:.2f} s; a worker process at most "
+          f"{w['worker_process_rss_mb']:.0f} MB")
     print(f"  load average during the run: {', '.join(f'{x:.1f}' for x in r['load_average'])}")
     return 0
 

@@ -1,5 +1,5 @@
-"""A firmware's loop on a link: wait for each cycle's sensor frames, ask the control law for the
-joint torques, answer with the command frames; for a CANopen map also the master's part (the
+"""A firmware's loop on a link (serve; FirmwareSession, frame by frame): wait for each cycle's sensor frames,
+ask the control law for the joint torques, answer with the command frames; for a CANopen map also the master's part (the
 drives' enabling, NMT start, one SYNC per cycle, NMT stop at the end). Plain Python.
 
 Time is the emulator's cycle counter (the SYNCs sent, on a CANopen map) times the map's cycle, so
@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from firmware_bridge.links.base import Link
+from firmware_bridge.links.base import Frame, Link
 from .endpoint import FirmwareWire, SensorInput
 from .latency import LatencyHistogram
 
@@ -42,59 +42,90 @@ class ServeResult:
     ended_by: str                  # "duration", "idle", "parent_exited"
 
 
+class FirmwareSession:
+    """A firmware's side of a run, frame by frame: `handle` takes one frame from the emulator and sends
+    the answers on `link`; `pump` handles every frame waiting on `link` (a firmware run in the emulator's
+    own process is pumped by it: firmware_bridge.links.in_process). `done` once the emulator's time has
+    reached `duration_s` (after answering that cycle)."""
+
+    def __init__(self, wire: FirmwareWire, link: Link, control: ControlLaw, duration_s: float | None = None):
+        self.wire, self.link, self.control, self.duration_s = wire, link, control, duration_s
+        self.latency = LatencyHistogram()
+        self.sent_at: float | None = None
+        self.answered_cycle: int | None = None
+        self.torques = None
+        self.answered = self.repeats = 0
+        self.cycle = wire.sensors.cycle
+        self.done = False
+
+    def pump(self) -> int:
+        """Handle the frames waiting on the link (none once done); how many."""
+        n = 0
+        while not self.done:
+            frame = self.link.recv()
+            if frame is None:
+                break
+            self.handle(frame, time.monotonic())
+            n += 1
+        return n
+
+    def handle(self, frame: Frame, now: float) -> bool:
+        """One frame received at `now` (monotonic s); True if it came from the emulator (not only the
+        CANopen master's own traffic before the start)."""
+        sensors, master, link = self.wire.sensors, self.wire.master, self.link
+        if master is not None and master.is_protocol(frame):
+            starting = not master.started
+            for f in master.on_frame(frame):       # the drives' enabling, NMT start and the first SYNC
+                link.send(f)
+            return starting
+        if not sensors.feed(frame):
+            return True
+        if self.sent_at is not None:
+            self.latency.add((now - self.sent_at) * 1e6)
+        cycle = self.cycle = sensors.cycle if master is None else master.syncs
+        if cycle == self.answered_cycle:
+            self.repeats += 1
+        else:
+            self.torques = self.control(sensors, cycle)
+            self.answered_cycle, self.answered = cycle, self.answered + 1
+        if self.torques is not None:
+            for f in self.wire.commands.frames(self.torques, cycle):
+                link.send(f)
+        self.done = self.duration_s is not None and cycle * self.wire.bus.cycle_s >= self.duration_s
+        if master is not None:
+            link.send(master.stop() if self.done else master.sync())
+        self.sent_at = time.monotonic() if self.torques is not None else None
+        return True
+
+    def result(self, ended_by: str) -> ServeResult:
+        sensors, master = self.wire.sensors, self.wire.master
+        return ServeResult(sensors.cycle if master is None else self.cycle, self.answered, self.repeats,
+                           self.link.counters.as_dict(), sensors.reader.stats(), self.latency.summary(),
+                           None if master is None else master.stats(), ended_by)
+
+
 def serve(wire: FirmwareWire, link: Link, control: ControlLaw, duration_s: float | None = None,
           idle_timeout_s: float = IDLE_TIMEOUT_S, parent_pid: int | None = None) -> ServeResult:
     """Run `control(sensors, cycle) -> torques` (one per joint of `wire`, N m; None: send no
     command this cycle) on every cycle the emulator sends over `link`."""
-    sensors, master, cycle_s = wire.sensors, wire.master, wire.bus.cycle_s
+    session = FirmwareSession(wire, link, control, duration_s)
     last_rx = time.monotonic()
     fd = _descriptor(link)
-    sent_at = None
-    latency = LatencyHistogram()
-    answered_cycle, torques, answered, repeats = None, None, 0, 0
-    cycle = sensors.cycle
     while True:
         frame = link.recv()
         if frame is None:   # idle: only now the timeout counts (a firmware process that was not scheduled for
             # a while finds the frames that waited meanwhile first)
             if parent_pid is not None and os.getppid() != parent_pid:
-                ended_by = "parent_exited"  # the emulator is gone (its pty or bus may still look alive)
-                break
+                return session.result("parent_exited")  # the emulator is gone (its pty or bus may still look alive)
             if time.monotonic() - last_rx >= idle_timeout_s:
-                ended_by = "idle"
-                break
+                return session.result("idle")
             _wait(fd)
             continue
-        if master is not None and master.is_protocol(frame):
-            if not master.started:
-                last_rx = time.monotonic()
-            for f in master.on_frame(frame):       # the drives' enabling, NMT start and the first SYNC
-                link.send(f)
-            continue
-        last_rx = time.monotonic()
-        if not sensors.feed(frame):
-            continue
-        if sent_at is not None:
-            latency.add((last_rx - sent_at) * 1e6)
-        cycle = sensors.cycle if master is None else master.syncs
-        if cycle == answered_cycle:
-            repeats += 1
-        else:
-            torques = control(sensors, cycle)
-            answered_cycle, answered = cycle, answered + 1
-        if torques is not None:
-            for f in wire.commands.frames(torques, cycle):
-                link.send(f)
-        done = duration_s is not None and cycle * cycle_s >= duration_s
-        if master is not None:
-            link.send(master.stop() if done else master.sync())
-        sent_at = time.monotonic() if torques is not None else None
-        if done:
-            ended_by = "duration"
-            break
-    return ServeResult(sensors.cycle if master is None else cycle, answered, repeats, link.counters.as_dict(),
-                       sensors.reader.stats(), latency.summary(), None if master is None else master.stats(),
-                       ended_by)
+        now = time.monotonic()
+        if session.handle(frame, now):
+            last_rx = now
+        if session.done:
+            return session.result("duration")
 
 
 def _descriptor(link: Link) -> int | None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from firmware_bridge.firmware.endpoint import FirmwareWire
-from firmware_bridge.firmware.serve import IDLE_TIMEOUT_S, serve as serve_law
+from firmware_bridge.firmware.serve import IDLE_TIMEOUT_S, FirmwareSession, ServeResult, serve as serve_law
 from firmware_bridge.links.base import Link
 from firmware_bridge.reference.controller import ELLA_SETPOINTS, ControllerGains, ReferenceController
 from firmware_bridge.reference.nominal import load_nominal_arm
@@ -105,18 +105,36 @@ def serve(fw: Firmware, link: Link, duration_s: float, idle_timeout_s: float = I
     """Answer every cycle's encoder frames with a command until the emulator's time passes duration_s
     (firmware_bridge.firmware.serve: the loop, the CANopen master's part, when it ends). Once the
     encoder monitor has latched a fault, no command is sent."""
-    ctl, fault_cycle = fw.ctl, None
+    law = ReferenceLaw(fw)
+    return law.result(serve_law(fw.wire, link, law, duration_s, idle_timeout_s, parent_pid))
 
-    def control(sensors, cycle: int):
-        nonlocal fault_cycle
+
+def session(fw: Firmware, link: Link, duration_s: float) -> tuple[FirmwareSession, ReferenceLaw]:
+    """The reference firmware frame by frame on `link` (pumped by the emulator's process), and its law
+    (its result once the run ends: ``law.result(session.result(...))``)."""
+    law = ReferenceLaw(fw)
+    return FirmwareSession(fw.wire, link, law, duration_s), law
+
+
+class ReferenceLaw:
+    """The reference firmware's control law on the wire's sensor readings: the encoder monitor, then the
+    PD law with gravity feedforward (no command once the monitor has latched a fault)."""
+
+    def __init__(self, fw: Firmware):
+        self.fw = fw
+        self.fault_cycle: int | None = None
+
+    def __call__(self, sensors, cycle: int):
+        fw = self.fw
         if fw.monitor.check(np.asarray(sensors.counts, np.int64), cycle, fw.names):
             engaged = not sensors.status & StatusFlag.COMMAND_TIMEOUT      # the drives apply the commands
-            return ctl.update(cycle * fw.bus.cycle_s, sensors.counts, fw.gravity, np.asarray(sensors.gyro), engaged)
-        if fault_cycle is None:
-            fault_cycle = cycle
+            return fw.ctl.update(cycle * fw.bus.cycle_s, sensors.counts, fw.gravity, np.asarray(sensors.gyro), engaged)
+        if self.fault_cycle is None:
+            self.fault_cycle = cycle
         return None
 
-    run = serve_law(fw.wire, link, control, duration_s, idle_timeout_s, parent_pid)
-    return FirmwareResult(run.cycles, ctl.q.tolist(), (fw.goal - ctl.q).tolist(), run.link, run.sensors,
-                          run.command_to_sensor_us, run.canopen,
-                          None if fw.monitor.fault is None else f"{fw.monitor.fault} at cycle {fault_cycle}")
+    def result(self, run: ServeResult) -> FirmwareResult:
+        fw = self.fw
+        return FirmwareResult(run.cycles, fw.ctl.q.tolist(), (fw.goal - fw.ctl.q).tolist(), run.link, run.sensors,
+                              run.command_to_sensor_us, run.canopen,
+                              None if fw.monitor.fault is None else f"{fw.monitor.fault} at cycle {self.fault_cycle}")

@@ -18,26 +18,36 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from hil.campaign.cases import Case
-from hil.campaign.runner import run_case
+from hil.campaign.runner import run_case, runs_inside
+from hil.campaign.worker import run_pool
 from hil.campaign.spec import Campaign
 from config_schema import UserError
 
 ENGINES = ("local", "dask")
+CaseRunner = Callable[[dict, dict], dict]
 
 
-def settings(campaign: Campaign, out: Path, targets: str | None) -> dict:
-    """What every case of the campaign shares (plain data: it travels to the workers)."""
+def settings(campaign: Campaign, out: Path, targets: str | None, fresh_process: bool = False) -> dict:
+    """What every case of the campaign shares (plain data: it travels to the workers); `fresh_process`: every
+    case in a `hil run` process of its own, none in a long-lived worker (hil.campaign.worker; it takes a case
+    runner that can run a case inside: execute)."""
     from firmware_bridge.wire.messages import BusMap
     return {"arm": campaign.arm, "bus": campaign.bus, "bus_kind": BusMap.load(campaign.bus).kind,
             "link": campaign.link, "mode": campaign.mode, "duration_s": campaign.duration_s,
             "timeout_s": campaign.timeout_s, "logs": campaign.logs, "targets": targets,
-            "out": str(out.resolve()), "cwd": str(Path(campaign.source).resolve().parent)}
+            "out": str(out.resolve()), "cwd": str(Path(campaign.source).resolve().parent),
+            "in_process": not fresh_process}
 
 
-def run_local(cases: list[Case], common: dict, workers: int) -> Iterator[dict]:
-    """The rows of `cases`, as they finish, from `workers` cases at a time on this machine."""
+def run_local(cases: list[Case], common: dict, workers: int, case_runner: CaseRunner = run_case) -> Iterator[dict]:
+    """The rows of `cases`, as they finish, from `workers` cases at a time on this machine: the cases that run
+    in long-lived worker processes on a pool of them (hil.campaign.worker), the others each in its own `hil run`
+    process driven from a thread."""
+    inside = [c.as_dict() for c in cases if runs_inside(c.as_dict(), common)]
+    if inside:
+        yield from run_pool(inside, common, workers, case_runner, lambda case, message: _lost_row(case, common, message))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="case") as pool:
-        futures = [pool.submit(run_case, c.as_dict(), common) for c in cases]
+        futures = [pool.submit(case_runner, c.as_dict(), common) for c in cases if not runs_inside(c.as_dict(), common)]
         try:
             for future in as_completed(futures):
                 yield future.result()
@@ -46,7 +56,8 @@ def run_local(cases: list[Case], common: dict, workers: int) -> Iterator[dict]:
                 f.cancel()
 
 
-def run_dask(cases: list[Case], common: dict, address: str, key_prefix: str) -> Iterator[dict]:
+def run_dask(cases: list[Case], common: dict, address: str, key_prefix: str,
+             case_runner: CaseRunner = run_case) -> Iterator[dict]:
     """The rows of `cases` from the Dask cluster at `address`; a case whose task the cluster gave
     up on (it killed workers over and over) is an error row, and the campaign goes on."""
     try:
@@ -54,7 +65,7 @@ def run_dask(cases: list[Case], common: dict, address: str, key_prefix: str) -> 
     except ImportError as exc:
         raise UserError(f"--engine dask needs {exc.name}: pip install 'ella-hil[cluster]'") from None
     with Client(address, timeout="30s") as client:
-        futures = {client.submit(run_case, c.as_dict(), common, key=f"{key_prefix}-{c.case_id}", pure=False): c
+        futures = {client.submit(case_runner, c.as_dict(), common, key=f"{key_prefix}-{c.case_id}", pure=False): c
                    for c in cases}
         for future in dask_completed(futures):
             case = futures[future]
@@ -66,10 +77,14 @@ def run_dask(cases: list[Case], common: dict, address: str, key_prefix: str) -> 
 
 
 def _lost(case: Case, common: dict, message: str) -> dict:
-    return {"case_id": case.case_id, "index": case.index, "firmware": case.firmware.name,
-            "scenario": case.scenario_name, "sample": case.sample, "seed": case.seed, "worker": "",
-            "status": "error", "error": f"the engine gave up on the case: {message}", "passed": False, "log": "",
-            "wall_s": 0.0}
+    return _lost_row(case.as_dict(), common, f"the engine gave up on the case: {message}")
+
+
+def _lost_row(case: dict, common: dict, message: str) -> dict:
+    """The row of a case that gave no row of its own (its worker died, the engine gave up on it)."""
+    return {"case_id": case["case_id"], "index": case["index"], "firmware": case["firmware"]["name"],
+            "scenario": Path(case["scenario"]).stem, "sample": case["sample"], "seed": case["seed"], "worker": "",
+            "status": "error", "error": message, "passed": False, "log": "", "wall_s": 0.0}
 
 
 class Progress:
@@ -114,7 +129,10 @@ def default_workers() -> int:
 
 
 def execute(cases: list[Case], common: dict, engine: str, address: str | None, workers: int, key_prefix: str,
-            on_row: Callable[[dict], None]) -> None:
-    rows = run_local(cases, common, workers) if engine == "local" else run_dask(cases, common, address, key_prefix)
+            on_row: Callable[[dict], None], case_runner: CaseRunner = run_case) -> None:
+    """Every case's row to `on_row`; `case_runner(case, settings) -> row`: hil.campaign.runner.run_case, or one
+    that runs the cases that may in the worker's own process (hil.cli.campaign_case.run_case)."""
+    rows = (run_local(cases, common, workers, case_runner) if engine == "local"
+            else run_dask(cases, common, address, key_prefix, case_runner))
     for row in rows:
         on_row(row)

@@ -8,6 +8,7 @@ from pathlib import Path
 from hil.campaign.cases import expand, fingerprint
 from hil.campaign.engine import Progress, execute, settings
 from hil.campaign.results import ResultStore
+from hil.campaign.runner import run_case
 from hil.campaign.spec import load_campaign
 from hil.campaign.toml_text import dumps
 
@@ -24,9 +25,10 @@ class Outcome:
 
 
 def run_campaign(file: str | Path, out: str | Path, engine: str = "local", address: str | None = None,
-                 workers: int = 1, limit: int | None = None, stream=sys.stderr) -> Outcome:
+                 workers: int = 1, limit: int | None = None, stream=sys.stderr, case_runner=None) -> Outcome:
     """Run the cases of campaign `file` that `out` has no row for (at most `limit` of them) and
-    write `out`/results.parquet."""
+    write `out`/results.parquet. `case_runner`: one that runs the cases that may in long-lived workers
+    (hil.cli.campaign_case.run_case); without it each case runs in a `hil run` process of its own."""
     campaign = load_campaign(file)
     cases = expand(campaign)
     out = Path(out)
@@ -39,7 +41,7 @@ def run_campaign(file: str | Path, out: str | Path, engine: str = "local", addre
     print_(f"{campaign.name}: {len(cases)} cases ({len(campaign.firmware)} firmware x {len(campaign.scenarios)} "
            f"scenarios x {len(cases) // (len(campaign.firmware) * len(campaign.scenarios))} samples), {skipped} done, "
            f"{len(todo)} to run on {engine}" + ("" if engine != "local" else f" with {workers} workers"))
-    common = settings(campaign, out, _targets_file(campaign, out))
+    common = settings(campaign, out, _targets_file(campaign, out), fresh_process=case_runner is None)
     progress = Progress(len(cases), skipped, stream)
     ran = 0
 
@@ -49,7 +51,7 @@ def run_campaign(file: str | Path, out: str | Path, engine: str = "local", addre
             ran += 1
             progress.update(row)
     try:
-        execute(todo, common, engine, address, workers, f"case-{store_key(out)}", on_row)
+        execute(todo, common, engine, address, workers, f"case-{store_key(out)}", on_row, case_runner or run_case)
     finally:
         progress.close()
         table = store.write_table()

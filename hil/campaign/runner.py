@@ -1,5 +1,6 @@
 """One campaign case, run where an engine puts it: `hil run` in its own process on this machine
-(its link, a pty pair or UDP on 127.0.0.1, never leaves it), judged, reduced to one results row.
+(its link, a pty pair or UDP on 127.0.0.1, never leaves it), or a lockstep case of the reference firmware
+in the worker's own process (hil.campaign.worker), judged, reduced to one results row.
 
 The process boundary is what lets the campaign go on whatever a case does: a case that crashes
 (the emulator, the firmware, a model the plant refuses) is a row with status "error" or
@@ -18,7 +19,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+from hil.campaign.worker import in_process_argv
 
 STATUSES = ("passed", "failed", "run_failed", "error", "timeout")
 STDERR_LINES = 5
@@ -28,9 +32,14 @@ def safe_name(case_id: str) -> str:
     return case_id.replace("/", "__")
 
 
-def run_case(case: dict, settings: dict) -> dict:
+Inside = Callable[[list[str], float], tuple]    # `hil run ARGV` in this process within a timeout: (summary, error, status)
+
+
+def run_case(case: dict, settings: dict, inside: Inside | None = None) -> dict:
     """Run the case (hil.campaign.cases.Case.as_dict()) with the campaign's `settings`
-    (hil.campaign.engine.settings): its results row. Never raises for what the case does."""
+    (hil.campaign.engine.settings): its results row. Never raises for what the case does. `inside`: how a
+    case runs in this process (hil.cli.campaign_case.run_inside), for the cases that may (runs_inside);
+    without it every case gets its own process."""
     started = time.monotonic()
     row = {"case_id": case["case_id"], "index": case["index"], "firmware": case["firmware"]["name"],
            "scenario": Path(case["scenario"]).stem, "sample": case["sample"], "seed": case["seed"],
@@ -38,7 +47,7 @@ def run_case(case: dict, settings: dict) -> dict:
     row.update({f"param:{k}": _cell(v) for k, v in case["overrides"].items()})
     log = Path(settings["out"]) / "logs" / f"{safe_name(case['case_id'])}.msgpack"
     try:
-        summary, error, status = _run(case, settings, log)
+        summary, error, status = _run(case, settings, log, inside)
     except Exception as exc:     # noqa: BLE001 - anything the case does is recorded, never raised
         summary, error, status = None, f"{type(exc).__name__}: {exc}", "error"
     row.update(metrics(summary) if summary else {})
@@ -83,7 +92,7 @@ def _link(settings: dict, case: dict) -> str:
     return f"{settings['bus_kind']}:udp_loopback:c{os.getpid()}x{case['index']}"
 
 
-def _run(case: dict, settings: dict, log: Path) -> tuple[dict | None, str | None, str | None]:
+def _run(case: dict, settings: dict, log: Path, inside: Inside | None) -> tuple[dict | None, str | None, str | None]:
     """(summary, error, status): status None for a run that was judged."""
     from hil.runtime.sysguard import exit_with_parent, remove_stale_folders, temp_folder
 
@@ -94,6 +103,8 @@ def _run(case: dict, settings: dict, log: Path) -> tuple[dict | None, str | None
         model = Path(tmp) / "model.toml"
         text = preset(settings["arm"]).with_overrides(case["overrides"], settings["arm"], validate=False)
         model.write_text(text, encoding="utf-8")
+        if inside is not None and runs_inside(case, settings):
+            return inside(in_process_argv(command(case, settings, model, log)[3:]), settings["timeout_s"])
         parent = os.getpid()      # a worker that dies takes its case's processes with it
         proc = subprocess.Popen(command(case, settings, model, log), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, start_new_session=True, cwd=settings["cwd"],
@@ -117,6 +128,12 @@ def _run(case: dict, settings: dict, log: Path) -> tuple[dict | None, str | None
     if summary.get("run_failures"):
         return summary, "; ".join(summary["run_failures"]), "run_failed"
     return summary, None, None
+
+
+def runs_inside(case: dict, settings: dict) -> bool:
+    """Whether the case runs in its worker's own process (hil.campaign.worker): a lockstep case of the reference
+    firmware, unless the campaign asks for a fresh process per case."""
+    return settings["in_process"] and settings["mode"] == "lockstep" and case["firmware"]["kind"] == "reference"
 
 
 def offline_summary(log: Path, targets: str | None) -> dict:

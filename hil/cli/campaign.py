@@ -27,6 +27,10 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=positive_int, default=None,
                    help="--engine local: cases at a time (default: the CPUs this process may use)")
     p.add_argument("--limit", type=positive_int, default=None, help="run at most N of the cases still to do")
+    p.add_argument("--fresh-process", action="store_true",
+                   help="every case in a `hil run` process of its own, the reference firmware in another (by "
+                        "default a lockstep case of the reference firmware runs in a long-lived worker process, "
+                        "the firmware in it: the same log, without the start-up per case)")
     p.add_argument("--yes", action="store_true",
                    help=f"run a campaign of more than {CONFIRM_CASES} cases without --limit (it is not asked otherwise)")
     p.add_argument("--report", action="store_true",
@@ -69,7 +73,9 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     if cases > CONFIRM_CASES and args.limit is None and not args.yes:
         raise CliError(f"{args.file}: {cases} cases (more than {CONFIRM_CASES}): give --limit N to run a part, or "
                        "--yes to run them all")
-    outcome = run_campaign(args.file, out, args.engine, args.address, args.workers or default_workers(), args.limit)
+    from hil.cli.campaign_case import run_case
+    outcome = run_campaign(args.file, out, args.engine, args.address, args.workers or default_workers(), args.limit,
+                           case_runner=None if args.fresh_process else run_case)
     result = {"table": str(outcome.table), "cases": outcome.total, "skipped": outcome.skipped, "ran": outcome.ran,
               "duplicates_refused": outcome.duplicates, "corrupt_parts": outcome.corrupt, "status": outcome.counts}
     if args.json:

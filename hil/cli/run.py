@@ -16,6 +16,7 @@ from pathlib import Path
 
 from hil.cli.registry import (EXIT_RECORDS_INCOMPLETE, CliError, command, cpu_index, duration_s, file_with_suffix,
                               int_in, nonnegative_float, nonnegative_int, positive_float)
+from hil.cli.in_process import check_in_process, firmware_arguments, run_in_process
 from hil.cli.summary import format_summary
 from hil.cli.xcp import check_xcp_can, serve_xcp, xcp_address, xcp_can_ids
 
@@ -30,16 +31,7 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
                                                  "slcan-adapter:PATH | pty (a new pty pair; the firmware opens the "
                                                  "other end) | slcan-pty (a new pty pair, this side an slcan adapter, "
                                                  "the firmware python-can slcan)")
-    who = p.add_mutually_exclusive_group()
-    who.add_argument("--spawn-firmware", action="store_true", help="start the reference firmware in a second process")
-    who.add_argument("--firmware", metavar="CMD",
-                     help="start this firmware command line in a second process; placeholders: {port} (device path "
-                          "or CAN channel), {link} (link spec), {interface}, {channel}, {bus} (bus map file)")
-    p.add_argument("--firmware-link", help="link spec the firmware opens (default: the pty's other end, or --link)")
-    p.add_argument("--firmware-params", help="spawned reference firmware: its nominal arm parameter file, or a shipped "
-                                             "name (default: ella_nominal, configs/firmware/ella_nominal.toml)")
-    p.add_argument("--move-time", type=positive_float, default=2.0, help="spawned firmware: duration of the manoeuvre in s")
-    p.add_argument("--vibration-suppression", action="store_true", help="spawned firmware: IMU vibration suppression")
+    firmware_arguments(p)
     p.add_argument("--mode", choices=("realtime", "afap", "lockstep"), default="realtime",
                    help="realtime: fixed period; afap: as fast as possible; lockstep: one step per command "
                         "frame (CANopen map: per SYNC), deterministic")
@@ -202,8 +194,11 @@ def run(args: argparse.Namespace) -> dict:
         raise CliError("--connect is for --fmu")
     if args.fmu and not Path(args.fmu).is_file():
         raise CliError(f"--fmu {args.fmu}: no such file")
-    check_link_fits(bus_map, args.link)           # refused before anything is compiled or opened
-    if args.spawn_firmware and args.firmware_params:
+    if args.firmware_in_process:
+        check_in_process(args)
+    else:
+        check_link_fits(bus_map, args.link)           # refused before anything is compiled or opened
+    if (args.spawn_firmware or args.firmware_in_process) and args.firmware_params:
         from firmware_bridge.reference.nominal import load_nominal_arm
         load_nominal_arm(resolve("firmware", args.firmware_params))     # the firmware's file, checked here first
     for option, path in (("--log", args.log), ("--log", args.log and args.log + ".summary.json"),
@@ -253,7 +248,8 @@ def _build_and_run(args: argparse.Namespace, targets, log_path: str) -> dict:
                           start_timeout_s=args.start_timeout, lift_rt_throttling=args.lift_rt_throttling,
                           lockstep_resend_s=args.lockstep_resend, lockstep_timeout_s=args.lockstep_timeout,
                           sampled_stations=tuple(part.source_stations) if part else ())
-    built = build_emulator(args.config, args.bus, args.link, opts, args.scenario,
+    built = build_emulator(args.config, args.bus, "in-process" if args.firmware_in_process else args.link, opts,
+                           args.scenario,
                            None if args.heartbeat_ms is None else args.heartbeat_ms * 1e-3, args.firmware_link,
                            ideal_sensors=args.ideal_sensors, ideal_drives=args.ideal_drives,
                            formulation=args.formulation)
@@ -344,6 +340,8 @@ def _run_with_firmware(args: argparse.Namespace, built) -> dict:
 
     from hil.runtime.firmware_process import expand
 
+    if args.firmware_in_process:
+        return run_in_process(args, built)
     emulator = built.emulator
     firmware = live = None
     ran = False

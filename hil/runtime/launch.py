@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from config_schema import UserError
+from firmware_bridge.links.base import Link
+from firmware_bridge.links.in_process import PumpedLink, in_process_pair
 from hil.logs.targets import Targets
 from hil.model.presets import CONFIG_ROOT, resolve
 from hil.runtime.firmware_process import Endpoint, FirmwareProcess, endpoint_of, expand
@@ -36,6 +38,8 @@ class Built:
     endpoint: Endpoint          # the firmware's end of the link (the other end of a pty pair)
     arm: str                    # the preset file
     scenario_targets: Targets | None = None     # the scenario's [verdict] table
+    pumped: PumpedLink | None = None    # link "in-process": the loop's end, which pumps the firmware
+    firmware_end: Link | None = None    # and the firmware's end (firmware_bridge.links.in_process)
 
     @property
     def firmware_link(self) -> str:
@@ -53,8 +57,9 @@ def build_emulator(arm: str | Path, bus: str | Path, link: str = "pty", options:
                    scenario: str | Path | None = None, heartbeat_s: float | None = None,
                    firmware_link: str | None = None, ideal_sensors: bool = False,
                    ideal_drives: bool = False, formulation: str = "aba") -> Built:
-    """The emulator of the arm preset `arm` behind `link` (a spec of firmware_bridge.links.connect, or
-    "pty"/"slcan-pty" for a new pty pair), speaking the bus map `bus`, with the faults of the
+    """The emulator of the arm preset `arm` behind `link` (a spec of firmware_bridge.links.connect,
+    "pty"/"slcan-pty" for a new pty pair, or "in-process" for a firmware run in this process:
+    Built.pumped and Built.firmware_end), speaking the bus map `bus`, with the faults of the
     scenario file; the plant starts at rest (static deflection, holding torque). `ideal_sensors`:
     ideal encoders and tip IMU (hil.model.sensor_specs.default_sensors) instead of the preset's sensor
     models; `ideal_drives`: ideal torque drives instead of its motors (the loop benchmark's
@@ -74,7 +79,8 @@ def build_emulator(arm: str | Path, bus: str | Path, link: str = "pty", options:
     arm, bus = resolve("preset", arm), resolve("bus", bus)
     scenario = None if scenario is None else resolve("scenario", scenario)
     bus_map = BusMap.load(bus)
-    check_link_fits(bus_map, link)
+    if link != "in-process":
+        check_link_fits(bus_map, link)
     if firmware_link is not None:
         check_link_fits(bus_map, firmware_link)
     plant = Plant(load_model(arm), formulation=formulation)
@@ -84,7 +90,11 @@ def build_emulator(arm: str | Path, bus: str | Path, link: str = "pty", options:
     names = plant.layout.joint_names
     protocol = DriveNodes(bus_map, names, heartbeat_s) if is_canopen(bus_map) else None
     faults = load_scenario(scenario) if scenario else None
-    if link in ("pty", "slcan-pty"):
+    firmware_end = None
+    if link == "in-process":
+        raw, firmware_end = in_process_pair(bus_map.kind)
+        other_end = link
+    elif link in ("pty", "slcan-pty"):
         raw, other_end = open_pty_pair_link(link, bus_map)
     else:
         raw, other_end = open_link(link), link
@@ -103,9 +113,11 @@ def build_emulator(arm: str | Path, bus: str | Path, link: str = "pty", options:
             protocol.attach(emulator.faults, lambda: plant.tau)
     except Exception:
         raw.close()
+        if firmware_end is not None:
+            firmware_end.close()
         raise
     return Built(emulator, endpoint_of(firmware_link or other_end, str(bus)), str(arm),
-                 None if faults is None else faults.targets)
+                 None if faults is None else faults.targets, raw if firmware_end is not None else None, firmware_end)
 
 
 def reference_firmware(params: str | Path, bus: str | Path, duration_s: float | None = None,

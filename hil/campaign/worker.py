@@ -1,0 +1,99 @@
+"""Long-lived campaign workers: a worker process loads the kernels once and runs case after case in itself.
+
+A lockstep case of the reference firmware needs no process of its own: `hil run` runs in the worker with
+the firmware in the same process (hil.cli.campaign_case, handed to the engine by `hil campaign`) (`--firmware-in-process`: the same encoders, framings and decoders as
+over a link, so the case's log is bit-identical to the one a fresh `hil run` process with the firmware
+in its own process writes). Each case builds its emulator afresh (model arrays, drives, sensors, fault
+plans, targets) from its own model file; nothing of one case's plant, drives or firmware reaches the
+next. Other cases (a firmware command line, realtime or afap modes) still get their own processes
+(hil.campaign.runner).
+
+The local engine runs these cases on a pool of `workers` processes (spawned, so each is a clean
+interpreter). A worker that dies mid-case (a crash of native code, a kill) breaks the pool: the cases
+it and the others were running are tried again one by one in a fresh pool of one worker, so the case
+that kills its worker is found and recorded as an error while the others give their rows, and the
+campaign goes on with a fresh pool. A case that runs past the campaign's timeout_s is stopped by an
+alarm in its worker (status "timeout"; where cases run on threads, as on a Dask worker, no alarm can
+reach them: they end with their duration).
+"""
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+
+
+class CaseTimeout(Exception):
+    """The case ran past the campaign's timeout_s."""
+
+
+def in_process_argv(argv: list[str]) -> list[str]:
+    """A case's `hil run` arguments with the reference firmware in the process (no --link, no spawn)."""
+    out, skip = [], False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word == "--link":
+            skip = True
+        else:
+            out.append("--firmware-in-process" if word == "--spawn-firmware" else word)
+    return out
+
+
+@contextlib.contextmanager
+def alarm(timeout_s: float):
+    """CaseTimeout raised in the block after timeout_s of wall-clock time (only in a main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(_signum, _frame):
+        raise CaseTimeout
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, timeout_s)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0.0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def run_pool(cases: list[dict], common: dict, workers: int, run_case: Callable[[dict, dict], dict],
+             lost: Callable[[dict, str], dict]) -> Iterator[dict]:
+    """The rows of `cases` (Case.as_dict()) from `workers` long-lived worker processes (module docstring);
+    `lost(case, message)`: the row of a case whose worker died running it."""
+    todo = list(cases)
+    while todo:
+        unfinished: list[dict] = []
+        with _pool(workers) as pool:
+            futures = [(pool.submit(run_case, case, common), case) for case in todo]
+            for future, case in futures:
+                row = _row(future)
+                if row is None:
+                    unfinished.append(case)
+                else:
+                    yield row
+        # the pool broke: the cases it was running are the first unfinished ones (a pool hands its workers
+        # the calls in order, at most one beyond a call per worker); each runs alone, the rest go on together
+        for case in unfinished[:workers + 1]:
+            with _pool(1) as alone:
+                row = _row(alone.submit(run_case, case, common))
+            yield row if row is not None else lost(case, "its worker process died running it")
+        todo = unfinished[workers + 1:]
+
+
+def _pool(workers: int) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+
+
+def _row(future: Future) -> dict | None:
+    """The future's row, None if its pool broke."""
+    try:
+        return future.result()
+    except BrokenProcessPool:
+        return None

@@ -1,0 +1,92 @@
+"""Long-lived campaign workers (hil.campaign.worker): a lockstep case of the reference firmware runs in its
+worker's own process with the firmware in it, and writes the log a fresh `hil run` process writes; a case that
+wrecks its plant leaves the next case as a fresh process runs it; a case that kills its worker is an error row
+while the others give theirs; a case past its timeout is stopped."""
+from __future__ import annotations
+
+import io
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from campaigns import PAYLOAD, comparable, write_campaign
+from hil.campaign.cases import expand
+from hil.campaign.engine import settings
+from hil.campaign.results import read_results
+from hil.campaign.run import run_campaign
+from hil.campaign.runner import run_case
+from hil.campaign.spec import load_campaign
+from hil.campaign.worker import run_pool
+from hil.cli.campaign_case import run_case as run_case_inside, run_inside
+from hil.logs.compare import DEFAULT_IGNORE, compare_runs
+from hil.logs.runlog import read_run
+
+import worker_cases
+
+
+def same_log(a: Path, b: Path) -> bool:
+    ha, ra = read_run(a)
+    hb, rb = read_run(b)
+    return len(ra) == len(rb) > 0 and compare_runs(ha["columns"], ra, hb["columns"], rb, 0.0, [], DEFAULT_IGNORE,
+                                                   ()).passed
+
+
+def test_cases_in_long_lived_workers_write_the_logs_of_fresh_processes(tmp_path):
+    path = write_campaign(tmp_path, variations=PAYLOAD, sampling='method = "lhs"\nsamples = 4', logs="all",
+                          duration_s=0.5)
+    inside = run_campaign(path, tmp_path / "inside", workers=2, stream=io.StringIO(), case_runner=run_case_inside)
+    fresh = run_campaign(path, tmp_path / "fresh", workers=2, stream=io.StringIO())
+    assert inside.counts == fresh.counts == {"passed": 4}
+    rows, fresh_rows = read_results(tmp_path / "inside"), read_results(tmp_path / "fresh")
+    assert comparable(rows) == comparable(fresh_rows)
+    for row in rows:
+        assert same_log(tmp_path / "inside" / row["log"], tmp_path / "fresh" / row["log"]), row["case_id"]
+    workers = {row["worker"] for row in rows}
+    assert len(workers) <= 2 and str(os.getpid()) not in " ".join(workers)     # 4 cases on at most 2 processes
+
+
+def test_a_case_that_wrecks_its_plant_leaves_the_next_case_as_a_fresh_process_runs_it(tmp_path):
+    """Link 1 made 10^6 times softer, the plant of the first case diverges in its first step (run_failed); the
+    nominal case run next in the same process equals the nominal case run in a fresh process, bit for bit."""
+    path = write_campaign(tmp_path, variations="body.link1.beam.E_Pa = {values = [2.1e11]}", sampling='method = "grid"',
+                          logs="all", duration_s=0.5)
+    campaign = load_campaign(path)
+    nominal = expand(campaign)[0].as_dict()
+    wrecked = {**nominal, "case_id": "pid/none/wrecked", "overrides": {"body.link1.beam.E_Pa": 2.1e5}}
+    here = settings(campaign, tmp_path / "here", None)
+    (tmp_path / "here").mkdir()
+    first = run_case_inside(wrecked, here)
+    assert first["status"] == "run_failed" and "diverged" in first["error"]
+    second = run_case_inside(nominal, here)
+    fresh = settings(campaign, tmp_path / "fresh", None, fresh_process=True)
+    (tmp_path / "fresh").mkdir()
+    reference = run_case(nominal, fresh)
+    assert second["worker"] == first["worker"] and reference["worker"] == first["worker"]
+    assert second["status"] == reference["status"] == "passed"
+    assert same_log(tmp_path / "here" / second["log"], tmp_path / "fresh" / reference["log"])
+
+
+def test_a_case_that_kills_its_worker_is_an_error_row_and_the_others_give_theirs():
+    cases = [{"case_id": f"c{i}", "index": i} for i in range(7)]
+    rows = list(run_pool(cases, {"fatal_index": 2}, 2, worker_cases.row_or_die, worker_cases.lost))
+    assert sorted(r["case_id"] for r in rows) == [f"c{i}" for i in range(7)]       # each case once
+    by_id = {r["case_id"]: r for r in rows}
+    assert by_id["c2"]["status"] == "error" and "worker process died" in by_id["c2"]["error"]
+    assert all(r["status"] == "passed" for k, r in by_id.items() if k != "c2")
+
+
+def test_a_case_past_its_timeout_is_stopped():
+    started = time.monotonic()
+    summary, error, status = run_inside(["run", "ella", "--bus", "serial_frame", "--mode", "lockstep", "--duration",
+                                         "30", "--firmware-in-process"], 0.5)
+    assert status == "timeout" and summary is None and "timeout_s = 0.5 s" in error
+    assert time.monotonic() - started < 20
+
+
+@pytest.mark.parametrize("argv, message", [(["run", "ella", "--bus", "no_such_map", "--mode", "lockstep"],
+                                            "hil run refused the case")])
+def test_a_case_hil_run_refuses_is_an_error(argv, message):
+    summary, error, status = run_inside(argv + ["--firmware-in-process"], 30.0)
+    assert status == "error" and message in error
