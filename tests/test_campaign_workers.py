@@ -80,7 +80,7 @@ def test_a_case_that_kills_its_worker_is_an_error_row_and_the_others_give_theirs
 def test_a_case_past_its_timeout_is_stopped():
     started = time.monotonic()
     summary, error, status = run_inside(["run", "ella", "--bus", "serial_frame", "--mode", "lockstep", "--duration",
-                                         "30", "--firmware-in-process"], 0.5)
+                                         "30", "--firmware-in-process"], 0.5, ".")
     assert status == "timeout" and summary is None and "timeout_s = 0.5 s" in error
     assert time.monotonic() - started < 20
 
@@ -88,5 +88,5 @@ def test_a_case_past_its_timeout_is_stopped():
 @pytest.mark.parametrize("argv, message", [(["run", "ella", "--bus", "no_such_map", "--mode", "lockstep"],
                                             "hil run refused the case")])
 def test_a_case_hil_run_refuses_is_an_error(argv, message):
-    summary, error, status = run_inside(argv + ["--firmware-in-process"], 30.0)
+    summary, error, status = run_inside(argv + ["--firmware-in-process"], 30.0, ".")
     assert status == "error" and message in error

@@ -108,13 +108,14 @@ def _case_report(row: dict, out: Path) -> str:
     page = out / "reports" / f"{safe_name(row['case_id'])}.html"
     if not page.exists():
         try:
-            _run_report(log, page)
+            run_report(log, page)
         except (ValueError, OSError) as exc:       # a log the run left without rows, or damaged
             return html.escape(f"(no report: {exc})")
     return f"<a href='{html.escape(str(page.relative_to(out)))}'>report</a>"
 
 
-def _run_report(log: Path, page: Path) -> None:
+def run_report(log: Path, page: Path) -> None:
+    """The HTML report of a case's run log (`hil report`'s page) at `page`."""
     from hil.logs.runlog import read_run
     from hil.viz.report import build_report
     from hil.viz.report_html import render_html

@@ -41,7 +41,7 @@ def run_campaign(file: str | Path, out: str | Path, engine: str = "local", addre
     print_(f"{campaign.name}: {len(cases)} cases ({len(campaign.firmware)} firmware x {len(campaign.scenarios)} "
            f"scenarios x {len(cases) // (len(campaign.firmware) * len(campaign.scenarios))} samples), {skipped} done, "
            f"{len(todo)} to run on {engine}" + ("" if engine != "local" else f" with {workers} workers"))
-    common = settings(campaign, out, _targets_file(campaign, out), fresh_process=case_runner is None)
+    common = settings(campaign, out, targets_file(campaign, out), fresh_process=case_runner is None)
     progress = Progress(len(cases), skipped, stream)
     ran = 0
 
@@ -66,7 +66,7 @@ def store_key(out: Path) -> str:
     return hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:10]
 
 
-def _targets_file(campaign, out: Path) -> str | None:
+def targets_file(campaign, out: Path) -> str | None:
     """The targets every case is judged against: the campaign's targets file, or its [verdict]
     table written out; None: each scenario's own [verdict]."""
     if campaign.targets is None:

@@ -32,7 +32,8 @@ def safe_name(case_id: str) -> str:
     return case_id.replace("/", "__")
 
 
-Inside = Callable[[list[str], float], tuple]    # `hil run ARGV` in this process within a timeout: (summary, error, status)
+# `hil run|simulate ARGV` in this process within a timeout, from a folder: (summary, error, status)
+Inside = Callable[[list[str], float, str], tuple]
 
 
 def run_case(case: dict, settings: dict, inside: Inside | None = None) -> dict:
@@ -61,7 +62,16 @@ def run_case(case: dict, settings: dict, inside: Inside | None = None) -> dict:
         Path(str(log) + ".summary.json").unlink(missing_ok=True)
     row["log"] = str(log.relative_to(settings["out"])) if log.exists() else ""
     row["wall_s"] = time.monotonic() - started
+    row["worker_rss_mb"] = resident_mb()
     return row
+
+
+def resident_mb() -> float:
+    """This process's resident memory [MB] (a long-lived worker's after each case: it should stay flat)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def command(case: dict, settings: dict, model: Path, log: Path) -> list[str]:
@@ -104,7 +114,11 @@ def _run(case: dict, settings: dict, log: Path, inside: Inside | None) -> tuple[
         text = preset(settings["arm"]).with_overrides(case["overrides"], settings["arm"], validate=False)
         model.write_text(text, encoding="utf-8")
         if inside is not None and runs_inside(case, settings):
-            return inside(in_process_argv(command(case, settings, model, log)[3:]), settings["timeout_s"])
+            summary, error, status = inside(in_process_argv(command(case, settings, model, log)[3:]),
+                                            settings["timeout_s"], settings["cwd"])
+            if status is None and case["firmware"]["kind"] == "controller":
+                summary = offline_summary(log, settings["targets"])
+            return summary, error, status
         parent = os.getpid()      # a worker that dies takes its case's processes with it
         proc = subprocess.Popen(command(case, settings, model, log), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, start_new_session=True, cwd=settings["cwd"],
@@ -132,8 +146,10 @@ def _run(case: dict, settings: dict, log: Path, inside: Inside | None) -> tuple[
 
 def runs_inside(case: dict, settings: dict) -> bool:
     """Whether the case runs in its worker's own process (hil.campaign.worker): a lockstep case of the reference
-    firmware, unless the campaign asks for a fresh process per case."""
-    return settings["in_process"] and settings["mode"] == "lockstep" and case["firmware"]["kind"] == "reference"
+    firmware, or an in-process controller's (`hil simulate --controller`), unless the campaign asks for a
+    fresh process per case."""
+    kind = case["firmware"]["kind"]
+    return settings["in_process"] and (kind == "controller" or (kind == "reference" and settings["mode"] == "lockstep"))
 
 
 def offline_summary(log: Path, targets: str | None) -> dict:

@@ -1,9 +1,10 @@
 """Long-lived campaign workers: a worker process loads the kernels once and runs case after case in itself.
 
 A lockstep case of the reference firmware needs no process of its own: `hil run` runs in the worker with
-the firmware in the same process (hil.cli.campaign_case, handed to the engine by `hil campaign`) (`--firmware-in-process`: the same encoders, framings and decoders as
+the firmware in the same process (`--firmware-in-process`: the same encoders, framings and decoders as
 over a link, so the case's log is bit-identical to the one a fresh `hil run` process with the firmware
-in its own process writes). Each case builds its emulator afresh (model arrays, drives, sensors, fault
+in its own process writes); so does a case of an in-process controller (`hil simulate --controller`).
+hil.cli.campaign_case runs them, handed to the engine by `hil campaign`. Each case builds its emulator afresh (model arrays, drives, sensors, fault
 plans, targets) from its own model file; nothing of one case's plant, drives or firmware reaches the
 next. Other cases (a firmware command line, realtime or afap modes) still get their own processes
 (hil.campaign.runner).
@@ -33,7 +34,8 @@ class CaseTimeout(Exception):
 
 
 def in_process_argv(argv: list[str]) -> list[str]:
-    """A case's `hil run` arguments with the reference firmware in the process (no --link, no spawn)."""
+    """A case's `hil run` arguments with the reference firmware in the process (no --link, no spawn); a
+    `hil simulate` command line as it is."""
     out, skip = [], False
     for word in argv:
         if skip:

@@ -1,4 +1,5 @@
-"""`hil campaign FILE --out DIR [--engine local|dask --address ...] [--workers N] [--report]`, and
+"""`hil campaign FILE --out DIR [--engine local|dask --address ...] [--workers N] [--report]`,
+`hil campaign search FILE --out DIR [--budget N] [--popsize N] [--seed N]` (hil.campaign.search), and
 `hil campaign query DIR "SQL" [--max-rows N] [--json]` (hil.campaign.query)."""
 from __future__ import annotations
 
@@ -13,10 +14,15 @@ CONFIRM_CASES = 10_000      # more cases than this to run need --limit or --yes
 
 def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="campaign file, or the name of a shipped one (configs/campaigns/*.toml: payload_spread); "
-                                "or query: then DIR and SQL follow")
+                                "or query: then DIR and SQL follow; or search: then the campaign file")
     p.add_argument("query", nargs="*", metavar="DIR SQL",
                    help="after query: a results folder and an SQL query over its table results (DuckDB), e.g. "
                         "\"select floor(payload_kg) as bin, max(settling_s) from results group by bin\"")
+    p.add_argument("--budget", type=int_in(1, 100_000), default=60,
+                   help="search: cases in all, shared by the campaign's firmware x scenarios (default 60)")
+    p.add_argument("--popsize", type=int_in(2, 1000), default=None,
+                   help="search: cases per CMA-ES generation (default: CMA-ES's own, 4 + 3 ln(parameters))")
+    p.add_argument("--seed", type=int_in(0, 2 ** 31 - 1), default=None, help="search: its seed (default: the campaign's)")
     p.add_argument("--max-rows", type=int_in(1, 1_000_000), default=1000,
                    help="query: at most N rows printed (default 1000, at most 1e6)")
     p.add_argument("--out", help="results folder (default: out/campaigns/<campaign name>); a rerun resumes it")
@@ -50,6 +56,8 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
         raise CliError("hil campaign needs pyarrow for its results table: pip install 'ella-hil[campaign]'") from None
     if args.file == "query":
         return _query(args)
+    if args.file == "search":
+        return _search(args)
     if args.query:
         raise CliError(f"{' '.join(args.query)}: a campaign takes one file; SQL goes after `hil campaign query DIR`")
     from hil.campaign.engine import default_workers
@@ -84,6 +92,28 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
         print(f"{outcome.table}: {outcome.total} cases ({outcome.skipped} done before, {outcome.ran} run now); "
               + ", ".join(f"{k} {v}" for k, v in sorted(outcome.counts.items())))
     _write_junit(args.junit, load_campaign(args.file).name, out)
+    return 0
+
+
+def _search(args: argparse.Namespace) -> int:
+    """hil campaign search FILE --out DIR: CMA-ES over the campaign's variations (hil.campaign.search)."""
+    from hil.campaign.engine import default_workers
+    from hil.campaign.search import search
+    from hil.cli.campaign_case import run_case
+    from hil.model.presets import resolve
+    if len(args.query) != 1 or not args.out:
+        raise CliError("hil campaign search FILE --out DIR: expected one campaign file and a results folder")
+    outcome = search(resolve("campaign", args.query[0]), Path(args.out), args.budget, args.popsize, args.seed,
+                     args.engine, args.address, args.workers or default_workers(), run_case)
+    if args.json:
+        print(json.dumps({"summary": str(outcome.summary), "cells": outcome.cells}, default=str))
+        return 0
+    for cell in outcome.cells:
+        low = cell["least_robust"]
+        print(f"{cell['firmware']} / {cell['scenario']}: {cell['cases']} cases, {len(cell['failing'])} failing, "
+              f"least robust {low['case_id']} ({low['robustness']:+.4g}) at "
+              + ", ".join(f"{k} = {v:.6g}" if isinstance(v, float) else f"{k} = {v}" for k, v in low["params"].items()))
+    print(f"{outcome.summary} (each found case: its parameters, seed, rerun command and report)")
     return 0
 
 
