@@ -18,7 +18,7 @@ from hil.campaign.results import read_results
 from hil.campaign.run import run_campaign
 from hil.campaign.runner import run_case
 from hil.campaign.spec import load_campaign
-from hil.campaign.worker import run_pool
+from hil.campaign.worker import WorkerPool
 from hil.cli.campaign_case import run_case as run_case_inside, run_inside
 from hil.logs.compare import DEFAULT_IGNORE, compare_runs
 from hil.logs.runlog import read_run
@@ -70,7 +70,13 @@ def test_a_case_that_wrecks_its_plant_leaves_the_next_case_as_a_fresh_process_ru
 
 def test_a_case_that_kills_its_worker_is_an_error_row_and_the_others_give_theirs():
     cases = [{"case_id": f"c{i}", "index": i} for i in range(7)]
-    rows = list(run_pool(cases, {"fatal_index": 2}, 2, worker_cases.row_or_die, worker_cases.lost))
+    pool = WorkerPool(2)
+    try:
+        rows = list(pool.rows(cases, {"fatal_index": 2}, worker_cases.row_or_die, worker_cases.lost))
+        again = list(pool.rows(cases[3:5], {"fatal_index": -1}, worker_cases.row_or_die, worker_cases.lost))
+    finally:
+        pool.close()
+    assert [r["status"] for r in again] == ["passed", "passed"]       # the pool goes on after the break
     assert sorted(r["case_id"] for r in rows) == [f"c{i}" for i in range(7)]       # each case once
     by_id = {r["case_id"]: r for r in rows}
     assert by_id["c2"]["status"] == "error" and "worker process died" in by_id["c2"]["error"]

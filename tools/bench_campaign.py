@@ -161,7 +161,7 @@ def in_workers(path: Path, folder: Path, engine: str) -> dict:
     model.write_text(Preset(campaign.arm).with_overrides(case.overrides, "bench"), encoding="utf-8")
     argv = in_process_argv(case_command(case.as_dict(), settings(campaign, folder, None), model,
                                         folder / "inside.msgpack")[3:])
-    loops = [run_inside(argv, 600.0)[0]["pacer"]["elapsed_s"] for _ in range(3)]
+    loops = [run_inside(argv, 600.0, str(folder))[0]["pacer"]["elapsed_s"] for _ in range(3)]
     loop_s = sorted(loops)[1]
     return {"cases_per_s_1_worker": one, "cases_per_s_2_workers": two, "speedup_2_workers": two / one,
             "case_loop_s": loop_s, "overhead_per_case_s": 1 / one - loop_s, "campaign_cpu_per_case_s": cpu_case,

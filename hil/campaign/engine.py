@@ -1,8 +1,8 @@
-"""Where a campaign's cases run: here (the default: a pool of worker threads, each driving one
-`hil run` process; no server to start) or on a Dask cluster (`--engine dask --address
-tcp://HOST:8786`). Either way this process collects the rows and writes them (hil.campaign.results):
-the workers write only the run logs they keep, into the results folder (on a cluster: a folder
-every worker sees at the same path).
+"""Where a campaign's cases run: here (the default: long-lived worker processes for the cases that can run
+in them, hil.campaign.worker, and worker threads each driving one `hil run` process for the others; no
+server to start) or on a Dask cluster (`--engine dask --address tcp://HOST:8786`). Either way this
+process collects the rows and writes them (hil.campaign.results): the workers write only the run logs
+they keep, into the results folder (on a cluster: a folder every worker sees at the same path).
 
 A worker lost mid-campaign (killed, its machine gone) loses only the cases it was running: the
 scheduler gives them to another worker, each case's task has a key that names it, so it runs to
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from hil.campaign.cases import Case
 from hil.campaign.runner import run_case, runs_inside
-from hil.campaign.worker import run_pool
+from hil.campaign.worker import WorkerPool
 from hil.campaign.spec import Campaign
 from config_schema import UserError
 
@@ -39,15 +39,23 @@ def settings(campaign: Campaign, out: Path, targets: str | None, fresh_process: 
             "in_process": not fresh_process}
 
 
-def run_local(cases: list[Case], common: dict, workers: int, case_runner: CaseRunner = run_case) -> Iterator[dict]:
+def run_local(cases: list[Case], common: dict, workers: int, case_runner: CaseRunner = run_case,
+              pool: WorkerPool | None = None) -> Iterator[dict]:
     """The rows of `cases`, as they finish, from `workers` cases at a time on this machine: the cases that run
-    in long-lived worker processes on a pool of them (hil.campaign.worker), the others each in its own `hil run`
-    process driven from a thread."""
+    in long-lived worker processes on a pool of them (hil.campaign.worker; `pool`: one kept by the caller),
+    the others each in its own `hil run` process driven from a thread."""
     inside = [c.as_dict() for c in cases if runs_inside(c.as_dict(), common)]
     if inside:
-        yield from run_pool(inside, common, workers, case_runner, lambda case, message: _lost_row(case, common, message))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="case") as pool:
-        futures = [pool.submit(case_runner, c.as_dict(), common) for c in cases if not runs_inside(c.as_dict(), common)]
+        own_pool = pool is None
+        pool = pool or WorkerPool(workers)
+        try:
+            yield from pool.rows(inside, common, case_runner, lambda case, message: _lost_row(case, common, message))
+        finally:
+            if own_pool:
+                pool.close()
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="case") as threads:
+        futures = [threads.submit(case_runner, c.as_dict(), common) for c in cases
+                   if not runs_inside(c.as_dict(), common)]
         try:
             for future in as_completed(futures):
                 yield future.result()
@@ -129,10 +137,11 @@ def default_workers() -> int:
 
 
 def execute(cases: list[Case], common: dict, engine: str, address: str | None, workers: int, key_prefix: str,
-            on_row: Callable[[dict], None], case_runner: CaseRunner = run_case) -> None:
+            on_row: Callable[[dict], None], case_runner: CaseRunner = run_case, pool: WorkerPool | None = None) -> None:
     """Every case's row to `on_row`; `case_runner(case, settings) -> row`: hil.campaign.runner.run_case, or one
-    that runs the cases that may in the worker's own process (hil.cli.campaign_case.run_case)."""
-    rows = (run_local(cases, common, workers, case_runner) if engine == "local"
+    that runs the cases that may in the worker's own process (hil.cli.campaign_case.run_case); `pool`: the
+    local engine's long-lived workers, kept by the caller across calls."""
+    rows = (run_local(cases, common, workers, case_runner, pool) if engine == "local"
             else run_dask(cases, common, address, key_prefix, case_runner))
     for row in rows:
         on_row(row)

@@ -19,10 +19,12 @@ the same DIR takes the rows it has and runs only what is missing.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,8 +33,10 @@ from hil.campaign.cases import Case, fingerprint, sample_seed
 from hil.campaign.engine import execute, settings
 from hil.campaign.results import ResultStore
 from hil.campaign.report import run_report
+from hil.campaign.run import targets_file
 from hil.campaign.runner import command, preset, run_case, safe_name
 from hil.campaign.spec import NO_SCENARIO, Campaign, load_campaign
+from hil.campaign.worker import WorkerPool
 
 FAILED_ROBUSTNESS = -1e3       # a case the run could not judge: below any verdict's robustness
 MAX_BUDGET = 100_000
@@ -84,7 +88,11 @@ def search(file: str | Path, out: str | Path, budget: int, popsize: int | None =
     share = max(1, budget // len(cells))
     key = hashlib.sha256(f"{fingerprint(campaign, [])}/{budget}/{popsize}/{seed}".encode()).hexdigest()[:16]
     store = ResultStore(out, f"search-{key}", str(file), warn=lambda text: print(f"hil campaign: {text}", file=stream))
-    common = {**settings(campaign, out, _targets(campaign, out), fresh_process=case_runner is None), "logs": "failing"}
+    common = {**settings(campaign, out, targets_file(campaign, out), fresh_process=case_runner is None), "logs": "failing"}
+    pool = WorkerPool(workers) if engine == "local" and case_runner is not None else None
+    run_cases = functools.partial(execute, common=common, engine=engine, address=address, workers=workers,
+                                  key_prefix=f"search-{key}", on_row=store.add, case_runner=case_runner or run_case,
+                                  pool=pool)
     results = []
     try:
         for index, (fw, scenario) in enumerate(cells):
@@ -92,19 +100,23 @@ def search(file: str | Path, out: str | Path, budget: int, popsize: int | None =
             if popsize:
                 options["popsize"] = popsize
             es = cma.CMAEvolutionStrategy([0.5] * len(campaign.variations), 0.3, options)
-            results.append(_cell(es, campaign, fw, scenario, share, store, common, engine, address, workers,
-                                 case_runner or run_case))
+            say = (lambda text, cell=f"{fw.name} / {Path(scenario).stem}": print(f"hil campaign search: {cell}: {text}",
+                                                                               file=stream))
+            results.append(_cell(es, campaign, fw, scenario, share, store, common, run_cases, say))
     finally:
         table = store.write_table()
+        if pool is not None:
+            pool.close()
     summary = out / "search.json"
     summary.write_text(json.dumps({"campaign": str(file), "budget": budget, "seed": seed, "cells": results},
                                   indent=1, default=str), encoding="utf-8")
     return SearchOutcome(table, summary, results)
 
 
-def _cell(es, campaign: Campaign, fw, scenario: str, share: int, store: ResultStore, common: dict, engine: str,
-          address: str | None, workers: int, case_runner) -> dict:
-    """CMA-ES on one firmware x scenario until its share of cases is spent; what it found."""
+def _cell(es, campaign: Campaign, fw, scenario: str, share: int, store: ResultStore, common: dict,
+          run_cases: Callable[[list[Case]], None], say: Callable[[str], None]) -> dict:
+    """CMA-ES on one firmware x scenario until its share of cases is spent (`run_cases`: their rows into the
+    store; `say`: a progress line per generation); what it found."""
     name = NO_SCENARIO if scenario == NO_SCENARIO else Path(scenario).stem
     rows: list[dict] = []
     cases: dict[str, Case] = {}
@@ -113,11 +125,13 @@ def _cell(es, campaign: Campaign, fw, scenario: str, share: int, store: ResultSt
         batch = [_case(campaign, fw, scenario, name, len(rows) + i, x) for i, x in enumerate(points)]
         cases.update((c.case_id, c) for c in batch)
         todo = [c for c in batch if not store.done(c.case_id)]
-        execute(todo, common, engine, address, workers, f"search-{common['out']}", store.add, case_runner)
+        run_cases(todo)
         found = [store.rows[c.case_id] for c in batch]
         rows += found
         if len(points) == es.popsize:
             es.tell(points, [robustness(r) for r in found])
+        say(f"{len(rows)}/{share} cases, {sum(robustness(r) < 0 for r in rows)} failing, least robust so far "
+            f"{min(robustness(r) for r in rows):+.4g}")
     worst = min(rows, key=robustness)
     failing = [r for r in rows if robustness(r) < 0]
     return {"firmware": fw.name, "scenario": name, "cases": len(rows), "min_robustness": robustness(worst),
@@ -148,7 +162,3 @@ def _found(row: dict, case: Case, campaign: Campaign, common: dict) -> dict:
             "params": case.overrides, "seed": case.seed, "log": row["log"], "report": report, "rerun": rerun,
             "error": row["error"]}
 
-
-def _targets(campaign: Campaign, out: Path) -> str | None:
-    from hil.campaign.run import targets_file
-    return targets_file(campaign, out)

@@ -65,28 +65,43 @@ def alarm(timeout_s: float):
         signal.signal(signal.SIGALRM, previous)
 
 
-def run_pool(cases: list[dict], common: dict, workers: int, run_case: Callable[[dict, dict], dict],
+class WorkerPool:
+    """`workers` long-lived worker processes that run case after case (module docstring); a broken pool is
+    replaced by a fresh one. Kept across calls of `rows` (a search runs generation after generation on
+    the same workers); close() ends them."""
+
+    def __init__(self, workers: int):
+        self.workers = workers
+        self._pool = _pool(workers)
+
+    def rows(self, cases: list[dict], common: dict, run_case: Callable[[dict, dict], dict],
              lost: Callable[[dict, str], dict]) -> Iterator[dict]:
-    """The rows of `cases` (Case.as_dict()) from `workers` long-lived worker processes (module docstring);
-    `lost(case, message)`: the row of a case whose worker died running it."""
-    todo = list(cases)
-    while todo:
-        unfinished: list[dict] = []
-        with _pool(workers) as pool:
-            futures = [(pool.submit(run_case, case, common), case) for case in todo]
+        """The rows of `cases` (Case.as_dict()), in order; `lost(case, message)`: the row of a case whose
+        worker died running it."""
+        todo = list(cases)
+        while todo:
+            futures = [(self._pool.submit(run_case, case, common), case) for case in todo]
+            unfinished: list[dict] = []
             for future, case in futures:
                 row = _row(future)
                 if row is None:
                     unfinished.append(case)
                 else:
                     yield row
-        # the pool broke: the cases it was running are the first unfinished ones (a pool hands its workers
-        # the calls in order, at most one beyond a call per worker); each runs alone, the rest go on together
-        for case in unfinished[:workers + 1]:
-            with _pool(1) as alone:
-                row = _row(alone.submit(run_case, case, common))
-            yield row if row is not None else lost(case, "its worker process died running it")
-        todo = unfinished[workers + 1:]
+            if not unfinished:
+                return
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            # the pool broke: the cases it was running are the first unfinished ones (a pool hands its workers
+            # the calls in order, at most one beyond a call per worker); each runs alone, the rest go on together
+            for case in unfinished[:self.workers + 1]:
+                with _pool(1) as alone:
+                    row = _row(alone.submit(run_case, case, common))
+                yield row if row is not None else lost(case, "its worker process died running it")
+            self._pool = _pool(self.workers)
+            todo = unfinished[self.workers + 1:]
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _pool(workers: int) -> ProcessPoolExecutor:
