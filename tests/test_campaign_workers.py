@@ -1,11 +1,15 @@
 """Long-lived campaign workers (hil.campaign.worker): a lockstep case of the reference firmware runs in its
 worker's own process with the firmware in it, and writes the log a fresh `hil run` process writes; a case that
 wrecks its plant leaves the next case as a fresh process runs it; a case that kills its worker is an error row
-while the others give theirs; a case past its timeout is stopped."""
+while the others give theirs; a case past its timeout is stopped; a killed campaign's workers end with it, and a
+rerun completes it with one row per case."""
 from __future__ import annotations
 
 import io
+import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -96,3 +100,50 @@ def test_a_case_past_its_timeout_is_stopped():
 def test_a_case_hil_run_refuses_is_an_error(argv, message):
     summary, error, status = run_inside(argv + ["--firmware-in-process"], 30.0, ".")
     assert status == "error" and message in error
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is no zombie."""
+    try:
+        state = Path(f"/proc/{pid}/status").read_text().split("State:")[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def worker_pids(parent: int) -> list[int]:
+    """The long-lived workers (spawned interpreters) of the campaign process `parent`."""
+    out = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            text = status.read_text()
+            cmdline = (status.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if f"PPid:\t{parent}\n" in text and b"spawn_main" in cmdline:
+            out.append(int(status.parent.name))
+    return out
+
+
+def test_a_killed_campaign_leaves_no_worker_behind_and_resumes_to_one_row_per_case(tmp_path):
+    path = write_campaign(tmp_path, variations=PAYLOAD, sampling='method = "lhs"\nsamples = 6', duration_s=1.0)
+    argv = [sys.executable, "-m", "hil", "campaign", str(path), "--out", str(tmp_path / "out"), "--workers", "2",
+            "--json"]
+    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while len(workers := worker_pids(proc.pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert len(workers) == 2
+    time.sleep(2.0)                                  # into the first cases
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 20
+    while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(alive(pid) for pid in workers)    # they end with the campaign's process
+    resumed = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    outcome = json.loads(resumed.stdout.splitlines()[-1])
+    rows = read_results(tmp_path / "out")
+    assert outcome["cases"] == 6 and outcome["duplicates_refused"] == 0
+    assert sorted(r["case_id"] for r in rows) == sorted({r["case_id"] for r in rows}) and len(rows) == 6

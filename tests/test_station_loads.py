@@ -49,7 +49,7 @@ def velocity_map(asm, w, pos: np.ndarray, s: int) -> np.ndarray:
 def test_the_wrenches_do_the_virtual_work_of_the_stations_velocities(seed):
     """M (qdd with the wrenches - qdd without) = sum over stations of J_s^T [moment; force]: the articulated-body
     passes against the composite-body mass matrix (hil.kernels.oracle) and the velocity maps of station_state,
-    and the screw-theoretic DAE against both (measured: 1e-13 relative)."""
+    and the screw-theoretic DAE against both (measured: 1.7e-12 and 3e-13 relative)."""
     rng = np.random.default_rng(100 + seed)
     asm = assemble(loaded_chain(seed))
     w = make_work(asm.km)

@@ -90,7 +90,7 @@ def campaign_rate(path: Path, out: Path, workers: int, engine: str,
         outcome = run_campaign(path, out, workers=workers, stream=io.StringIO(), case_runner=case_runner)
         worker_mb = None
     else:
-        with DaskCluster(out.parent / f"cluster{workers}", workers) as cluster:
+        with DaskCluster(out.parent / f"cluster-{out.name}", workers) as cluster:
             outcome = run_campaign(path, out, engine="dask", address=cluster.address, stream=io.StringIO(),
                                    case_runner=case_runner)
             worker_mb = cluster.worker_rss_mb()
