@@ -33,7 +33,7 @@ def fmus(tmp_path_factory) -> Path:
 
 
 def hil_run(tmp_path: Path, fmu: Path, connect: str, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "hil", "run", "ella", "--bus", "serial_frame", "--spawn-firmware",
+    return subprocess.run([sys.executable, "-m", "hil", "run", "ella", "--bus", "serial_frame", "--firmware-in-process",
                            "--mode", "lockstep", "--duration", "0.5", "--move-time", "0.3", "--fmu", str(fmu),
                            "--connect", connect, "--log", str(tmp_path / "run.msgpack"), "--json", *extra],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
