@@ -31,7 +31,6 @@ from concurrent.futures.process import BrokenProcessPool
 from hil.runtime.sysguard import exit_with_parent
 
 
-
 class CaseTimeout(Exception):
     """The case ran past the campaign's timeout_s."""
 
