@@ -28,6 +28,7 @@ from hil.logs.compare import DEFAULT_IGNORE, compare_runs
 from hil.logs.runlog import read_run
 
 import worker_cases
+from tools.campaign_scale import alive, workers_of
 
 
 def same_log(a: Path, b: Path) -> bool:
@@ -102,36 +103,13 @@ def test_a_case_hil_run_refuses_is_an_error(argv, message):
     assert status == "error" and message in error
 
 
-def alive(pid: int) -> bool:
-    """The process exists and is no zombie."""
-    try:
-        state = Path(f"/proc/{pid}/status").read_text().split("State:")[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
-def worker_pids(parent: int) -> list[int]:
-    """The long-lived workers (spawned interpreters) of the campaign process `parent`."""
-    out = []
-    for status in Path("/proc").glob("[0-9]*/status"):
-        try:
-            text = status.read_text()
-            cmdline = (status.parent / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if f"PPid:\t{parent}\n" in text and b"spawn_main" in cmdline:
-            out.append(int(status.parent.name))
-    return out
-
-
 def test_a_killed_campaign_leaves_no_worker_behind_and_resumes_to_one_row_per_case(tmp_path):
     path = write_campaign(tmp_path, variations=PAYLOAD, sampling='method = "lhs"\nsamples = 6', duration_s=1.0)
     argv = [sys.executable, "-m", "hil", "campaign", str(path), "--out", str(tmp_path / "out"), "--workers", "2",
             "--json"]
     proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
-    while len(workers := worker_pids(proc.pid)) < 2 and time.monotonic() < deadline:
+    while len(workers := workers_of(proc.pid)) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert len(workers) == 2
     time.sleep(2.0)                                  # into the first cases

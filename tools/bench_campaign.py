@@ -31,7 +31,7 @@ from hil.campaign.cases import expand
 from hil.campaign.engine import settings
 from hil.campaign.results import read_results
 from hil.campaign.run import run_campaign
-from hil.campaign.runner import command
+from hil.campaign.runner import command, resident_mb
 from hil.campaign.spec import load_campaign
 
 CAMPAIGN = """[campaign]
@@ -129,7 +129,7 @@ class DaskCluster:
         return self
 
     def worker_rss_mb(self) -> float:
-        return max(_rss_mb(p.pid) for p in self.procs[1:])
+        return max(resident_mb(p.pid) for p in self.procs[1:])
 
     def __exit__(self, *exc) -> None:
         for p in self.procs:
@@ -137,18 +137,10 @@ class DaskCluster:
             p.wait()
 
 
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def in_workers(path: Path, folder: Path, engine: str) -> dict:
     """The same campaign in long-lived workers (hil.campaign.worker): cases/s with 1 and 2 workers, the loop
     time of one case run in this process (its own cycles: summary pacer.elapsed_s) and the time per case
     beyond it with 1 worker."""
-    from hil.campaign.runner import command as case_command
     from hil.campaign.worker import in_process_argv
     from hil.cli.campaign_case import run_case, run_inside
 
@@ -159,7 +151,7 @@ def in_workers(path: Path, folder: Path, engine: str) -> dict:
     model = folder / "model.toml"
     from hil.campaign.overrides import Preset
     model.write_text(Preset(campaign.arm).with_overrides(case.overrides, "bench"), encoding="utf-8")
-    argv = in_process_argv(case_command(case.as_dict(), settings(campaign, folder, None), model,
+    argv = in_process_argv(command(case.as_dict(), settings(campaign, folder, None), model,
                                         folder / "inside.msgpack")[3:])
     loops = [run_inside(argv, 600.0, str(folder))[0]["pacer"]["elapsed_s"] for _ in range(3)]
     loop_s = sorted(loops)[1]

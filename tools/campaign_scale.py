@@ -52,6 +52,7 @@ def hil(*args: str) -> list[str]:
 
 
 def workers_of(pid: int) -> list[int]:
+    """The long-lived workers (spawned interpreters) of the campaign process `pid`."""
     out = []
     for status in Path("/proc").glob("[0-9]*/status"):
         try:
@@ -63,6 +64,7 @@ def workers_of(pid: int) -> list[int]:
 
 
 def alive(pid: int) -> bool:
+    """The process exists and is no zombie."""
     try:
         return Path(f"/proc/{pid}/status").read_text().split("State:")[1].split()[0] != "Z"
     except (OSError, IndexError):

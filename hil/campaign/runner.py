@@ -66,9 +66,10 @@ def run_case(case: dict, settings: dict, inside: Inside | None = None) -> dict:
     return row
 
 
-def resident_mb() -> float:
-    """This process's resident memory [MB] (a long-lived worker's after each case: it should stay flat)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
+def resident_mb(pid: int | str = "self") -> float:
+    """A process's resident memory [MB] (by default this one's: a long-lived worker's after each case, which
+    should stay flat)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
