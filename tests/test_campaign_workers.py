@@ -103,6 +103,25 @@ def test_a_case_hil_run_refuses_is_an_error(argv, message):
     assert status == "error" and message in error
 
 
+def test_a_worker_whose_case_stops_gracefully_on_sigterm_still_ends_with_its_killed_campaign(tmp_path):
+    """The loop stops on SIGTERM and returns its row: a worker told of its parent's death by SIGTERM would then
+    wait for its next case forever."""
+    started = tmp_path / "started"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", "import sys, worker_cases; worker_cases.campaign_of_sigterm_cases("
+                             "sys.argv[1])", str(started)], env=env)
+    deadline = time.monotonic() + 120
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    worker = int(started.read_text())
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 20
+    while alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(worker)
+
+
 def test_a_killed_campaign_leaves_no_worker_behind_and_resumes_to_one_row_per_case(tmp_path):
     path = write_campaign(tmp_path, variations=PAYLOAD, sampling='method = "lhs"\nsamples = 6', duration_s=1.0)
     argv = [sys.executable, "-m", "hil", "campaign", str(path), "--out", str(tmp_path / "out"), "--workers", "2",

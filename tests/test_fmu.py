@@ -33,6 +33,7 @@ np.save(out, simulate_fmu(fmu, stop_time=duration, output_interval=1e-3, input=i
 """
 
 REFUSE = """
+import os
 import sys
 from fmpy import extract, read_model_description
 from fmpy.fmi2 import FMU2Slave
@@ -51,7 +52,10 @@ try:
         fmu.setReal([vr["tau_cmd_elbow"]], [float("nan")])
     fmu.doStep(currentCommunicationPoint=0.0, communicationStepSize=2e-3 if sys.argv[2] == "step" else 1e-3)
 except Exception as exc:
-    print("refused:", exc)
+    print("refused:", exc, flush=True)
+    if "(fatal)" in str(exc):
+        os._exit(0)         # no call after fmi2Fatal, not even the interpreter's own clean-up of the library
+    fmu.freeInstance()
 """
 
 

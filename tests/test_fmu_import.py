@@ -1,7 +1,8 @@
 """A user's FMU co-simulated in the loop (`hil run --fmu PART.fmu --connect ...`, hil.runtime.cosim), with FMUs
 built here by pythonfmu from tests/fmus: a torsion spring on the elbow acts exactly as its formula says, one
 cycle after the state it read; a spring at a station pushes the arm as a plant given the same wrench moves;
-an FMU that fails its step or gives NaN fails the run with its name; a connection that names nothing is one
+an FMU that fails its step (an error or a fatal status, after which it is not called again) or gives NaN
+fails the run with its name; a connection that names nothing is one
 line before the run."""
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def fmus(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("fmus")
     FmuBuilder.build_FMU(FMUS / "spring_load.py", dest=folder)
     FmuBuilder.build_FMU(FMUS / "station_spring.py", dest=folder)
-    for name in ("failing_load", "nan_load"):
+    for name in ("failing_load", "nan_load", "raising_load"):
         FmuBuilder.build_FMU(FMUS / f"{name}.py", dest=folder, project_files=[FMUS / "spring_load.py"])
     return folder
 
@@ -57,7 +58,9 @@ def test_a_spring_on_the_elbow_acts_as_its_formula_one_cycle_after_the_state_it_
 
 
 @pytest.mark.parametrize("fmu, message", [("FailingLoad", "FMU FailingLoad failed its step to t = 0.200 s"),
-                                          ("NanLoad", "FMU NanLoad gave load = nan at t = 0.200 s")])
+                                          ("NanLoad", "FMU NanLoad gave load = nan at t = 0.200 s"),
+                                          ("RaisingLoad", "FMU RaisingLoad failed its step to t = 0.200 s: fmi2DoStep "
+                                                          "failed with status 4 (fatal)")])
 def test_an_fmu_that_fails_or_gives_nan_fails_the_run_with_its_name(fmus, tmp_path, fmu, message):
     proc = hil_run(tmp_path, fmus / f"{fmu}.fmu", SPRING.format(fmu))
     assert proc.returncode == 3, proc.stderr[-2000:]

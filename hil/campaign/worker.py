@@ -10,7 +10,7 @@ next. Other cases (a firmware command line, realtime or afap modes) still get th
 (hil.campaign.runner).
 
 The local engine runs these cases on a pool of `workers` processes (spawned, so each is a clean
-interpreter; each ends with the campaign's process, even a killed one). A worker that dies mid-case (a crash of native code, a kill) breaks the pool: the cases
+interpreter; each is killed when the campaign's process ends, even a killed one). A worker that dies mid-case (a crash of native code, a kill) breaks the pool: the cases
 it and the others were running are tried again one by one in a fresh pool of one worker, so the case
 that kills its worker is found and recorded as an error while the others give their rows, and the
 campaign goes on with a fresh pool. A case that runs past the campaign's timeout_s is stopped by an
@@ -107,9 +107,10 @@ class WorkerPool:
 
 
 def _pool(workers: int) -> ProcessPoolExecutor:
-    """Spawned workers (each a clean interpreter) that end with this process, however it ends."""
+    """Spawned workers (each a clean interpreter) that end with this process, however it ends: killed, as
+    SIGTERM would only stop the case the worker runs (the loop's handler) and leave it waiting for more."""
     return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=exit_with_parent, initargs=(os.getpid(),))
+                               initializer=exit_with_parent, initargs=(os.getpid(), signal.SIGKILL))
 
 
 def _row(future: Future) -> dict | None:

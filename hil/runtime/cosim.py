@@ -44,6 +44,7 @@ STATION_SOURCES = ("x_m", "y_m", "z_m", "vx_m_s", "vy_m_s", "vz_m_s")     # stat
 STATION_FIELDS = (0, 1, 2, 12, 13, 14)     # where they sit in a sampled station's row (SensorSuite.station_out)
 STATION_TARGETS = ("mx_N_m", "my_N_m", "mz_N_m", "fx_N", "fy_N", "fz_N")  # Plant.station_loads' columns
 MAX_CONNECTIONS = 64
+FMI2_FATAL = 4                                    # fmi2Status: the instance may not be called again
 
 
 
@@ -176,6 +177,7 @@ class FmuPart:
             values = self.slave.getReal(self.out_refs) if self.out_refs else []
         except Exception as exc:         # noqa: BLE001 - fmpy's FMICallException and what an FMU raises
             self.failure = f"FMU {self.name} failed its step to t = {t:.3f} s: {exc}"
+            self.started = getattr(exc, "status", None) != FMI2_FATAL     # no call after fmi2Fatal, not even close's
             return False
         for k, ((output, _, _, _), value) in enumerate(zip(self.outputs, values)):
             if not math.isfinite(value):

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -177,18 +178,17 @@ def restore_stale(folder: Path | None = None) -> list[str]:
 PR_SET_PDEATHSIG = 1     # <linux/prctl.h>
 
 
-def exit_with_parent(parent_pid: int) -> None:
-    """In a child process before exec: SIGTERM when the thread that spawned it dies (Linux
+def exit_with_parent(parent_pid: int, signum: int = signal.SIGTERM) -> None:
+    """In a child process before exec: `signum` when the thread that spawned it dies (Linux
     PR_SET_PDEATHSIG), and at once if the parent `parent_pid` is already gone. A no-op where prctl
-    is not available."""
+    is not available. SIGTERM lets a child clean up; a child whose SIGTERM stops a run gracefully
+    (the loop's handler) and then waits for more work needs SIGKILL."""
     import ctypes
     import ctypes.util
-    import os
-    import signal
 
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        libc.prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0)
     except (OSError, AttributeError):
         return
     if os.getppid() != parent_pid:
