@@ -30,5 +30,16 @@ PAYLOAD = "body.link2.attachment.payload.mass_kg = {uniform = [1.8, 2.4]}"
 VOLATILE = ("worker", "wall_s", "worker_rss_mb", "cmd_age_p99_us", "cmd_age_max_us")
 
 
+def same_log(a: Path, b: Path) -> bool:
+    """The two run logs have the same rows, bit for bit (the machine's own timings aside)."""
+    from hil.logs.compare import DEFAULT_IGNORE, compare_runs
+    from hil.logs.runlog import read_run
+
+    ha, ra = read_run(a)
+    hb, rb = read_run(b)
+    return len(ra) == len(rb) > 0 and compare_runs(ha["columns"], ra, hb["columns"], rb, 0.0, [], DEFAULT_IGNORE,
+                                                   ()).passed
+
+
 def comparable(rows: list[dict]) -> list[dict]:
     return [{k: v for k, v in r.items() if k not in VOLATILE} for r in rows]

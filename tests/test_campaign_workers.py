@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from campaigns import PAYLOAD, comparable, write_campaign
+from campaigns import PAYLOAD, comparable, same_log, write_campaign
 from hil.campaign.cases import expand
 from hil.campaign.engine import settings
 from hil.campaign.results import read_results
@@ -24,18 +24,9 @@ from hil.campaign.runner import run_case
 from hil.campaign.spec import load_campaign
 from hil.campaign.worker import WorkerPool
 from hil.cli.campaign_case import run_case as run_case_inside, run_inside
-from hil.logs.compare import DEFAULT_IGNORE, compare_runs
-from hil.logs.runlog import read_run
 
 import worker_cases
 from tools.campaign_scale import alive, workers_of
-
-
-def same_log(a: Path, b: Path) -> bool:
-    ha, ra = read_run(a)
-    hb, rb = read_run(b)
-    return len(ra) == len(rb) > 0 and compare_runs(ha["columns"], ra, hb["columns"], rb, 0.0, [], DEFAULT_IGNORE,
-                                                   ()).passed
 
 
 def test_cases_in_long_lived_workers_write_the_logs_of_fresh_processes(tmp_path):

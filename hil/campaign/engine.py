@@ -28,15 +28,16 @@ CaseRunner = Callable[[dict, dict], dict]
 
 
 def settings(campaign: Campaign, out: Path, targets: str | None, fresh_process: bool = False) -> dict:
-    """What every case of the campaign shares (plain data: it travels to the workers); `fresh_process`: every
-    case in a `hil run` process of its own, none in a long-lived worker (hil.campaign.worker; it takes a case
-    runner that can run a case inside: execute)."""
+    """What every case of the campaign shares (plain data: it travels to the workers), its integrator plan
+    included (hil.campaign.plan); `fresh_process`: every case in a `hil run` process of its own, none in a
+    long-lived worker (hil.campaign.worker; it takes a case runner that can run a case inside: execute)."""
     from firmware_bridge.wire.messages import BusMap
+    from hil.campaign.plan import campaign_plan
     return {"arm": campaign.arm, "bus": campaign.bus, "bus_kind": BusMap.load(campaign.bus).kind,
             "link": campaign.link, "mode": campaign.mode, "duration_s": campaign.duration_s,
             "timeout_s": campaign.timeout_s, "logs": campaign.logs, "targets": targets,
             "out": str(out.resolve()), "cwd": str(Path(campaign.source).resolve().parent),
-            "in_process": not fresh_process}
+            "in_process": not fresh_process, "plan": campaign_plan(campaign)}
 
 
 def run_local(cases: list[Case], common: dict, workers: int, case_runner: CaseRunner = run_case,

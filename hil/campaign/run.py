@@ -42,6 +42,8 @@ def run_campaign(file: str | Path, out: str | Path, engine: str = "local", addre
            f"scenarios x {len(cases) // (len(campaign.firmware) * len(campaign.scenarios))} samples), {skipped} done, "
            f"{len(todo)} to run on {engine}" + ("" if engine != "local" else f" with {workers} workers"))
     common = settings(campaign, out, targets_file(campaign, out), fresh_process=case_runner is None)
+    if common["plan"]:
+        print_("integrator: " + common["plan"].get("describe", common["plan"].get("reason", "")))
     progress = Progress(len(cases), skipped, stream)
     ran = 0
 

@@ -112,8 +112,7 @@ def _run(case: dict, settings: dict, log: Path, inside: Inside | None) -> tuple[
     tmp = temp_folder("case")
     try:
         model = Path(tmp) / "model.toml"
-        text = preset(settings["arm"]).with_overrides(case["overrides"], settings["arm"], validate=False)
-        model.write_text(text, encoding="utf-8")
+        model.write_text(model_text(case, settings), encoding="utf-8")
         if inside is not None and runs_inside(case, settings):
             summary, error, status = inside(in_process_argv(command(case, settings, model, log)[3:]),
                                             settings["timeout_s"], settings["cwd"])
@@ -166,6 +165,12 @@ def offline_summary(log: Path, targets: str | None) -> dict:
     if targets:
         summary["verdicts"] = evaluate(load_targets(targets), str(log), joints)
     return summary
+
+
+def model_text(case: dict, settings: dict) -> str:
+    """The case's model file: the preset with the case's overrides and the campaign's plan (hil.campaign.plan)."""
+    pinned = (settings.get("plan") or {}).get("overrides", {})
+    return preset(settings["arm"]).with_overrides({**case["overrides"], **pinned}, settings["arm"], validate=False)
 
 
 @functools.lru_cache(maxsize=4)

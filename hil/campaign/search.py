@@ -34,7 +34,7 @@ from hil.campaign.engine import execute, settings
 from hil.campaign.results import ResultStore
 from hil.campaign.report import run_report
 from hil.campaign.run import targets_file
-from hil.campaign.runner import command, preset, run_case, safe_name
+from hil.campaign.runner import command, model_text, run_case, safe_name
 from hil.campaign.spec import NO_SCENARIO, Campaign, load_campaign
 from hil.campaign.worker import WorkerPool
 
@@ -150,8 +150,7 @@ def _found(row: dict, case: Case, campaign: Campaign, common: dict) -> dict:
     out = Path(common["out"])
     model = out / "models" / f"{safe_name(case.case_id)}.toml"
     model.parent.mkdir(parents=True, exist_ok=True)
-    model.write_text(preset(campaign.arm).with_overrides(case.overrides, campaign.arm, validate=False),
-                     encoding="utf-8")
+    model.write_text(model_text(case.as_dict(), common), encoding="utf-8")
     rerun = ["hil"] + command(case.as_dict(), common, model, out / "rerun.msgpack")[3:]
     report = None
     if row["log"]:

@@ -131,6 +131,8 @@ def format_accuracy(it: dict[str, Any]) -> list[str]:
         lines.append(f"  the joint motion: within {motion['max_error_rad']:.1e} rad of a converged solution "
                      f"({motion['reference']}) over the {motion['probe_s']:g} s probe, {motion['per_step_rad']:.1e} "
                      f"rad per step")
+    elif it.get("judged_by"):
+        lines.append(f"  the joint motion: judged by {it['judged_by']}")
     energy = it.get("energy")
     lines.append("  the undamped arm's energy over 10 s: not judged (integrator.energy_tolerance = 0)" if energy is None
                  else f"  the undamped arm's energy over {energy['duration_s']:g} s: max |E - E(0)| "

@@ -113,6 +113,7 @@ class IntegratorPlan:
     max_substeps: int | None = None      # auto: the most substeps of the method within the time budget
     energy: dict | None = None           # auto with an energy tolerance: the chosen plan's EnergyError
     motion: dict | None = None           # the plan's MotionError (hil.dynamics.motion_error); None: not judged
+    judged_by: str = ""                  # the joint motion judged elsewhere (integrator.judged_by): who, how
 
     @property
     def modal_error(self) -> float | None:
@@ -129,7 +130,8 @@ class IntegratorPlan:
             return text
         band = f"below {self.bandwidth_hz:g} Hz" if self.bandwidth_hz else "retained"
         verdict = "within" if self.accurate else "NOT all within"
-        motion = ("the joint motion not judged" if self.motion is None else
+        motion = (f"the joint motion judged by {self.judged_by}" if self.judged_by else
+                  "the joint motion not judged" if self.motion is None else
                   "every joint prescribed" if not self.motion.get("joints", 1) else
                   f"joint angles within {self.motion['max_error_rad']:.1e} rad of a converged solution over "
                   f"{self.motion['probe_s']:g} s of the probe motion ({self.motion['per_step_rad']:.1e} rad per step)")
@@ -147,7 +149,7 @@ class IntegratorPlan:
                 "accurate": self.accurate, "modal_error": self.modal_error,
                 "motion_error_per_step_rad": motion.get("per_step_rad"),
                 "motion_error_rad": motion.get("max_error_rad"), "motion_probe_s": motion.get("probe_s"),
-                "note": self.note}
+                "motion_judged_by": self.judged_by or None, "note": self.note}
 
 
 @dataclass
@@ -205,10 +207,14 @@ def plan_integrator(asm: Assembled, method: str | None = None, substeps: int | N
 
 
 def judge(asm: Assembled, plan: IntegratorPlan) -> IntegratorPlan:
-    """A pinned plan (auto's are judged as they are chosen, or left unjudged where they cannot keep the
-    modes) with its modes' accuracy and its joint motion error filled in, in place (kept in
-    hil.dynamics.plan_cache like a plan); returns it."""
+    """A pinned plan (auto's are judged as they are chosen, or not where they cannot keep the modes) with its
+    modes' accuracy and joint motion error (or the model's integrator.judged_by: who judged its motion)
+    filled in, in place (kept in hil.dynamics.plan_cache like a plan); returns it."""
     if plan.accurate is not None:
+        return plan
+    if judged_by := asm.model.integrator.judged_by:       # the motion judged elsewhere; the modes (cheap) here
+        report = mode_accuracy(asm, plan)
+        plan.accurate, plan.modes, plan.judged_by = report.accurate, [vars(m) for m in report.modes], judged_by
         return plan
     cache_key = plan_cache.key(asm, "judged", plan.method, plan.substeps, plan.bandwidth_hz)
     stored = plan_cache.load(cache_key)

@@ -14,7 +14,7 @@ and reverses, gravity's torque changes with the pose: the rigid, nonlinear motio
 besides the modes, over the whole span, as errors that grow faster than linearly (an undamped arm's
 drift) would be missed by a shorter probe scaled up.
 
-The converged solution: the same held input with RK4 at n_ref = 4 times its stable count (its friction
+The converged solution: the same held input with RK4 at n_ref = twice its stable count (its friction
 resolved: hil.model.linearize.substeps_for), or where that is dearer (stiff modes RK4 must resolve), the
 fitted midpoint at n_ref = REFERENCE_MIDPOINT_SUBSTEPS; checked against n_ref / 2 by Richardson's
 estimate |y(n_ref / 2) - y(n_ref)| / (2^p - 1) of its own error (p its order), n_ref doubled while that is above
@@ -86,7 +86,7 @@ class MotionProbe:
     def _converge(self, asm: Assembled) -> None:
         """The converged solution and its own error estimate (module docstring)."""
         cfg = asm.model.integrator
-        rk4 = 4 * step_frequencies_hz(asm).substeps("rk4", cfg.dt_s, cfg.safety)
+        rk4 = 2 * step_frequencies_hz(asm).substeps("rk4", cfg.dt_s, cfg.safety)
         method, n, order = (("rk4", rk4, 4) if 4 * rk4 <= 2 * REFERENCE_MIDPOINT_SUBSTEPS
                             else ("fitted_midpoint", REFERENCE_MIDPOINT_SUBSTEPS, 2))
         per_substep = self.steps * (4 if method == "rk4" else 2)

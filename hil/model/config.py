@@ -25,7 +25,9 @@ Schema (see the presets in ``configs/`` for complete examples)::
                    accurate; 0 = all), budget_fraction in (0, 1] (share of the period a step may take),
                    motion_tolerance_rad >= 0 (auto: the joint angles of a probe motion within it of a
                    converged solution over 2 s; 0 = off), energy_tolerance >= 0 (auto: the undamped arm's
-                   energy within it over 10 s; 0 = off)
+                   energy within it over 10 s; 0 = off), judged_by (free text, with a pinned method and
+                   substeps only: the plan's joint motion was judged elsewhere, e.g. by a campaign at the
+                   corners of its parameter space; the run skips its own motion probe and reports this)
     [[body]]       name, parent ("base" or an EARLIER body), initial_eta (one number per mode)
       [body.joint]     name, axis (normalised, non-zero), station_m, offset_m, rpy_rad, q0_rad,
                        qd0_rad_s, rotor_inertia_kg_m2, gear_ratio (> 0), viscous_N_m_s_rad,
@@ -106,7 +108,8 @@ MAX_SUBSTEPS = 4096     # substeps per step: ELLA's 4096 take 62 ms (fitted midp
 MIN_DT_S = 1e-6         # the shortest step: 1 MHz, beyond any drive or bus this emulator serves
 MODEL_KEYS = ("name", "description", "gravity_m_s2", "foreshortening", "sensor_seed")
 INTEGRATOR_KEYS = ("method", "dt_s", "substeps", "safety", "bandwidth_hz", "budget_fraction", "motion_tolerance_rad",
-                   "energy_tolerance")
+                   "energy_tolerance", "judged_by")
+MAX_NOTE_CHARS = 1000   # a free-text note of the model's (integrator.judged_by)
 STATION_KEYS = ("name", "body", "station_m", "offset_m")
 
 
@@ -162,6 +165,7 @@ def _read_preset(data: dict, source: str, doc: Document | None = None) -> Model:
                                            nonneg=True),
             energy_tolerance=it.number("energy_tolerance", integ.energy_tolerance,
                                        unit="(fraction of the largest kinetic energy)", nonneg=True),
+            judged_by=_judged_by(it),
         )
 
     raw_bodies = top.array_of_tables("body", required=True, what="at least one [[body]] table")
@@ -212,6 +216,17 @@ def _station(doc: Document, i: int, rs: dict, by_name: dict[str, Body], seen: se
     station = station_position(st, body.beam.length_m if body.beam else None, body_name)
     return Station(name=name, body=body_name, station_m=station,
                    offset_m=st.vector("offset_m", np.zeros(3), unit="m"))
+
+
+def _judged_by(it: Table) -> str:
+    """integrator.judged_by: only beside a pinned method and substeps (the plan it speaks of)."""
+    note = it.string("judged_by", "", what="a string (who judged the pinned plan's joint motion, and how)")
+    if note and (it.raw("method", "auto") == "auto" or not it.raw("substeps", 0)):
+        raise it.error("judged_by", note, "expected it only beside a pinned integrator.method and substeps "
+                                          "(the plan it speaks of)")
+    if len(note) > MAX_NOTE_CHARS:
+        raise it.error("judged_by", note[:40] + "...", f"expected at most {MAX_NOTE_CHARS} characters")
+    return note
 
 
 def _provenance(doc: Document, top: Table) -> dict:

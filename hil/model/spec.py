@@ -196,6 +196,7 @@ class IntegratorSettings:
     budget_fraction: float = 0.5   # share of the period a plant step may take (auto's time budget)
     motion_tolerance_rad: float = 1e-6   # auto: the probe's joint angles within this over 2 s; 0: off
     energy_tolerance: float = 0.0  # auto: max energy deviation of the undamped arm over 10 s / max kinetic energy; 0: off
+    judged_by: str = ""        # a pinned plan whose joint motion was judged elsewhere (a campaign's corners): who, how
 
 
 @dataclass
