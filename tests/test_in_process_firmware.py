@@ -43,6 +43,24 @@ def test_a_run_with_the_firmware_in_process_equals_the_run_with_it_in_its_own_pr
         assert b["faults"]["injections"] > 0
 
 
+def test_a_firmware_gone_silent_in_process_resends_and_times_out_as_over_a_pty_without_waiting(tmp_path):
+    """The encoder fault latches at 0.7 s, the firmware stops answering: the loop resends the unanswered
+    sensor frames, declares the firmware silent after its timeout and steps on, the same frames and rows
+    as over a pty, where the waits are real and in process they pass at once (summary lockstep.waits_passed_s)."""
+    args = ["--bus", "serial_frame", "--scenario", "encoder_signal_loss", "--safe-state", "brake", "--watchdog", "0.02",
+            "--lockstep-timeout", "1.0", "--lockstep-resend", "0.25", "--duration", "1.0"]
+    own = hil_run("--link", "pty", "--spawn-firmware", "--log", str(tmp_path / "own.msgpack"), *args)
+    inside = hil_run("--firmware-in-process", "--log", str(tmp_path / "inside.msgpack"), *args)
+    assert inside.returncode == own.returncode, inside.stderr[-2000:]
+    ha, ra = read_run(tmp_path / "own.msgpack")
+    hb, rb = read_run(tmp_path / "inside.msgpack")
+    assert len(ra) == len(rb) == 1000
+    assert compare_runs(ha["columns"], ra, hb["columns"], rb, 0.0, [], DEFAULT_IGNORE, ()).passed
+    a, b = (json.loads(p.stdout.splitlines()[-1])["lockstep"] for p in (own, inside))
+    assert a["silent_cycles"] == b["silent_cycles"] > 0 and a["resent_frames"] == b["resent_frames"] > 0
+    assert a["waits_passed_s"] == 0.0 and b["waits_passed_s"] >= 1.0
+
+
 @pytest.mark.parametrize("args, message", [
     (["--mode", "realtime"], "--firmware-in-process runs in lockstep"),
     (["--link", "serial:/dev/null"], "--firmware-in-process brings its own link"),

@@ -1,7 +1,6 @@
 """COBS/CRC-16 framing, the stream decoder, and SerialLink over real pty pairs."""
 from __future__ import annotations
 
-import binascii
 import json
 import os
 import random
@@ -15,7 +14,7 @@ import pytest
 from firmware_bridge.wire.framing import (CobsDecodeError, StreamDecoder, cobs_decode, cobs_encode, crc16_ccitt_false,
                                           encode_frame, encode_packet, max_encoded_size)
 from firmware_bridge.links.base import Frame, LinkCounters
-from firmware_bridge.links.serial import SerialLink, open_pty_pair
+from firmware_bridge.links.serial import MEMORY_CAPACITY, SerialLink, memory_pair, open_pty_pair
 
 # Examples from Cheshire & Baker 1999 as listed on Wikipedia ("Consistent Overhead Byte Stuffing").
 COBS_VECTORS = [
@@ -82,7 +81,17 @@ def test_crc16_ccitt_false_check_value_and_reference():
     rng = random.Random(2)
     for size in range(0, 300, 7):
         data = rng.randbytes(size)
-        assert crc16_ccitt_false(data) == binascii.crc_hqx(data, 0xFFFF)
+        assert crc16_ccitt_false(data) == bitwise_crc16_ccitt_false(data)
+
+
+def bitwise_crc16_ccitt_false(data: bytes) -> int:
+    """The CRC bit by bit, as the standard defines it (the oracle)."""
+    crc = 0xFFFF
+    for byte in data:
+        crc ^= byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) & 0xFFFF if crc & 0x8000 else (crc << 1) & 0xFFFF
+    return crc
 
 
 def test_packet_layout():
@@ -376,3 +385,20 @@ def test_short_write_keeps_packet_whole(monkeypatch):
     assert (link.counters.tx_frames, link.counters.tx_dropped) == (2, 1)
     os.close(read_fd)
     link.close()
+
+
+def test_an_in_process_byte_pipe_carries_packets_in_order_and_refuses_them_beyond_its_capacity():
+    ours, theirs = memory_pair()
+    sender, receiver = SerialLink.over(ours, "ours"), SerialLink.over(theirs, "theirs")
+    frames = [Frame(0x21, bytes([k % 256]) * 200) for k in range(400)]        # 400 x 205 bytes > the capacity
+    accepted = [f for f in frames if sender.send(f)]
+    assert 0 < len(accepted) < len(frames) and sender.counters.tx_dropped == len(frames) - len(accepted)
+    assert len(theirs.inbox) <= MEMORY_CAPACITY
+    got = []
+    while (frame := receiver.recv()) is not None:
+        got.append((frame.arbitration_id, frame.data))
+    assert got == [(f.arbitration_id, f.data) for f in accepted] and receiver.counters.rx_crc_errors == 0
+    assert sender.send(frames[0]) and receiver.discard() == 0 and receiver.counters.rx_garbage_bytes > 0
+    assert receiver.recv() is None
+    with pytest.raises(OSError):
+        receiver.fileno()

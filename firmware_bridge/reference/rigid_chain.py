@@ -27,9 +27,6 @@ import numpy as np
 
 from firmware_bridge.reference.nominal import NominalArm
 
-_IDENTITY = np.eye(3)
-
-
 def rpy_matrix(rpy: np.ndarray) -> np.ndarray:
     """R = Rz(yaw) Ry(pitch) Rx(roll), fixed-axis roll-pitch-yaw."""
     r, p, y = rpy
@@ -45,44 +42,57 @@ def _cross_matrix(a: np.ndarray) -> np.ndarray:
 
 class RigidChain:
     """The firmware's rigid arm: frames at joint angles q, the gravity torques that hold it, and the
-    IMU's orientation for the vibration suppression."""
+    IMU's orientation for the vibration suppression. The chain is short and walked every cycle, so
+    the frames are worked out in Python floats (3-tuples, 3x3 tuples of rows): numpy's per-call cost
+    on 3-vectors is most of the work at this size."""
 
     def __init__(self, arm: NominalArm):
         joints = arm.joints
         self.n = len(joints)
-        self.axes = np.array([j.axis for j in joints])
-        self.placements = np.array([rpy_matrix(j.rpy_rad) for j in joints])
-        self.offsets = np.array([j.offset_m for j in joints])
-        self.mass = np.array([j.link.mass_kg for j in joints])
-        self.com = np.array([j.link.com_m for j in joints])
-        self._gravity_cross = _cross_matrix(np.asarray(arm.gravity_m_s2, float))     # G r = g x r
-        self._K = np.array([_cross_matrix(a) for a in self.axes])      # Rodrigues: Rot = I + s K + (1 - c) K^2
-        self._K2 = self._K @ self._K
+        self.axes = [_vector(j.axis) for j in joints]
+        self.placements = [_matrix(rpy_matrix(j.rpy_rad)) for j in joints]
+        self.offsets = [_vector(j.offset_m) for j in joints]
+        self.mass = [float(j.link.mass_kg) for j in joints]
+        self.com = [_vector(j.link.com_m) for j in joints]
+        self.gravity = _vector(arm.gravity_m_s2)
+        self._K = [_matrix(_cross_matrix(np.asarray(a))) for a in self.axes]   # Rodrigues: Rot = I + s K + (1 - c) K^2
+        self._K2 = [_matmul(K, K) for K in self._K]
         self.imu_link = arm.link_index(arm.imu.link)
         self.imu_mount = rpy_matrix(arm.imu.rpy_rad)
 
-    def frames(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def frames(self, q) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Joint origins o (n, 3), world joint axes u (n, 3) and link rotations R_l (n, 3, 3) at q."""
-        origins = np.empty((self.n, 3))
-        axes = np.empty((self.n, 3))
-        links = np.empty((self.n, 3, 3))
-        R, o = _IDENTITY, np.zeros(3)
+        origins, axes, links = self._frames(q)
+        return np.array(origins), np.array(axes), np.array(links)
+
+    def _frames(self, q) -> tuple[list, list, list]:
+        origins, axes, links = [], [], []
+        R, o = _IDENTITY_ROWS, (0.0, 0.0, 0.0)
         for k in range(self.n):
-            o = o + R @ self.offsets[k]
-            Rj = R @ self.placements[k]
+            o = _add(o, _apply(R, self.offsets[k]))
+            Rj = _matmul(R, self.placements[k])
             s, c = math.sin(q[k]), math.cos(q[k])
-            R = Rj @ (_IDENTITY + s * self._K[k] + (1.0 - c) * self._K2[k])
-            origins[k], axes[k], links[k] = o, Rj @ self.axes[k], R
+            R = _matmul(Rj, _rodrigues(self._K[k], self._K2[k], s, 1.0 - c))
+            origins.append(o)
+            axes.append(_apply(Rj, self.axes[k]))
+            links.append(R)
         return origins, axes, links
 
-    def gravity_torque(self, q: np.ndarray) -> np.ndarray:
+    def gravity_torque(self, q) -> np.ndarray:
         """Drive torques [N m, link side] that hold the rigid arm still at q against gravity."""
-        origins, axes, links = self.frames(q)
-        centres = origins + np.einsum("kij,kj->ki", links, self.com)
-        beyond_mass = np.cumsum(self.mass[::-1])[::-1]                                   # M_k
-        beyond_moment = np.cumsum((self.mass[:, None] * centres)[::-1], axis=0)[::-1]    # h_k
-        lever = beyond_moment - beyond_mass[:, None] * origins
-        return np.einsum("ki,ki->k", axes, lever @ self._gravity_cross.T)     # u . (g x r) = -u . (r x g)
+        origins, axes, links = self._frames(q)
+        tau = [0.0] * self.n
+        beyond_mass, beyond_moment = 0.0, (0.0, 0.0, 0.0)        # M_k, h_k, from the tip inwards
+        for k in range(self.n - 1, -1, -1):
+            m = self.mass[k]
+            centre = _add(origins[k], _apply(links[k], self.com[k]))
+            beyond_mass += m
+            beyond_moment = _add(beyond_moment, (m * centre[0], m * centre[1], m * centre[2]))
+            o = origins[k]
+            lever = (beyond_moment[0] - beyond_mass * o[0], beyond_moment[1] - beyond_mass * o[1],
+                     beyond_moment[2] - beyond_mass * o[2])
+            tau[k] = _dot(axes[k], _cross(self.gravity, lever))        # u . (g x r) = -u . (r x g)
+        return np.array(tau)
 
     def imu_rotation_and_axes(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """World rotation of the IMU's axes and the world joint axes (columns) at q; the axes of
@@ -91,3 +101,48 @@ class RigidChain:
         axes_w = axes.T.copy()
         axes_w[:, self.imu_link + 1:] = 0.0
         return links[self.imu_link] @ self.imu_mount, axes_w
+
+
+_IDENTITY_ROWS = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
+
+
+def _vector(v) -> tuple:
+    return tuple(float(x) for x in v)
+
+
+def _matrix(m) -> tuple:
+    return tuple(_vector(row) for row in m)
+
+
+def _add(a: tuple, b: tuple) -> tuple:
+    return (a[0] + b[0], a[1] + b[1], a[2] + b[2])
+
+
+def _dot(a: tuple, b: tuple) -> float:
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+
+
+def _cross(a: tuple, b: tuple) -> tuple:
+    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
+
+
+def _apply(R: tuple, v: tuple) -> tuple:
+    (a, b, c), (d, e, f), (g, h, i) = R
+    x, y, z = v
+    return (a * x + b * y + c * z, d * x + e * y + f * z, g * x + h * y + i * z)
+
+
+def _rodrigues(K: tuple, K2: tuple, s: float, v: float) -> tuple:
+    """I + s K + v K^2."""
+    (a, b, c), (d, e, f), (g, h, i) = K
+    (A, B, C), (D, E, F), (G, H, I) = K2
+    return ((1.0 + s * a + v * A, s * b + v * B, s * c + v * C), (s * d + v * D, 1.0 + s * e + v * E, s * f + v * F),
+            (s * g + v * G, s * h + v * H, 1.0 + s * i + v * I))
+
+
+def _matmul(A: tuple, B: tuple) -> tuple:
+    (a, b, c), (d, e, f), (g, h, i) = A
+    (p, q, r), (s, t, u), (v, w, x) = B
+    return ((a * p + b * s + c * v, a * q + b * t + c * w, a * r + b * u + c * x),
+            (d * p + e * s + f * v, d * q + e * t + f * w, d * r + e * u + f * x),
+            (g * p + h * s + i * v, g * q + h * t + i * w, g * r + h * u + i * x))

@@ -10,6 +10,8 @@ A packet on the wire is ``COBS(id + payload + crc16_be(id + payload)) + b"\\x00"
 """
 from __future__ import annotations
 
+import binascii
+
 from firmware_bridge.links.base import Frame, LinkCounters
 
 DELIMITER = 0
@@ -68,7 +70,7 @@ def cobs_decode(data: bytes) -> bytes:
 
 
 def _crc16_table() -> tuple[int, ...]:
-    """The 256-entry lookup table for polynomial 0x1021, MSB first."""
+    """The 256-entry lookup table for polynomial 0x1021, MSB first (the compiled frame codec's)."""
     table = []
     for byte in range(256):
         crc = byte << 8
@@ -82,11 +84,9 @@ CRC16_TABLE = _crc16_table()
 
 
 def crc16_ccitt_false(data: bytes, crc: int = 0xFFFF) -> int:
-    """CRC-16/CCITT-FALSE of ``data``, table-driven (equal to ``binascii.crc_hqx(data, 0xFFFF)``)."""
-    table = CRC16_TABLE
-    for byte in data:
-        crc = ((crc << 8) & 0xFF00) ^ table[(crc >> 8) ^ byte]
-    return crc
+    """CRC-16/CCITT-FALSE of ``data``: the standard library's CRC-CCITT (binascii.crc_hqx: poly 0x1021,
+    MSB first) from the initial value 0xFFFF."""
+    return binascii.crc_hqx(data, crc)
 
 
 def max_encoded_size(max_payload: int = MAX_PAYLOAD) -> int:

@@ -18,7 +18,7 @@ def firmware_arguments(p: argparse.ArgumentParser) -> None:
                           "or CAN channel), {link} (link spec), {interface}, {channel}, {bus} (bus map file)")
     who.add_argument("--firmware-in-process", action="store_true",
                      help="run the reference firmware in this process, pumped by the loop over a private link "
-                          "(a socket pair, or a virtual CAN channel): no second process; --mode lockstep, no --link")
+                          "(an in-memory byte pipe, or a virtual CAN channel): no second process; --mode lockstep, no --link")
     p.add_argument("--firmware-link", help="link spec the firmware opens (default: the pty's other end, or --link)")
     p.add_argument("--firmware-params", help="the reference firmware: its nominal arm parameter file, or a shipped "
                                              "name (default: ella_nominal, configs/firmware/ella_nominal.toml)")
@@ -34,7 +34,7 @@ def check_in_process(args: argparse.Namespace) -> None:
     if args.mode != "lockstep":
         raise CliError(f"--firmware-in-process runs in lockstep (the loop pumps the firmware); got --mode {args.mode}")
     if args.link not in ("pty", "slcan-pty") or args.firmware_link:
-        raise CliError("--firmware-in-process brings its own link (a socket pair, or a virtual CAN channel); "
+        raise CliError("--firmware-in-process brings its own link (an in-memory byte pipe, or a virtual CAN channel); "
                        "leave out --link and --firmware-link")
 
 

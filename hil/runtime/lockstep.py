@@ -11,7 +11,10 @@ grace apart); a repeated rolling counter (a copy of an earlier frame) answers no
 goes out again every ``lockstep_resend_s`` (same counter: a firmware that lost it answers, one that
 has answered already rejects the repeat) and after ``lockstep_timeout_s`` the firmware is silent:
 the plant steps on without commands (the watchdog acts), waiting ``lockstep_silent_poll_s`` per cycle.
-While it waits the loop says why, at most every ``PROGRESS_S`` (``Emulator.progress``).
+While it waits the loop says why, at most every ``PROGRESS_S`` (``Emulator.progress``). With the firmware in
+the emulator's process (hil.cli.in_process) nothing can arrive while the loop waits (the firmware runs when
+the link is read), so a wait passes at once on the loop's clock (WireIO.now): the same resends and timeouts,
+in no time.
 
 Which cycles are answered: those whose sensor frames, as they went out on the wire (after the bus
 faults), a receiver following the bus map's rules computes on (:class:`FirmwareCue`, the firmware
@@ -24,7 +27,6 @@ cycle).
 """
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from config_schema import ConfigError
@@ -70,14 +72,14 @@ def wait_for_command(emu: Any) -> bool:
     io = emu.io
     if not io.answer_expected:
         return True
-    start = time.monotonic()
+    start = io.now()
     timeout = emu.opt.lockstep_silent_poll_s if io.silent else emu.opt.lockstep_timeout_s
     deadline, resend_at, report_at = start + timeout, start + emu.opt.lockstep_resend_s, start + PROGRESS_S
     rejected, rejected_at = rejections(emu), None
-    while not emu.stop_requested and time.monotonic() < deadline:
+    while not emu.stop_requested and io.now() < deadline:
         frame = io.recv()
         if frame is None:
-            now = time.monotonic()
+            now = io.now()
             if rejected_at is not None and (io.rejecting or now - rejected_at >= REJECTED_GRACE_S):
                 io.answered_rejected()                 # its only answer was a rejected frame
                 return True
@@ -90,13 +92,13 @@ def wait_for_command(emu: Any) -> bool:
                              f"{emu.opt.lockstep_resend_s:g} s, silent after {timeout:g} s")
                 report_at += PROGRESS_S
             grace_end = deadline if rejected_at is None else rejected_at + REJECTED_GRACE_S
-            io.idle(min(deadline, resend_at, report_at, grace_end) - time.monotonic())
+            io.idle(min(deadline, resend_at, report_at, grace_end) - io.now())
             continue
         if emu.hold_command(frame):
             io.answered()
             return True
         if rejected_at is None and rejections(emu) > rejected:
-            rejected_at = time.monotonic()
+            rejected_at = io.now()
     if emu.stop_requested:
         return False
     if not io.silent:
@@ -109,15 +111,15 @@ def wait_for_command(emu: Any) -> bool:
 def wait_for_sync(emu: Any) -> bool:
     """Lockstep on a CANopen map: take frames (NMT, RPDOs) until a SYNC, or the timeout; the
     nodes' heartbeats keep going out meanwhile."""
-    deadline = time.monotonic() + emu.opt.lockstep_timeout_s
     io = emu.io
-    while not emu.stop_requested and time.monotonic() < deadline:
+    deadline = io.now() + emu.opt.lockstep_timeout_s
+    while not emu.stop_requested and io.now() < deadline:
         io.send(emu.protocol.heartbeats())
         if emu.protocol.step_due:
             return True
         frame = io.recv()
         if frame is None:
-            io.idle(deadline - time.monotonic())
+            io.idle(deadline - io.now())
             continue
         emu.hold_frame(frame)
     return emu.protocol.step_due

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import select
-import time
 from dataclasses import replace
 from typing import Any
 
@@ -29,7 +28,7 @@ def await_first_command(emu: Any, initial: list[Frame]) -> dict:
     """`emu`: a hil.runtime.loop.Emulator. Waits until the firmware's first answer (a valid command is
     held for the first cycle), the loop is stopped, or the start timeout fails the run; returns how the run
     started (started, waited_s, resent). Every PROGRESS_S it says that it waits (Emulator.progress)."""
-    t_start = time.monotonic()
+    t_start = emu.io.now()
     deadline = t_start + emu.opt.start_timeout_s
     interval = emu.opt.resend_s
     resend_at, report_at = t_start + interval, t_start + PROGRESS_S
@@ -37,12 +36,12 @@ def await_first_command(emu: Any, initial: list[Frame]) -> dict:
     started = False
     seen = FramesSeen()
     rejected, rejected_at = rejections(emu), None
-    while not started and not emu.stop_requested and time.monotonic() < deadline:
+    while not started and not emu.stop_requested and emu.io.now() < deadline:
         if emu.protocol is not None:
             emu.io.send(emu.protocol.heartbeats())
         frame = emu.io.recv()
         if frame is None:
-            now = time.monotonic()
+            now = emu.io.now()
             if rejected_at is not None and now - rejected_at >= REJECTED_GRACE_S:
                 started = True              # the firmware answered, with a rejected command only
                 break
@@ -56,7 +55,7 @@ def await_first_command(emu: Any, initial: list[Frame]) -> dict:
                              f"of the start timeout's {emu.opt.start_timeout_s:g} s; {seen.describe()}")
                 report_at += PROGRESS_S
             grace_end = deadline if rejected_at is None else rejected_at + REJECTED_GRACE_S
-            emu.io.idle(min(resend_at, deadline, report_at, grace_end) - time.monotonic())
+            emu.io.idle(min(resend_at, deadline, report_at, grace_end) - emu.io.now())
             continue
         seen.add(frame)
         if emu.protocol is not None and emu.protocol.receive(frame):
@@ -64,8 +63,8 @@ def await_first_command(emu: Any, initial: list[Frame]) -> dict:
         else:     # the first answer starts the run: a valid command, or a rejected one with none after it
             started = emu.hold_command(frame)
             if not started and rejected_at is None and rejections(emu) > rejected:
-                rejected_at = time.monotonic()
-    report = {"started": started, "waited_s": time.monotonic() - t_start, "resent": resent}
+                rejected_at = emu.io.now()
+    report = {"started": started, "waited_s": emu.io.now() - t_start, "resent": resent}
     if not started and not emu.stop_requested:
         rejected = {k: v for k, v in emu.commands.reader.rejected.items() if v}
         emu.abort(f"start: no valid command within {emu.opt.start_timeout_s:g} s on {emu.link.name} "

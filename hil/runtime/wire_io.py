@@ -17,6 +17,7 @@ import time
 
 from firmware_bridge.links.base import Frame, Link
 from firmware_bridge.links.faults import FaultyLink
+from firmware_bridge.links.in_process import PumpedLink
 from firmware_bridge.links.recording import BusRecorder
 from hil.runtime.lockstep import FirmwareCue
 from hil.runtime.receive import ReceiveBudget
@@ -32,6 +33,8 @@ class WireIO:
     def __init__(self, link: FaultyLink, raw: Link, budget: ReceiveBudget, cue: FirmwareCue | None):
         self.link = link
         self._poll = link_poller(raw)
+        self._waits_pass = isinstance(raw, PumpedLink)      # nothing arrives while an in-process firmware waits
+        self._passed_s = 0.0
         self.receive_budget = budget
         self.recorder: BusRecorder | None = None
         self._cue = cue
@@ -92,11 +95,18 @@ class WireIO:
             return None
         return frame
 
+    def now(self) -> float:
+        """The lockstep waits' clock [s]: monotonic, plus the waits passed at once (idle)."""
+        return time.monotonic() + self._passed_s
+
     def idle(self, remaining_s: float) -> None:
         """Wait for input without spinning (lockstep, start): on the link's descriptor where it has
         one (at most 5 ms: a fault layer may hold frames of its own), else 20 us; a pty whose other
-        end nobody has opened yet only hangs up, so then 1 ms."""
-        if self._poll is None:
+        end nobody has opened yet only hangs up, so then 1 ms. With the firmware in this process
+        nothing can arrive meanwhile: the wait passes at once on the clock of ``now``."""
+        if self._waits_pass:
+            self._passed_s += max(remaining_s, 20e-6)
+        elif self._poll is None:
             time.sleep(20e-6)
         elif remaining_s > 0:
             events = self._poll.poll(min(remaining_s, 5e-3) * 1e3)
@@ -149,7 +159,7 @@ class WireIO:
     def lockstep_summary(self) -> dict:
         return {"silent_cycles": self.silent_cycles, "rejected_answers": self.rejected_answers,
                 "resent_frames": self.resent_frames,
-                "dropped_while_silent": self.dropped_while_silent}
+                "dropped_while_silent": self.dropped_while_silent, "waits_passed_s": self._passed_s}
 
     def close(self) -> None:
         """Close the bus recording, if one is open."""
