@@ -79,6 +79,17 @@ def test_a_case_that_kills_its_worker_is_an_error_row_and_the_others_give_theirs
     assert all(r["status"] == "passed" for k, r in by_id.items() if k != "c2")
 
 
+def test_a_workers_memory_stays_flat_over_cases_that_leave_reference_cycles_behind():
+    cases = [{"case_id": f"c{i}", "index": i} for i in range(25)]
+    pool = WorkerPool(1)
+    try:
+        rss = [r["worker_rss_mb"] for r in pool.rows(cases, {"megabytes": 20}, worker_cases.cyclic_garbage,
+                                                      worker_cases.lost)]
+    finally:
+        pool.close()
+    assert max(rss[5:]) - min(rss[5:]) < 40        # uncollected, 25 x 20 MB would pile up to 500 MB
+
+
 def test_a_case_past_its_timeout_is_stopped():
     started = time.monotonic()
     summary, error, status = run_inside(["run", "ella", "--bus", "serial_frame", "--mode", "lockstep", "--duration",

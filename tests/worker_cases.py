@@ -39,3 +39,14 @@ def campaign_of_sigterm_cases(started: str) -> None:
     cases = [{"case_id": f"c{i}", "index": i} for i in range(3)]
     for _ in pool.rows(cases, {"started": started}, stopped_by_sigterm, lost):
         pass
+
+
+def cyclic_garbage(case: dict, common: dict) -> dict:
+    """A case that leaves 20 MB in a reference cycle behind, as an emulator's object graph does; its row
+    gives the worker's resident memory [MB] as the case ends."""
+    from hil.campaign.runner import resident_mb
+    import numpy as np
+
+    held = {"samples": np.ones(common["megabytes"] * 131072)}
+    held["self"] = held
+    return {"case_id": case["case_id"], "status": "passed", "worker_rss_mb": resident_mb()}

@@ -2,9 +2,10 @@
 
 Two kinds of case: `controller` (the seed 000 PD controller in process, `--duration` each, the sensor seeds spread:
 the model and its plan the same for every case) or `reference` (the reference firmware in lockstep, the payload
-spread over 1.8-2.4 kg: every case a model its worker has not planned). The campaign runs as a `hil campaign`
-process on `--workers` long-lived workers; after `--kill-after` seconds it is killed (SIGKILL) and its workers
-must be gone; the rerun completes it; a DuckDB query counts the rows and the workers' resident memory.
+spread over 1.8-2.4 kg: every case a new model, the campaign's one integrator plan). The campaign runs as a `hil
+campaign` process on `--workers` long-lived workers; after `--kill-after` seconds it is killed (SIGKILL) and its
+workers must be gone; the rerun completes it (with `--kill-after 0` it runs through at once: its wall time); a
+DuckDB query counts the rows and the workers' resident memory.
 
     python -m tools.campaign_scale [--cases 10000] [--kind controller|reference] [--duration 0.02]
                                    [--kill-after 90] [--workers 2] [--out DIR] [--json]
@@ -77,15 +78,7 @@ def measure(cases: int, kind: str, duration: float, kill_after: float, workers: 
     path.write_text(HEAD.format(duration=duration, cases=cases) + CASE[kind], encoding="utf-8")
     results = out / "results"
     run = hil("campaign", str(path), "--out", str(results), "--workers", str(workers), "--json", "--yes")
-    t0 = time.monotonic()
-    first = subprocess.Popen(run, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(kill_after)
-    pool = workers_of(first.pid)
-    first.kill()
-    first.wait()
-    killed_s = time.monotonic() - t0
-    time.sleep(3.0)
-    left = [pid for pid in pool if alive(pid)]
+    killed_s, left = killed_part_way(run, kill_after) if kill_after > 0 else (0.0, [])
     t1 = time.monotonic()
     rerun = subprocess.run(run, capture_output=True, text=True, check=True)
     resumed_s = time.monotonic() - t1
@@ -101,13 +94,27 @@ def measure(cases: int, kind: str, duration: float, kill_after: float, workers: 
             "status": outcome["status"], "query_s": query_s, "table": dict(zip(answer["columns"], answer["rows"][0]))}
 
 
+def killed_part_way(run: list[str], kill_after: float) -> tuple[float, list[int]]:
+    """Run the campaign for `kill_after` s and kill it (SIGKILL): the seconds it ran, its workers still alive."""
+    t0 = time.monotonic()
+    first = subprocess.Popen(run, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(kill_after)
+    pool = workers_of(first.pid)
+    first.kill()
+    first.wait()
+    killed_s = time.monotonic() - t0
+    time.sleep(3.0)
+    return killed_s, [pid for pid in pool if alive(pid)]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tools.campaign_scale", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cases", type=int, default=10_000)
     p.add_argument("--kind", choices=tuple(CASE), default="controller")
     p.add_argument("--duration", type=float, default=0.02, help="simulated seconds per case")
-    p.add_argument("--kill-after", type=float, default=90.0, help="seconds before the first run is killed")
+    p.add_argument("--kill-after", type=float, default=90.0,
+                   help="seconds before the first run is killed (0: none, the campaign runs through once)")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--out", help="folder for the campaign file and its results (default: a temporary one, removed)")
     p.add_argument("--json", action="store_true")
@@ -122,9 +129,12 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(r))
         return 0
     t = r["table"]
-    print(f"{r['cases']} {r['kind']} cases of {r['duration_s']} s on {r['workers']} workers: killed after "
-          f"{r['killed_after_s']:.0f} s with {r['rows_before_resume']} rows kept ({r['workers_left_after_kill']} workers "
-          f"left), resumed in {r['resumed_s']:.0f} s: {r['total_s']:.0f} s in all")
+    head = f"{r['cases']} {r['kind']} cases of {r['duration_s']} s on {r['workers']} workers: "
+    if r["killed_after_s"]:
+        print(head + f"killed after {r['killed_after_s']:.0f} s with {r['rows_before_resume']} rows kept "
+              f"({r['workers_left_after_kill']} workers left), resumed in {r['resumed_s']:.0f} s: {r['total_s']:.0f} s in all")
+    else:
+        print(head + f"{r['total_s']:.0f} s ({r['cases'] / r['total_s']:.2f} cases/s)")
     print(f"  table: {t['cases']} rows, {t['ids']} distinct ids, {r['duplicates_refused']} duplicates refused, "
           f"status {r['status']}; worker memory {t['rss_min']:.0f}-{t['rss_max']:.0f} MB; the query {r['query_s']:.1f} s")
     return 0

@@ -65,18 +65,21 @@ class FdStream:
         and stalled a SCHED_FIFO loop for milliseconds; the ioctl never waits. Bytes still in
         flight are read next time."""
         try:
-            return struct.unpack("i", fcntl.ioctl(self.fd, termios.FIONREAD, b"\0\0\0\0"))[0] > 0
+            return self._unread() > 0
         except OSError:
             return True
 
     def flush_input(self) -> int:
         """Drop the bytes waiting to be read; how many."""
         try:
-            waiting = struct.unpack("i", fcntl.ioctl(self.fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+            waiting = self._unread()
             termios.tcflush(self.fd, termios.TCIFLUSH)
         except OSError:
             waiting = 0
         return waiting
+
+    def _unread(self) -> int:
+        return struct.unpack("i", fcntl.ioctl(self.fd, termios.FIONREAD, b"\0\0\0\0"))[0]
 
     def fileno(self) -> int:
         return self.fd

@@ -20,6 +20,7 @@ reach them: they end with their duration).
 from __future__ import annotations
 
 import contextlib
+import gc
 import multiprocessing
 import os
 import signal
@@ -82,7 +83,7 @@ class WorkerPool:
         worker died running it."""
         todo = list(cases)
         while todo:
-            futures = [(self._pool.submit(run_case, case, common), case) for case in todo]
+            futures = [(self._pool.submit(case_then_collect, run_case, case, common), case) for case in todo]
             unfinished: list[dict] = []
             for future, case in futures:
                 row = _row(future)
@@ -97,13 +98,25 @@ class WorkerPool:
             # the calls in order, at most one beyond a call per worker); each runs alone, the rest go on together
             for case in unfinished[:self.workers + 1]:
                 with _pool(1) as alone:
-                    row = _row(alone.submit(run_case, case, common))
+                    row = _row(alone.submit(case_then_collect, run_case, case, common))
                 yield row if row is not None else lost(case, "its worker process died running it")
             self._pool = _pool(self.workers)
             todo = unfinished[self.workers + 1:]
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def case_then_collect(run_case: Callable[[dict, dict], dict], case: dict, common: dict) -> dict:
+    """A case in a worker, then its garbage. An emulator's objects hold reference cycles, which only a full
+    collection frees, and a case allocates too few objects to start one: without it a worker's memory climbed
+    from 270 to 1,000 MB over 500 cases. The interpreter's state after the first case is frozen (gc.freeze),
+    so each later collection walks only the last case's objects (about 1 ms instead of 70)."""
+    row = run_case(case, common)
+    gc.collect()
+    if not gc.get_freeze_count():
+        gc.freeze()
+    return row
 
 
 def _pool(workers: int) -> ProcessPoolExecutor:
