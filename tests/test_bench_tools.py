@@ -301,7 +301,8 @@ def test_campaign_bench_reports_rates_overhead_and_memory(capsys):
     assert math.isclose(r["cpu_overhead_per_case"], r["campaign_cpu_per_case_s"] / r["bare_cpu_s"] - 1)
     w = r["in_workers"]            # the same cases in long-lived workers
     assert w["cases_per_s_1_worker"] > 0 and w["cases_per_s_2_workers"] > 0 and 0 < w["case_loop_s"] < 10
-    assert math.isclose(w["overhead_per_case_s"], 1 / w["cases_per_s_1_worker"] - w["case_loop_s"])
+    assert w["steady_cases_per_s_1_worker"] > 0 and w["steady_cases_per_s_2_workers"] is None     # 2 cases, 2 workers
+    assert math.isclose(w["overhead_per_case_s"], 1 / w["steady_cases_per_s_1_worker"] - w["case_loop_s"])
 
 
 def test_the_friction_chatter_scan_puts_the_onset_above_the_bound_the_plant_keeps():

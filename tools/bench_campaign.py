@@ -79,20 +79,21 @@ def bare_runs(path: Path, folder: Path, n: int) -> tuple[float, float]:
     return sum(walls) / len(walls), (cpu_s() - cpu0) / len(walls)
 
 
-def campaign_rate(path: Path, out: Path, workers: int, engine: str,
-                  case_runner=None) -> tuple[float, float | None, float, float]:
+def campaign_rate(path: Path, out: Path, workers: int, engine: str, case_runner=None,
+                  limit: int | None = None) -> tuple[float, float | None, float, float]:
     """Cases per second of the whole campaign with `workers` workers, the largest worker process
     (Dask) in MB, the campaign's own time per case outside its cases' processes [s] and the CPU time
     per case of this process and its children [s] (local engine; a Dask worker's is not counted);
-    `case_runner`: hil.cli.campaign_case.run_case for the cases in long-lived workers, else a process each."""
+    `case_runner`: hil.cli.campaign_case.run_case for the cases in long-lived workers, else a process each;
+    `limit`: the first cases only."""
     t0, cpu0 = time.monotonic(), cpu_s()
     if engine == "local":
-        outcome = run_campaign(path, out, workers=workers, stream=io.StringIO(), case_runner=case_runner)
+        outcome = run_campaign(path, out, workers=workers, stream=io.StringIO(), case_runner=case_runner, limit=limit)
         worker_mb = None
     else:
         with DaskCluster(out.parent / f"cluster-{out.name}", workers) as cluster:
             outcome = run_campaign(path, out, engine="dask", address=cluster.address, stream=io.StringIO(),
-                                   case_runner=case_runner)
+                                   case_runner=case_runner, limit=limit)
             worker_mb = cluster.worker_rss_mb()
     wall = time.monotonic() - t0
     bad = {k: v for k, v in outcome.counts.items() if k != "passed"}
@@ -138,15 +139,22 @@ class DaskCluster:
 
 
 def in_workers(path: Path, folder: Path, engine: str) -> dict:
-    """The same campaign in long-lived workers (hil.campaign.worker): cases/s with 1 and 2 workers, the loop
-    time of one case run in this process (its own cycles: summary pacer.elapsed_s) and the time per case
-    beyond it with 1 worker."""
+    """The same campaign in long-lived workers (hil.campaign.worker): cases/s with 1 and 2 workers, whole
+    (the workers' start included) and steady (the campaign's first case per worker taken out: its cases
+    past those over the time they took), the loop time of one case run in this process (its own cycles:
+    summary pacer.elapsed_s) and the time per case beyond it with 1 worker, steady. The campaign's
+    integrator plan is made first (its time reported), so every run below starts alike."""
+    from hil.campaign.plan import campaign_plan
     from hil.campaign.worker import in_process_argv
     from hil.cli.campaign_case import run_case, run_inside
 
+    campaign = load_campaign(path)
+    t0 = time.monotonic()
+    campaign_plan(campaign)
+    plan_s = time.monotonic() - t0
     one, _, _, cpu_case = campaign_rate(path, folder / "w1", 1, engine, run_case)
     two, mb2, _, _ = campaign_rate(path, folder / "w2", 2, engine, run_case)
-    campaign = load_campaign(path)
+    steady = {n: steady_rate(path, folder / f"start{n}", n, engine, rate) for n, rate in ((1, one), (2, two))}
     case = expand(campaign)[0]
     model = folder / "model.toml"
     from hil.campaign.overrides import Preset
@@ -156,9 +164,25 @@ def in_workers(path: Path, folder: Path, engine: str) -> dict:
     loops = [run_inside(argv, 600.0, str(folder))[0]["pacer"]["elapsed_s"] for _ in range(3)]
     loop_s = sorted(loops)[1]
     return {"cases_per_s_1_worker": one, "cases_per_s_2_workers": two, "speedup_2_workers": two / one,
-            "case_loop_s": loop_s, "overhead_per_case_s": 1 / one - loop_s, "campaign_cpu_per_case_s": cpu_case,
+            "steady_cases_per_s_1_worker": steady[1], "steady_cases_per_s_2_workers": steady[2],
+            "steady_speedup_2_workers": None if steady[2] is None else steady[2] / steady[1],
+            "campaign_plan_s": plan_s, "case_loop_s": loop_s, "overhead_per_case_s": 1 / steady[1] - loop_s,
+            "campaign_cpu_per_case_s": cpu_case,
             "worker_process_rss_mb": mb2 if engine == "dask" else
             resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
+
+
+def steady_rate(path: Path, out: Path, workers: int, engine: str, whole: float) -> float | None:
+    """Cases/s once the workers are up: the campaign's cases beyond its first `workers` over the time they
+    took (the whole campaign's time less that of a campaign of its first `workers` cases); None for a
+    campaign of no more cases than workers."""
+    from hil.cli.campaign_case import run_case
+
+    cases = len(expand(load_campaign(path)))
+    if cases <= workers:
+        return None
+    start = campaign_rate(path, out, workers, engine, run_case, limit=workers)[0]
+    return (cases - workers) / (cases / whole - workers / start)
 
 
 def measure(cases: int, duration: float, bare: int, engine: str) -> dict:
@@ -219,6 +243,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  in long-lived workers (the firmware in each): 1 worker {w['cases_per_s_1_worker']:.3f} cases/s "
           f"(x{w['cases_per_s_1_worker'] / r['cases_per_s_1_worker']:.1f} the process per case), 2 workers "
           f"{w['cases_per_s_2_workers']:.3f} cases/s (x{w['speedup_2_workers']:.2f} of 1)")
+    if w["steady_cases_per_s_2_workers"] is not None:
+        print(f"    once the workers are up: 1 worker {w['steady_cases_per_s_1_worker']:.3f} cases/s, 2 workers "
+              f"{w['steady_cases_per_s_2_workers']:.3f} (x{w['steady_speedup_2_workers']:.2f}, goal >= 1.9); "
+              f"the campaign's integrator plan {w['campaign_plan_s']:.1f} s")
     print(f"    a case's own loop {w['case_loop_s'] * 1e3:.0f} ms; beyond it per case {w['overhead_per_case_s'] * 1e3:.0f} ms "
           f"(goal 20 ms); CPU per case {w['campaign_cpu_per_case_s']:.2f} s; a worker process at most "
           f"{w['worker_process_rss_mb']:.0f} MB")

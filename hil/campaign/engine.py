@@ -19,7 +19,7 @@ from pathlib import Path
 
 from hil.campaign.cases import Case
 from hil.campaign.runner import run_case, runs_inside
-from hil.campaign.worker import WorkerPool
+from hil.campaign.worker import WorkerPool, case_then_collect
 from hil.campaign.spec import Campaign
 from config_schema import UserError
 
@@ -74,8 +74,8 @@ def run_dask(cases: list[Case], common: dict, address: str, key_prefix: str,
     except ImportError as exc:
         raise UserError(f"--engine dask needs {exc.name}: pip install 'ella-hil[cluster]'") from None
     with Client(address, timeout="30s") as client:
-        futures = {client.submit(case_runner, c.as_dict(), common, key=f"{key_prefix}-{c.case_id}", pure=False): c
-                   for c in cases}
+        futures = {client.submit(case_then_collect, case_runner, c.as_dict(), common, key=f"{key_prefix}-{c.case_id}",
+                                 pure=False): c for c in cases}
         for future in dask_completed(futures):
             case = futures[future]
             if future.status == "finished":

@@ -108,10 +108,11 @@ class WorkerPool:
 
 
 def case_then_collect(run_case: Callable[[dict, dict], dict], case: dict, common: dict) -> dict:
-    """A case in a worker, then its garbage. An emulator's objects hold reference cycles, which only a full
-    collection frees, and a case allocates too few objects to start one: without it a worker's memory climbed
-    from 270 to 1,000 MB over 500 cases. The interpreter's state after the first case is frozen (gc.freeze),
-    so each later collection walks only the last case's objects (about 1 ms instead of 70)."""
+    """A case in a worker (a local one, or a Dask worker's thread), then its garbage. An emulator's objects hold
+    reference cycles, which only a full collection frees, and a case allocates too few objects to start one:
+    without it a worker's memory climbed from 270 to 1,000 MB over 500 cases. The interpreter's state after
+    the first case is frozen (gc.freeze), so each later collection walks only the last case's objects (about
+    1 ms instead of 70)."""
     row = run_case(case, common)
     gc.collect()
     if not gc.get_freeze_count():
