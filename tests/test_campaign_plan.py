@@ -65,7 +65,7 @@ def test_a_plan_that_misses_a_tolerance_at_a_corner_leaves_each_case_its_own(tmp
 @pytest.mark.parametrize("variations, preset_edit, reason", [
     ("integrator.substeps = {values = [3, 4]}", None, "varies the integrator"),
     (PAYLOAD, ('method = "auto"', 'method = "rk4"'), "pins integrator.method = 'rk4' without substeps")])
-def test_no_campaign_plan_where_the_integrator_varies_or_the_substeps_follow_each_model(tmp_path, variations,
+def test_no_campaign_plan_where_the_integrator_varies_the_substeps_follow_each_model_or_the_plant_is_alike(tmp_path, variations,
                                                                                         preset_edit, reason):
     path = write_campaign(tmp_path, variations=variations)
     if preset_edit:
@@ -73,6 +73,8 @@ def test_no_campaign_plan_where_the_integrator_varies_or_the_substeps_follow_eac
         path.write_text(path.read_text().replace('arm = "ella"', f'arm = "{tmp_path / "pinned.toml"}"'))
     assert reason in campaign_plan(load_campaign(path))["reason"]
     assert campaign_plan(load_campaign(write_campaign(tmp_path, variations="", name="plain"))) is None
+    seeds = write_campaign(tmp_path, variations="model.sensor_seed = {integers = [0, 1000]}", name="seeds")
+    assert campaign_plan(load_campaign(seeds)) is None          # the plant's arrays alike: the plan cache serves
 
 
 def test_a_case_skips_its_motion_probe_and_its_model_file_reruns_it_exactly(tmp_path):

@@ -148,12 +148,10 @@ def test_a_failing_row_stops_the_view_not_the_logger(log):
 
 
 def test_hil_run_live_serves_a_run(tmp_path):
-    env = dict(os.environ)
-    env.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".numba_cache"))
     proc = subprocess.run([sys.executable, "-m", "hil", "run", "configs/ella.toml", "--bus", "configs/bus/serial_frame.toml",
                            "--link", "pty", "--spawn-firmware", "--mode", "lockstep", "--no-realtime",
                            "--duration", "0.5", "--live", "0", "--json"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert "live view: ws://127.0.0.1:" in proc.stderr
     live = json.loads(proc.stdout.strip().splitlines()[-1])["live"]

@@ -4,7 +4,6 @@ fails a perturbed one beyond its tolerance."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,12 +20,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _hil_run(log: Path, *extra: str, duration: float = 1.5, statuses: tuple[int, ...] = (0,)) -> None:
-    env = dict(os.environ)
-    env.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".numba_cache"))
     proc = subprocess.run([sys.executable, "-m", "hil", "run", "configs/ella.toml", "--bus",
                            "configs/bus/serial_frame.toml", "--link", "pty", "--spawn-firmware", "--no-realtime",
                            "--duration", str(duration), "--move-time", "1.0", "--log", str(log), "--json", *extra],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode in statuses, proc.stdout[-2000:] + proc.stderr
 
 

@@ -12,8 +12,9 @@ substeps keeps its plan and is judged alike. Every case's model file then carrie
 (integrator.method, substeps) and the judgement (integrator.judged_by): the case judges its own modes
 (cheap) but not its motion again, and its rerun from that file steps exactly as it did.
 
-No campaign plan (each case plans its own, as `hil run` would) where the variations leave the model alone or
-vary the integrator, where a preset pins a method without substeps (its substeps follow each model's
+No campaign plan (each case plans its own, as `hil run` would) where the variations leave the plant's arrays
+alone (a sensor seed, a sensor's noise: every case's plan is then the one the plan cache keeps) or vary the
+integrator, where a preset pins a method without substeps (its substeps follow each model's
 stability bound), where the space has more than MAX_MODELS such models, or where the dearest plan misses a
 tolerance at one of them (the reason is in the campaign's output).
 """
@@ -24,6 +25,7 @@ import math
 from typing import Any
 
 from hil.campaign.spec import Campaign, Variation
+from hil.dynamics import plan_cache
 
 MAX_CORNERS = 16        # every combination of the variations' ends while they number at most this
 MAX_MODELS = 33         # models planned for a campaign at most (about 0.6 s each); beyond, each case plans
@@ -45,7 +47,10 @@ def campaign_plan(campaign: Campaign) -> dict | None:
     points = corners(campaign.variations)
     if len(points) > MAX_MODELS:
         return {"reason": f"{len(points)} corners to plan at (more than {MAX_MODELS}): each case plans its own"}
-    return _judged(campaign, [_assembled(campaign, p) for p in points])
+    models = [_assembled(campaign, p) for p in points]
+    if len({plan_cache.key(asm, "plan") for asm in models}) == 1:
+        return None                 # the plant's arrays do not vary (sensor seeds, noise): the plan cache serves
+    return _judged(campaign, models)
 
 
 def corners(variations: tuple[Variation, ...]) -> list[dict[str, Any]]:
