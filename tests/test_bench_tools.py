@@ -375,12 +375,12 @@ def test_loop_bench_measures_the_xcp_slave_idle_and_with_daq(capsys):
 
 
 def test_campaign_scale_kills_resumes_and_queries_a_campaign(capsys):
-    """tools.campaign_scale on 800 short cases killed after 4 s: no worker outlives the kill, the rerun completes the
+    """tools.campaign_scale on 400 short cases killed after 4 s: no worker outlives the kill, the rerun completes the
     table with one row per case, and the query counts them."""
     from tools import campaign_scale
 
-    assert campaign_scale.main(["--cases", "800", "--kill-after", "4", "--json"]) == 0
+    assert campaign_scale.main(["--cases", "400", "--kill-after", "4", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
-    assert r["workers_left_after_kill"] == 0 and r["duplicates_refused"] == 0 and r["status"] == {"passed": 800}
-    assert r["table"]["cases"] == r["table"]["ids"] == 800 and r["rows_before_resume"] < 800
+    assert r["workers_left_after_kill"] == 0 and r["duplicates_refused"] == 0 and r["status"] == {"passed": 400}
+    assert r["table"]["cases"] == r["table"]["ids"] == 400 and r["rows_before_resume"] < 400
     assert r["table"]["rss_max"] > 50
