@@ -79,21 +79,20 @@ def bare_runs(path: Path, folder: Path, n: int) -> tuple[float, float]:
     return sum(walls) / len(walls), (cpu_s() - cpu0) / len(walls)
 
 
-def campaign_rate(path: Path, out: Path, workers: int, engine: str, case_runner=None,
-                  limit: int | None = None) -> tuple[float, float | None, float, float]:
+def campaign_rate(path: Path, out: Path, workers: int, engine: str,
+                  case_runner=None) -> tuple[float, float | None, float, float]:
     """Cases per second of the whole campaign with `workers` workers, the largest worker process
     (Dask) in MB, the campaign's own time per case outside its cases' processes [s] and the CPU time
     per case of this process and its children [s] (local engine; a Dask worker's is not counted);
-    `case_runner`: hil.cli.campaign_case.run_case for the cases in long-lived workers, else a process each;
-    `limit`: the first cases only."""
+    `case_runner`: hil.cli.campaign_case.run_case for the cases in long-lived workers, else a process each."""
     t0, cpu0 = time.monotonic(), cpu_s()
     if engine == "local":
-        outcome = run_campaign(path, out, workers=workers, stream=io.StringIO(), case_runner=case_runner, limit=limit)
+        outcome = run_campaign(path, out, workers=workers, stream=io.StringIO(), case_runner=case_runner)
         worker_mb = None
     else:
         with DaskCluster(out.parent / f"cluster-{out.name}", workers) as cluster:
             outcome = run_campaign(path, out, engine="dask", address=cluster.address, stream=io.StringIO(),
-                                   case_runner=case_runner, limit=limit)
+                                   case_runner=case_runner)
             worker_mb = cluster.worker_rss_mb()
     wall = time.monotonic() - t0
     bad = {k: v for k, v in outcome.counts.items() if k != "passed"}
@@ -140,9 +139,9 @@ class DaskCluster:
 
 def in_workers(path: Path, folder: Path, engine: str) -> dict:
     """The same campaign in long-lived workers (hil.campaign.worker): cases/s with 1 and 2 workers, whole
-    (the workers' start included) and steady (the campaign's first case per worker taken out: its cases
-    past those over the time they took), the loop time of one case run in this process (its own cycles:
-    summary pacer.elapsed_s) and the time per case beyond it with 1 worker, steady. The campaign's
+    (the workers' start included) and steady (once every worker has run a case: steady_rate), the loop
+    time of one case run in this process (its own cycles: summary pacer.elapsed_s) and the time per case
+    beyond it with 1 worker, steady. The campaign's
     integrator plan is made first (its time reported), so every run below starts alike."""
     from hil.campaign.plan import campaign_plan
     from hil.campaign.worker import in_process_argv
@@ -154,7 +153,7 @@ def in_workers(path: Path, folder: Path, engine: str) -> dict:
     plan_s = time.monotonic() - t0
     one, _, _, cpu_case = campaign_rate(path, folder / "w1", 1, engine, run_case)
     two, mb2, _, _ = campaign_rate(path, folder / "w2", 2, engine, run_case)
-    steady = {n: steady_rate(path, folder / f"start{n}", n, engine, rate) for n, rate in ((1, one), (2, two))}
+    steady = {n: steady_rate(folder / f"w{n}", n) for n in (1, 2)}
     case = expand(campaign)[0]
     model = folder / "model.toml"
     from hil.campaign.overrides import Preset
@@ -172,17 +171,14 @@ def in_workers(path: Path, folder: Path, engine: str) -> dict:
             resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
 
 
-def steady_rate(path: Path, out: Path, workers: int, engine: str, whole: float) -> float | None:
-    """Cases/s once the workers are up: the campaign's cases beyond its first `workers` over the time they
-    took (the whole campaign's time less that of a campaign of its first `workers` cases); None for a
+def steady_rate(out: Path, workers: int) -> float | None:
+    """Cases/s once the workers are up, from the rows in `out`: the cases that ended after the
+    `workers`-th over the time from its end to the last's (each worker has run a case by then); None for a
     campaign of no more cases than workers."""
-    from hil.cli.campaign_case import run_case
-
-    cases = len(expand(load_campaign(path)))
-    if cases <= workers:
+    ends = sorted(r["ended_unix_s"] for r in read_results(out))
+    if len(ends) <= workers:
         return None
-    start = campaign_rate(path, out, workers, engine, run_case, limit=workers)[0]
-    return (cases - workers) / (cases / whole - workers / start)
+    return (len(ends) - workers) / max(ends[-1] - ends[workers - 1], 1e-9)
 
 
 def measure(cases: int, duration: float, bare: int, engine: str) -> dict:

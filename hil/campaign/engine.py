@@ -93,7 +93,8 @@ def _lost_row(case: dict, common: dict, message: str) -> dict:
     """The row of a case that gave no row of its own (its worker died, the engine gave up on it)."""
     return {"case_id": case["case_id"], "index": case["index"], "firmware": case["firmware"]["name"],
             "scenario": Path(case["scenario"]).stem, "sample": case["sample"], "seed": case["seed"], "worker": "",
-            "status": "error", "error": message, "passed": False, "log": "", "wall_s": 0.0}
+            "status": "error", "error": message, "passed": False, "log": "", "wall_s": 0.0,
+            "ended_unix_s": time.time()}
 
 
 class Progress:

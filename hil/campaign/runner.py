@@ -62,6 +62,7 @@ def run_case(case: dict, settings: dict, inside: Inside | None = None) -> dict:
         Path(str(log) + ".summary.json").unlink(missing_ok=True)
     row["log"] = str(log.relative_to(settings["out"])) if log.exists() else ""
     row["wall_s"] = time.monotonic() - started
+    row["ended_unix_s"] = time.time()      # comparable between the workers of one machine
     row["worker_rss_mb"] = resident_mb()
     return row
 
