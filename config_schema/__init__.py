@@ -24,8 +24,11 @@ import numbers
 import os
 import re
 import stat
+import threading
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Generic, TypeVar
 from typing import Any, Iterable, NamedTuple, Sequence
 
 __all__ = ["MISSING", "NAME_RE", "ConfigError", "Document", "Problem", "Table", "bare_key", "fmt", "fmt_float",
@@ -163,8 +166,36 @@ def raise_problem(source: str, where: str, problems: Sequence[Problem]) -> None:
 
 
 # ----------------------------------------------------------------------------- files
+WRITTEN_TOML = 4       # texts a TOML writer made this process (remember_written): their data, not parsed again
+_written: dict[str, dict] = {}
+_writing = threading.Lock()
+
+
+def copy_toml(value):
+    """A copy of parsed TOML, as deep as its tables and arrays (the rest, strings, numbers and dates,
+    cannot change); several times faster than copy.deepcopy."""
+    if isinstance(value, dict):
+        return {k: copy_toml(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [copy_toml(v) for v in value]
+    return value
+
+
+def remember_written(text: str, data: dict) -> None:
+    """`text` is the TOML a writer made of `data` in this process, to be read back soon (a campaign case's
+    model file): parse_toml gives a copy of `data` for it instead of parsing it (a preset takes ms)."""
+    data = copy_toml(data)
+    with _writing:
+        while len(_written) >= WRITTEN_TOML:
+            _written.pop(next(iter(_written)))
+        _written[text] = data
+
+
 def parse_toml(text: str, source: str) -> dict:
     """TOML text as a dict; a syntax error becomes a ConfigError naming ``source``."""
+    written = _written.get(text)
+    if written is not None:
+        return copy_toml(written)
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -194,6 +225,11 @@ def regular_file(path: str | Path, what: str = "a file") -> None:
 def load_toml(path: str | Path) -> dict:
     """A TOML file as a dict; an unreadable, binary, malformed or non-regular file (a FIFO, a device) is a
     ConfigError naming it."""
+    return parse_toml(read_toml_text(path), str(path))
+
+
+def read_toml_text(path: str | Path) -> str:
+    """The text of a TOML file, unparsed; an unreadable, binary or non-regular file is a ConfigError naming it."""
     source = str(path)
     regular_file(path, "a TOML file")
     try:
@@ -202,12 +238,42 @@ def load_toml(path: str | Path) -> dict:
         raise ConfigError(source, None, MISSING, "a readable file",
                           message=f"{source}: cannot read: {exc.strerror or exc}") from exc
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(source, None, MISSING, "UTF-8 text",
                           message=f"{source}: not a text file (byte {exc.start} is not UTF-8); "
                                   "expected TOML") from exc
-    return parse_toml(text, source)
+
+
+Made = TypeVar("Made")
+
+
+class TextMemo(Generic[Made]):
+    """What a reader made of a TOML file, kept by the file's name and text, the last `size` of them: a file
+    read again unchanged (as each case of a campaign worker reads its bus map) costs a read and a
+    comparison. What the reader makes must never be changed by its users: they share it."""
+
+    def __init__(self, size: int, make: Callable[[str, str], Made]):
+        self.size = size
+        self.make = make            # (text, source) -> what the reader makes of it
+        self._made: dict[tuple[str, str], Made] = {}
+        self._lock = threading.Lock()
+
+    def load(self, path: str | Path) -> Made:
+        source = str(path)
+        key = (source, read_toml_text(path))
+        with self._lock:
+            found = self._made.get(key)
+        if found is None:
+            found = self.make(key[1], source)
+            with self._lock:
+                while len(self._made) >= self.size:
+                    self._made.pop(next(iter(self._made)))
+                self._made[key] = found
+        return found
+
+    def __len__(self) -> int:
+        return len(self._made)
 
 
 # ----------------------------------------------------------------------------- tables

@@ -12,7 +12,7 @@ max_torque_N_m = 250.0
 
 
 def write_campaign(folder: Path, *, firmware: str = "", scenarios: str = '["none"]', variations: str = "",
-                   sampling: str = 'method = "grid"\nlevels = 2', timeout_s: float = 120.0, logs: str = "failing",
+                   sampling: str = 'method = "grid"\nlevels = 2', timeout_s: float = 600.0, logs: str = "failing",
                    duration_s: float = 0.3, name: str = "small") -> Path:
     firmware = firmware or '[[firmware]]\nname = "pid"\nmove_time_s = 0.2\n'
     text = (f'[campaign]\nname = "{name}"\narm = "ella"\nbus = "serial_frame"\nmode = "lockstep"\n'

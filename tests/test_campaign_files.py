@@ -28,6 +28,29 @@ def test_every_shipped_file_is_written_back_to_the_same_toml(path):
     assert tomllib.loads(dumps(data)) == data
 
 
+def test_any_string_is_written_as_toml_reads_it_back():
+    """Quotes, backslashes, control characters (DEL too) and characters beyond the BMP, in values and keys:
+    JSON's escapes would write an emoji as a surrogate pair, which TOML refuses."""
+    odd = 'a "quoted" \\ path\twith\x00\x1f\x7f, \u00e9, \U0001f600 and \n a line'
+    data = {"provenance": {odd: odd, "body.link1.beam.E_Pa": "published: \U0001f4d6"}, "name": odd}
+    assert tomllib.loads(dumps(data)) == data
+
+
+def test_a_text_written_here_is_read_back_from_its_data_as_a_copy(monkeypatch):
+    """A campaign case's model file, written by dumps and read at once by the run: its data is taken (a
+    copy each time), not parsed again; other text is parsed."""
+    import config_schema
+    data = {"a": 1.5, "t": {"v": [1, 2]}}
+    text = dumps(data)
+    monkeypatch.setattr(config_schema.tomllib, "loads", lambda text: pytest.fail("parsed again"))
+    first = config_schema.parse_toml(text, "case.toml")
+    assert first == data
+    first["t"]["v"].append(3)
+    assert config_schema.parse_toml(text, "case.toml") == data
+    monkeypatch.undo()
+    assert config_schema.parse_toml("b = 2\n" + text, "other.toml") == {"b": 2, **data}
+
+
 def test_an_override_reaches_the_model_and_a_bad_value_is_the_preset_readers_error():
     preset = Preset(resolve("preset", "ella"))
     model = load_model_from_string(preset.with_overrides({"body.link2.attachment.payload.mass_kg": 2.25,

@@ -36,6 +36,29 @@ def crc8_bitwise(data: bytes) -> int:
     return crc ^ 0xFF
 
 
+def test_a_map_read_again_from_the_same_text_is_the_same_map_and_a_changed_file_is_read_anew(tmp_path):
+    """BusMap.load keeps the maps it made by file name and text (a campaign worker's cases share one): the
+    same file gives the same object; one byte changed at once, at the same size (a clock too coarse to
+    tell the two writes apart), gives a new map with the new value; at most LOADED_MAPS.size are kept."""
+    from firmware_bridge.wire import messages
+    text = (BUS_DIR / "serial_frame.toml").read_text()
+    path = tmp_path / "map.toml"
+    path.write_text(text)
+    first = BusMap.load(path)
+    assert BusMap.load(path) is first and BusMap.load(str(path)) is first
+    changed = text.replace("cycle_s = 0.001", "cycle_s = 0.002")
+    assert len(changed) == len(text) and changed != text
+    path.write_text(changed)
+    assert BusMap.load(path).cycle_s == 0.002 and first.cycle_s == 0.001
+    for k in range(2 * messages.LOADED_MAPS.size):
+        other = tmp_path / f"map{k}.toml"
+        other.write_text(text)
+        BusMap.load(other)
+    assert len(messages.LOADED_MAPS) == messages.LOADED_MAPS.size
+    path.write_text(text)
+    assert BusMap.load(path) is not first      # pushed out by newer maps: read again
+
+
 # ----------------------------------------------------------------------------- presets
 def test_presets_cover_the_directory():
     assert sorted(p.stem for p in BUS_DIR.glob("*.toml")) == sorted(PRESETS)

@@ -133,3 +133,17 @@ def test_the_evaluation_cost_follows_the_counted_operations():
         estimate = evaluation_cost_s(assemble(model)) / SECONDS_PER_OPERATION
         print(f"{name}: counted {counted[name]}, estimated {estimate:.0f} ({estimate / counted[name] - 1:+.1%})")
         assert abs(estimate / counted[name] - 1) < 0.12
+
+
+def test_the_folder_keeps_the_newest_entries_up_to_its_limit(cache, monkeypatch):
+    """A campaign of new payloads adds entries case after case: past MAX_ENTRIES the oldest written go
+    (pruned every PRUNE_EVERY writes), the newest stay readable."""
+    import os
+    monkeypatch.setattr(plan_cache, "MAX_ENTRIES", 10)
+    monkeypatch.setattr(plan_cache, "PRUNE_EVERY", 4)
+    for k in range(40):
+        plan_cache.store(f"entry{k:02d}", {"k": k})
+        os.utime(cache / f"entry{k:02d}.json", ns=(k * 10**9, k * 10**9))     # written in this order
+    kept = sorted(p.stem for p in cache.iterdir())
+    assert len(kept) <= 10 + 4 and "entry39" in kept and "entry00" not in kept
+    assert plan_cache.load("entry39") == {"k": 39}

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from config_schema import MISSING, Document, Table, load_toml, suggest
+from config_schema import MISSING, Document, Table, TextMemo, parse_toml, suggest
 
 PROVENANCE_KINDS = ("published:", "derived:", "assumed:")
 _TOP_KEYS = ("arm", "joint", "imu", "provenance")
@@ -96,8 +96,9 @@ class NominalArm:
 
 def load_nominal_arm(path: str | Path) -> NominalArm:
     """Read and check a firmware parameter file; a bad value is a ConfigError naming file, key,
-    value and the expected unit."""
-    return _Reader(str(path)).arm(load_toml(path))
+    value and the expected unit. A file read before unchanged gives the same NominalArm (never changed
+    after it is made): a campaign worker's firmware reads it for every case."""
+    return _LOADED.load(path)
 
 
 class _Reader:
@@ -117,7 +118,7 @@ class _Reader:
 
     def _value(self, t: Table, key: str, read):
         self.values.append(f"{t.path}.{key}")
-        return read(key)
+        return _read_only(read(key))
 
     def _joint(self, raw: dict, index: int) -> NominalJoint:
         name = raw.get("name")
@@ -128,7 +129,7 @@ class _Reader:
         if not np.linalg.norm(axis) > 0:
             raise t.error("axis", t.raw("axis"), "expected a non-zero 3-vector (the joint axis)")
         return NominalJoint(
-            name, axis / np.linalg.norm(axis),
+            name, _read_only(axis / np.linalg.norm(axis)),
             self._value(t, "offset_m", lambda k: t.vector(k, unit="m")),
             self._value(t, "rpy_rad", lambda k: t.vector(k, unit="rad")),
             self._value(t, "home_rad", lambda k: t.number(k, unit="rad")),
@@ -176,3 +177,13 @@ class _Reader:
                 raise self.doc.error(f'provenance."{key}"', MISSING,
                                      "required: every nominal value states its source (published, derived or assumed)")
         return dict(raw)
+
+
+def _read_only(value):
+    """Arrays of a NominalArm read-only: every reader of the same file shares it."""
+    if isinstance(value, np.ndarray):
+        value.flags.writeable = False
+    return value
+
+
+_LOADED: TextMemo[NominalArm] = TextMemo(4, lambda text, source: _Reader(source).arm(parse_toml(text, source)))

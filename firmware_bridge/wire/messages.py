@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from config_schema import UserError, is_integer, load_toml, parse_toml
+from config_schema import TextMemo, UserError, is_integer, parse_toml
 from firmware_bridge.wire.bus_schema import BusSpec, read_bus_map
 from firmware_bridge.wire.codec import (DIRECTIONS, REJECTION_KINDS, Codec, DecodeError, EncodeError, MessageSpec,
                                         StatusFlag, counter_delta, counter_next, crc8_sae_j1850)
@@ -68,11 +68,11 @@ class BusMap:
     def load(cls, path: str | Path) -> BusMap:
         """Load and validate ``configs/bus/<name>.toml``, or a DBC file ``FILE.dbc`` with its sidecar
         ``FILE.dbc.toml`` (:meth:`from_dbc`); a missing, unreadable or binary file is a ConfigError
-        naming it."""
+        naming it. A map read before from the same file name and text is that map again (LOADED_MAPS: a
+        BusMap is never changed after it is made)."""
         if Path(path).suffix.lower() == ".dbc":
             return cls.from_dbc(path)
-        source = str(path)
-        return cls.from_spec(read_bus_map(load_toml(path), source), source)
+        return LOADED_MAPS.load(path)
 
     @classmethod
     def from_dbc(cls, path: str | Path, sidecar: str | Path | None = None) -> BusMap:
@@ -123,6 +123,10 @@ class BusMap:
         return codec, codec.decode(frame, out)
 
 
+
+
+# maps kept by file name and text: a campaign worker's cases, its emulator and firmware, share one
+LOADED_MAPS: TextMemo[BusMap] = TextMemo(8, lambda text, source: BusMap.from_string(text, source))
 
 
 # ----------------------------------------------------------------------------- bus load

@@ -13,11 +13,10 @@ known one suggested. The changed preset is validated by the preset reader itself
 """
 from __future__ import annotations
 
-import copy
 import re
 from typing import Any
 
-from config_schema import ConfigError, is_number, load_toml, suggest
+from config_schema import ConfigError, copy_toml, is_number, load_toml, suggest
 from hil.model.config import load_model_from_string, parameter_paths
 from hil.model.sensor_specs import sensor_labels
 from hil.campaign.toml_text import dumps
@@ -67,7 +66,7 @@ class Preset:
         """The preset's TOML text with `overrides` (path -> value) applied, validated by the
         preset reader unless `validate` is False (the run that reads it validates it); `source`
         names the result in its errors."""
-        data = copy.deepcopy(self.data)
+        data = copy_toml(self.data)
         for path, value in overrides.items():
             base, index = element(path)
             if index is None:

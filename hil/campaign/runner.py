@@ -10,6 +10,7 @@ run_failed (the run proves nothing: hil.runtime.outcome), error, timeout.
 """
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import os
@@ -18,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -106,31 +108,26 @@ def _link(settings: dict, case: dict) -> str:
 
 def _run(case: dict, settings: dict, log: Path, inside: Inside | None) -> tuple[dict | None, str | None, str | None]:
     """(summary, error, status): status None for a run that was judged."""
-    from hil.runtime.sysguard import exit_with_parent, remove_stale_folders, temp_folder
+    from hil.runtime.sysguard import exit_with_parent
 
     log.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_folders("case")      # those of workers killed mid-case
-    tmp = temp_folder("case")
+    model = Path(_case_folder()) / "model.toml"
+    model.write_text(model_text(case, settings), encoding="utf-8")
+    if inside is not None and runs_inside(case, settings):
+        summary, error, status = inside(in_process_argv(command(case, settings, model, log)[3:]),
+                                        settings["timeout_s"], settings["cwd"])
+        if status is None and case["firmware"]["kind"] == "controller":
+            summary = offline_summary(log, settings["targets"])
+        return summary, error, status
+    parent = os.getpid()      # a worker that dies takes its case's processes with it
+    proc = subprocess.Popen(command(case, settings, model, log), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True, cwd=settings["cwd"],
+                            preexec_fn=lambda: exit_with_parent(parent))
     try:
-        model = Path(tmp) / "model.toml"
-        model.write_text(model_text(case, settings), encoding="utf-8")
-        if inside is not None and runs_inside(case, settings):
-            summary, error, status = inside(in_process_argv(command(case, settings, model, log)[3:]),
-                                            settings["timeout_s"], settings["cwd"])
-            if status is None and case["firmware"]["kind"] == "controller":
-                summary = offline_summary(log, settings["targets"])
-            return summary, error, status
-        parent = os.getpid()      # a worker that dies takes its case's processes with it
-        proc = subprocess.Popen(command(case, settings, model, log), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True, cwd=settings["cwd"],
-                                preexec_fn=lambda: exit_with_parent(parent))
-        try:
-            out, err = proc.communicate(timeout=settings["timeout_s"])
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            return None, f"no result within timeout_s = {settings['timeout_s']:g} s (wall clock); killed", "timeout"
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        out, err = proc.communicate(timeout=settings["timeout_s"])
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        return None, f"no result within timeout_s = {settings['timeout_s']:g} s (wall clock); killed", "timeout"
     if case["firmware"]["kind"] == "controller":
         if proc.returncode != 0:
             tail = " | ".join(err.strip().splitlines()[-STDERR_LINES:])
@@ -143,6 +140,24 @@ def _run(case: dict, settings: dict, log: Path, inside: Inside | None) -> tuple[
     if summary.get("run_failures"):
         return summary, "; ".join(summary["run_failures"]), "run_failed"
     return summary, None, None
+
+
+_folders: dict[tuple[int, int], str] = {}      # (process, thread) -> its folder for its cases' model files
+
+
+def _case_folder() -> str:
+    """This thread's folder for the model file of its case, one case after the other: made at its first case
+    (the folders of workers killed before they could remove theirs removed then), removed when the process
+    ends."""
+    from hil.runtime.sysguard import remove_stale_folders, temp_folder
+
+    key = (os.getpid(), threading.get_ident())       # a forked worker makes its own
+    folder = _folders.get(key)
+    if folder is None or not os.path.isdir(folder):
+        remove_stale_folders("case")
+        folder = _folders[key] = temp_folder("case")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def runs_inside(case: dict, settings: dict) -> bool:

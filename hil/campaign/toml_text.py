@@ -6,22 +6,32 @@ from it). Tables, arrays of tables, strings, numbers, booleans and (nested) arra
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 
+from config_schema import remember_written
+
 _BARE = re.compile(r"^[A-Za-z0-9_\-]+$")
+_ESCAPED = re.compile(r'["\\\x00-\x1f\x7f]')       # what a TOML basic string may not hold as it is
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
 
 
 def dumps(data: dict) -> str:
-    """TOML text that tomllib parses back to `data`."""
+    """TOML text that tomllib parses back to `data` (config_schema.parse_toml takes `data` for it: remember_written)."""
     lines: list[str] = []
     _table(lines, [], data)
-    return "\n".join(lines).lstrip("\n") + "\n"
+    text = "\n".join(lines).lstrip("\n") + "\n"
+    remember_written(text, data)
+    return text
 
 
 def _key(k: str) -> str:
-    return k if _BARE.match(k) else json.dumps(k)
+    return k if _BARE.match(k) else _string(k)
+
+
+def _string(text: str) -> str:
+    """A TOML basic string (any other character, beyond the BMP too, as it is: the file is UTF-8)."""
+    return '"' + _ESCAPED.sub(lambda m: _ESCAPES.get(m[0]) or f"\\u{ord(m[0]):04x}", text) + '"'
 
 
 def _is_table_array(v: object) -> bool:
@@ -55,7 +65,7 @@ def _value(v: object) -> str:
             return "inf" if v > 0 else "-inf"
         return repr(v)
     if isinstance(v, str):
-        return json.dumps(v)
+        return _string(v)
     if isinstance(v, list):
         return "[" + ", ".join(_value(x) for x in v) + "]"
     if isinstance(v, dict):

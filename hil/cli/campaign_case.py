@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 import sys
 
@@ -67,6 +68,12 @@ def _importable(folder: str):
 
 def _parse(argv: list[str]) -> argparse.Namespace:
     """The arguments of `hil run` or `hil simulate` (argv[0])."""
-    parser = argparse.ArgumentParser(prog=f"hil {argv[0]}")
-    COMMANDS[argv[0]].add_arguments(parser)
-    return parser.parse_args(argv[1:])
+    return _parser(argv[0]).parse_args(argv[1:])
+
+
+@functools.lru_cache(maxsize=None)
+def _parser(command: str) -> argparse.ArgumentParser:
+    """The parser of `hil COMMAND`, made once per worker (parsing leaves it unchanged)."""
+    parser = argparse.ArgumentParser(prog=f"hil {command}")
+    COMMANDS[command].add_arguments(parser)
+    return parser

@@ -7,14 +7,18 @@ only on the kernel arrays (mi, mf), the initial state, the integrator settings, 
 probe's rate and torque limits), the requested method and substeps and the code that plans, so it is
 kept under that key in <numba cache>/plans (the numba cache folder is itself keyed on the kernel sources:
 hil.jit_cache). A later start with the same key takes the plan as it was made. A plan that warned warns
-again when taken from here.
+again when taken from here. The folder keeps at most MAX_ENTRIES files (a campaign of new payloads
+adds a few per case): every PRUNE_EVERY writes of a process, the oldest written beyond it go.
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
+import itertools
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Callable
 
@@ -28,7 +32,9 @@ PLANNING_SOURCES = ("integrator_plan.py", "energy_error.py", "motion_error.py", 
                     "plant.py", "../model/linearize.py", "../model/midpoint_fit.py")
 
 
+@functools.lru_cache(maxsize=1)
 def _planning_code_hash() -> bytes:
+    """The planning code's hash, read once: the code this process runs is the code it imported."""
     here = Path(__file__).resolve().parent
     h = hashlib.sha256()
     for name in PLANNING_SOURCES:
@@ -78,13 +84,36 @@ def store(cache_key: str, fields: dict) -> None:
     _write(_path(cache_key), lambda f: f.write(json.dumps(fields).encode()))
 
 
+MAX_ENTRIES = 4096
+PRUNE_EVERY = 64
+_written = itertools.count()
+
+
 def _write(path: Path, write: Callable) -> None:
     """write(binary file) into a temporary file beside path, then rename it (readers see all or nothing)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.parent / f"{path.name}.{os.getpid()}.tmp"
+        tmp = path.parent / f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp"
         with open(tmp, "wb") as f:
             write(f)
         os.replace(tmp, path)
+        if next(_written) % PRUNE_EVERY == 0:
+            _prune(path.parent)
     except OSError:
         pass
+
+
+def _prune(folder: Path) -> None:
+    """The oldest written entries beyond MAX_ENTRIES removed (another process may remove them first)."""
+    entries = []
+    for entry in os.scandir(folder):
+        try:
+            entries.append((entry.stat().st_mtime_ns, entry.path))
+        except OSError:
+            continue
+    entries.sort()
+    for _, path in entries[:max(len(entries) - MAX_ENTRIES, 0)]:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import math
+import threading
 from typing import Any, Callable
 
 import numpy as np
@@ -102,14 +103,15 @@ class PlantArrays:
     .DriveBank: its inertias, its current friction scales), else Plant.stabilize_friction at the
     drive bank's ``inertia`` or, without one, the apparent inertias at the plant's pose now.
 
-    Threads: variant() runs on the API thread (inject), start/stop and refresh() on the loop's;
-    only the loop thread changes ``payloads``, ``weakened`` and ``touched``."""
+    Threads: prepare() and variant() run on the API thread (inject) or before the loop (a scenario),
+    start/stop and refresh() on the loop's; only the loop thread changes ``payloads``, ``weakened`` and
+    ``touched``."""
 
     def __init__(self, plant: Plant, drives: Any = None):
         self.plant = plant
         self.live = plant.km.arrays()            # named views into the kernel's flat arrays
-        self.nominal = assemble(plant.asm.model).km.arrays()
-        self.nominal["fitted"] = plant.km.fitted.copy()      # the plan's, not the assembly's zeros
+        self.nominal: dict[str, np.ndarray] = {}
+        self._preparing = threading.Lock()
         self.nominal_substeps = plant.plan.substeps
         self.payloads: list[Payload] = []
         self.weakened: list[ModalScale] = []
@@ -120,6 +122,15 @@ class PlantArrays:
             inertia = apparent_inertias(plant) if inertia is None else np.array(inertia, float)
             restabilize = lambda: plant.stabilize_friction(inertia)   # noqa: E731
         self.restabilize: Callable[[], Any] = restabilize
+
+    def prepare(self) -> None:
+        """Make the nominal arrays (the assembly of the plant's model) at the first plant fault's binding,
+        not for every run: a binding comes before its effect can start, off the loop's thread."""
+        with self._preparing:
+            if not self.nominal:
+                nominal = assemble(self.plant.asm.model).km.arrays()
+                nominal["fitted"] = self.plant.km.fitted.copy()      # the plan's, not the assembly's zeros
+                self.nominal = nominal
 
     def variant(self, model: Any, fault: str) -> tuple[dict[str, np.ndarray], int]:
         """Kernel arrays of ``model`` that differ from the nominal ones, and the substeps it needs."""
@@ -230,6 +241,7 @@ def _plant_and_arrays(c: BindContext) -> tuple[Plant, PlantArrays]:
     if arrays is None:
         raise c.error("kind", c.fault.kind, f"a {c.fault.kind} fault needs a hil.dynamics.plant.Plant "
                                             "(its kernel arrays) as the engine's plant")
+    arrays.prepare()
     return plant, arrays
 
 

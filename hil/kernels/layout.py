@@ -20,7 +20,9 @@ the forward dynamics). The module-level integers are compile-time constants for 
 """
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+import functools
+from types import MappingProxyType
+from typing import Callable, Mapping, NamedTuple
 
 import numpy as np
 from numba.extending import register_jitable
@@ -341,9 +343,11 @@ def slot(name: str) -> int:
     return N_DIMS + _SLOTS.index(name)
 
 
-def offsets(sizes: Sizes) -> tuple[dict[str, tuple[str, int, tuple]], dict[str, int]]:
+@functools.lru_cache(maxsize=16)
+def offsets(sizes: Sizes) -> tuple[Mapping[str, tuple[str, int, tuple]], Mapping[str, int]]:
     """Where every block lives for a model of these sizes: name -> (array, offset, shape), and the
-    length of each array ('mf', 'mi', 'w')."""
+    length of each array ('mf', 'mi', 'w'); computed once per sizes (read-only: every model of the
+    sizes shares them)."""
     where = {}
     lengths = {}
     for array, blocks in block_tables():
@@ -356,4 +360,4 @@ def offsets(sizes: Sizes) -> tuple[dict[str, tuple[str, int, tuple]], dict[str, 
                 n *= d
             at += n
         lengths[array] = at
-    return where, lengths
+    return MappingProxyType(where), MappingProxyType(lengths)

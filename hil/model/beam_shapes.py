@@ -8,6 +8,7 @@ through user-tabulated values; Gauss-Legendre rules exact for products of those 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -44,19 +45,19 @@ def _bisect(f: Callable[[float], float], a: float, b: float) -> float:
             b = m
 
 
-def _bending_characteristic(lam, mu: float, j: float) -> np.ndarray:
+def _bending_characteristic(lam, mu: float, j: float, xp=np) -> np.ndarray:
     """Bending characteristic function with tip mass and rotary inertia, divided by cosh(lam).
 
     Undivided: 1 + cos cosh + mu lam (cos sinh - sin cosh) - j lam^3 (cosh sin + sinh cos)
     + mu j lam^4 (1 - cos cosh). It follows from EI w''(L) = +J omega^2 w'(L) and
     EI w'''(L) = -M omega^2 w(L) (stationary Lagrangian; the tip body resists both the
-    slope and the deflection). Dividing by cosh keeps it O(lam^4) for large lam.
+    slope and the deflection). Dividing by cosh keeps it O(lam^4) for large lam. ``xp``: numpy for
+    arrays, math for one float (the bisection's many calls).
     """
-    lam = np.asarray(lam, dtype=float)
-    e = np.exp(-lam)
+    e = xp.exp(-lam)
     sech = 2.0 * e / (1.0 + e * e)
-    tanh = np.tanh(lam)
-    c, s = np.cos(lam), np.sin(lam)
+    tanh = xp.tanh(lam)
+    c, s = xp.cos(lam), xp.sin(lam)
     return (sech + c + mu * lam * (c * tanh - s) - j * lam ** 3 * (s + tanh * c)
             + mu * j * lam ** 4 * (sech - c))
 
@@ -78,7 +79,7 @@ def clamped_mass_bending_roots(n: int, mu: float, j: float) -> np.ndarray:
     brackets = np.nonzero(sign[:-1] * sign[1:] <= 0.0)[0]
     roots: list[float] = []
     for i in brackets:   # a root exactly on a grid point closes two brackets: keep it once
-        root = _bisect(lambda x: float(_bending_characteristic(x, mu, j)), grid[i], grid[i + 1])
+        root = _bisect(lambda x: _bending_characteristic(x, mu, j, math), float(grid[i]), float(grid[i + 1]))
         if not roots or root > roots[-1] + 0.5 * _SCAN_STEP:
             roots.append(root)
     if len(roots) < n:

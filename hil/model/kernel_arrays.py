@@ -6,6 +6,9 @@ which the drives and fault effects change in place while the kernels run.
 """
 from __future__ import annotations
 
+import functools
+import math
+
 import numpy as np
 
 from hil.kernels import layout as lay_
@@ -27,9 +30,10 @@ class _Blocks:
             raise KeyError(f"no kernel array {name!r}; arrays: {', '.join(self._views)}") from None
 
     def __getattr__(self, name: str) -> np.ndarray:
-        views = self.__dict__.get("_views")
-        if views is not None and name in views:
-            return views[name]
+        if not name.startswith("_"):        # not before __init__ has run (copy, pickle)
+            views = self._views
+            if name in views:
+                return views[name]
         raise AttributeError(name)
 
     def arrays(self) -> dict[str, np.ndarray]:
@@ -41,7 +45,7 @@ def _views(arrays: dict[str, np.ndarray], where: dict) -> dict[str, np.ndarray]:
     out = {}
     for name, (array, at, shape) in where.items():
         if array in arrays:
-            n = int(np.prod(shape, dtype=np.int64))
+            n = math.prod(shape)
             out[name] = arrays[array][at:at + n].reshape(shape)
     return out
 
@@ -76,11 +80,16 @@ class KernelModel(_Blocks):
 
 
 class Work(_Blocks):
-    """Every scratch buffer of the kernels for one model, in one flat array ``w`` (named views too)."""
+    """Every scratch buffer of the kernels for one model, in one flat array ``w`` (named views too, made
+    when first asked for: most users pass only ``w`` to the kernels)."""
 
     def __init__(self, km: KernelModel):
         self.w = np.zeros(km.lengths["w"])
-        super().__init__(_views({"w": self.w}, km.where))
+        self._where = km.where
+
+    @functools.cached_property
+    def _views(self) -> dict[str, np.ndarray]:
+        return _views({"w": self.w}, self._where)
 
 
 def make_work(km: KernelModel) -> Work:

@@ -89,29 +89,38 @@ class BeamModes:
         gets Gamma_c = Gamma + Lambda x c column by column; Lambda and S are unchanged.
         S (seed 003 foreshortening) is -int_0^x phi_a' phi_b' ds within one bending plane.
         """
-        x = self._check_x(x)
-        gamma = np.zeros((3, self.nm))
-        lam = np.zeros((3, self.nm))
-        S = np.zeros((self.nm, self.nm))
-        for code, shapes, sl in self._sets:
-            phi = shapes.d(x, 0)[:, 0]
-            if code == TORSION:
-                lam[0, sl] = phi
-                continue
-            if code == AXIAL:
-                gamma[0, sl] = phi
-                continue
-            dphi = shapes.d(x, 1)[:, 0]
-            if code == BENDING_Y:
-                gamma[1, sl], lam[2, sl] = phi, dphi
-            else:
-                gamma[2, sl], lam[1, sl] = phi, -dphi
-            pts, wts = shapes.rule(x)
-            d1 = shapes.d(pts, 1)
-            S[sl, sl] = -(d1 * wts) @ d1.T
+        gamma, lam, S = (a[0] for a in self.at_stations([x]))
         if offset is not None:
             c = np.asarray(offset, dtype=float).reshape(3)
             gamma = gamma + np.cross(lam.T, c).T
+        return gamma, lam, S
+
+    def at_stations(self, xs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Gamma (n, 3, nm), Lambda (n, 3, nm) and S (n, nm, nm) at the n stations xs (as ``at``), each
+        shape evaluated once at all of them: an assembly asks at every quadrature point."""
+        xs = np.array([self._check_x(x) for x in xs], dtype=float)
+        n = len(xs)
+        gamma, lam, S = np.zeros((n, 3, self.nm)), np.zeros((n, 3, self.nm)), np.zeros((n, self.nm, self.nm))
+        for code, shapes, sl in self._sets:
+            phi = shapes.d(xs, 0).T
+            if code == TORSION:
+                lam[:, 0, sl] = phi
+                continue
+            if code == AXIAL:
+                gamma[:, 0, sl] = phi
+                continue
+            dphi = shapes.d(xs, 1).T
+            if code == BENDING_Y:
+                gamma[:, 1, sl], lam[:, 2, sl] = phi, dphi
+            else:
+                gamma[:, 2, sl], lam[:, 1, sl] = phi, -dphi
+            rules = [shapes.rule(x) for x in xs]
+            d1 = shapes.d(np.concatenate([r[0] for r in rules]), 1)
+            start = 0
+            for j, (pts, wts) in enumerate(rules):
+                part = d1[:, start:start + len(pts)]
+                S[j, sl, sl] = -(part * wts) @ part.T
+                start += len(pts)
         return gamma, lam, S
 
     def curvature(self, x: float) -> tuple[np.ndarray, np.ndarray]:
@@ -141,16 +150,16 @@ class BeamModes:
         b = self.beam
         n = len(self.x_q)
         Iy, Iz = (b.Iy_m4, b.Iz_m4) if b.rotary_inertia else (0.0, 0.0)
-        at = [self.at(x) for x in self.x_q]
+        gamma, lam, S = self.at_stations(self.x_q)
         p0 = np.zeros((n, 3))
         p0[:, 0] = self.x_q
         return {
             "m": b.rho_kg_m3 * b.area_m2 * self.w_q,
             "p0": p0,
             "J": b.rho_kg_m3 * self.w_q[:, None, None] * np.diag([_polar_moment(b), Iy, Iz])[None],
-            "Gamma": np.array([a[0] for a in at]).reshape(n, 3, self.nm),
-            "Lambda": np.array([a[1] for a in at]).reshape(n, 3, self.nm),
-            "S": np.array([a[2] for a in at]).reshape(n, self.nm, self.nm),
+            "Gamma": gamma,
+            "Lambda": lam,
+            "S": S,
         }
 
     def modal_mass(self, tip_mass=0.0, tip_inertia=None) -> np.ndarray:

@@ -27,7 +27,7 @@ class CommandAge:
         self._sends = 0                     # sensor sends so far (index of the next one)
         self._answered = -1                 # send index the newest command answers (-1: none yet)
         self._answered_ns = 0               # its send time (kept: the ring overwrites it after HISTORY sends)
-        self.ages_us = np.zeros(capacity)
+        self.ages_us = np.empty(capacity)          # read only up to count
         self._capacity = capacity
         self.count = 0
         self.missed = 0

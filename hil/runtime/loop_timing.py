@@ -21,7 +21,7 @@ class LoopTiming:
         self.cycles = CycleStats(capacity)
         self.age = CommandAge(capacity)
         # read-to-send latency: a command frame taken off the link -> the first sensor frame computed with it
-        self._latency_ns = np.zeros(capacity, np.int64)
+        self._latency_ns = np.empty(capacity, np.int64)     # read only up to _latency_count
         self._latency_count = 0
         self.overrun_causes = OverrunCauses(period_s, None)
         self._last_work: tuple[int, int] | None = None   # the last cycle's compute and I/O ns
