@@ -27,7 +27,7 @@ TWO_FIRMWARE = ('[[firmware]]\nname = "pid"\nmove_time_s = 0.2\n\n'
                 '[[firmware]]\nname = "pid_vs"\nmove_time_s = 0.2\nvibration_suppression = true\n')
 PAYLOAD = "body.link2.attachment.payload.mass_kg = {uniform = [1.8, 2.4]}"
 # what a rerun anywhere reproduces; the worker, its memory, wall-clock time and command age are the machine's
-VOLATILE = ("worker", "wall_s", "ended_unix_s", "worker_rss_mb", "cmd_age_p99_us", "cmd_age_max_us")
+VOLATILE = ("worker", "wall_s", "ended_unix_s", "loop_s", "worker_rss_mb", "cmd_age_p99_us", "cmd_age_max_us")
 
 
 def same_log(a: Path, b: Path) -> bool:

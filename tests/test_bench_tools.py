@@ -307,17 +307,18 @@ def test_campaign_bench_reports_rates_overhead_and_memory(capsys):
 
 def test_the_steady_campaign_rate_counts_the_cases_that_ended_after_every_worker_had_one(tmp_path):
     """Rows in case order, ends out of order: 2 workers' first cases end at 10 and 12 s, three more at 13,
-    14 and 16 s: 3 cases over 4 s. A campaign of no more cases than workers has no steady rate."""
+    14 and 16 s: 3 cases over 4 s, their own loops 0.2, 0.3 and 0.4 s. A campaign of no more cases than
+    workers has no steady rate."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from tools.bench_campaign import steady_rate
-    ends = [12.0, 16.0, 10.0, 14.0, 13.0]
-    pq.write_table(pa.table({"case_id": [f"c{i}" for i in range(5)], "ended_unix_s": ends}),
+    ends, loops = [12.0, 16.0, 10.0, 14.0, 13.0], [0.1, 0.4, 0.1, 0.3, 0.2]
+    pq.write_table(pa.table({"case_id": [f"c{i}" for i in range(5)], "ended_unix_s": ends, "loop_s": loops}),
                    tmp_path / "results.parquet")
-    assert steady_rate(tmp_path, 2) == pytest.approx(3 / 4)
-    assert steady_rate(tmp_path, 1) == pytest.approx(4 / 6)
-    assert steady_rate(tmp_path, 5) is None
+    assert steady_rate(tmp_path, 2) == pytest.approx((3 / 4, 0.3))
+    assert steady_rate(tmp_path, 1) == pytest.approx((4 / 6, (0.1 + 0.2 + 0.3 + 0.4) / 4))
+    assert steady_rate(tmp_path, 5) == (None, None)
 
 
 def test_the_friction_chatter_scan_puts_the_onset_above_the_bound_the_plant_keeps():

@@ -139,13 +139,11 @@ class DaskCluster:
 
 def in_workers(path: Path, folder: Path, engine: str) -> dict:
     """The same campaign in long-lived workers (hil.campaign.worker): cases/s with 1 and 2 workers, whole
-    (the workers' start included) and steady (once every worker has run a case: steady_rate), the loop
-    time of one case run in this process (its own cycles: summary pacer.elapsed_s) and the time per case
-    beyond it with 1 worker, steady. The campaign's
+    (the workers' start included) and steady (once every worker has run a case: steady_rate), and with 1
+    worker, steady, a case's own loop time (its cycles: row loop_s) and its time beyond it. The campaign's
     integrator plan is made first (its time reported), so every run below starts alike."""
     from hil.campaign.plan import campaign_plan
-    from hil.campaign.worker import in_process_argv
-    from hil.cli.campaign_case import run_case, run_inside
+    from hil.cli.campaign_case import run_case
 
     campaign = load_campaign(path)
     t0 = time.monotonic()
@@ -153,32 +151,27 @@ def in_workers(path: Path, folder: Path, engine: str) -> dict:
     plan_s = time.monotonic() - t0
     one, _, _, cpu_case = campaign_rate(path, folder / "w1", 1, engine, run_case)
     two, mb2, _, _ = campaign_rate(path, folder / "w2", 2, engine, run_case)
-    steady = {n: steady_rate(folder / f"w{n}", n) for n in (1, 2)}
-    case = expand(campaign)[0]
-    model = folder / "model.toml"
-    from hil.campaign.overrides import Preset
-    model.write_text(Preset(campaign.arm).with_overrides(case.overrides, "bench"), encoding="utf-8")
-    argv = in_process_argv(command(case.as_dict(), settings(campaign, folder, None), model,
-                                        folder / "inside.msgpack")[3:])
-    loops = [run_inside(argv, 600.0, str(folder))[0]["pacer"]["elapsed_s"] for _ in range(3)]
-    loop_s = sorted(loops)[1]
+    (steady_1, loop_s), (steady_2, _) = steady_rate(folder / "w1", 1), steady_rate(folder / "w2", 2)
     return {"cases_per_s_1_worker": one, "cases_per_s_2_workers": two, "speedup_2_workers": two / one,
-            "steady_cases_per_s_1_worker": steady[1], "steady_cases_per_s_2_workers": steady[2],
-            "steady_speedup_2_workers": None if steady[2] is None else steady[2] / steady[1],
-            "campaign_plan_s": plan_s, "case_loop_s": loop_s, "overhead_per_case_s": 1 / steady[1] - loop_s,
+            "steady_cases_per_s_1_worker": steady_1, "steady_cases_per_s_2_workers": steady_2,
+            "steady_speedup_2_workers": None if steady_2 is None else steady_2 / steady_1,
+            "campaign_plan_s": plan_s, "case_loop_s": loop_s,
+            "overhead_per_case_s": None if steady_1 is None else 1 / steady_1 - loop_s,
             "campaign_cpu_per_case_s": cpu_case,
             "worker_process_rss_mb": mb2 if engine == "dask" else
             resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
 
 
-def steady_rate(out: Path, workers: int) -> float | None:
+def steady_rate(out: Path, workers: int) -> tuple[float | None, float | None]:
     """Cases/s once the workers are up, from the rows in `out`: the cases that ended after the
-    `workers`-th over the time from its end to the last's (each worker has run a case by then); None for a
-    campaign of no more cases than workers."""
-    ends = sorted(r["ended_unix_s"] for r in read_results(out))
-    if len(ends) <= workers:
-        return None
-    return (len(ends) - workers) / max(ends[-1] - ends[workers - 1], 1e-9)
+    `workers`-th over the time from its end to the last's (each worker has run a case by then), and those
+    cases' own loop time (their cycles) on average [s]; None for a campaign of no more cases than workers."""
+    rows = sorted(read_results(out), key=lambda r: r["ended_unix_s"])
+    if len(rows) <= workers:
+        return None, None
+    steady = rows[workers:]
+    rate = len(steady) / max(rows[-1]["ended_unix_s"] - rows[workers - 1]["ended_unix_s"], 1e-9)
+    return rate, sum(r["loop_s"] for r in steady) / len(steady)
 
 
 def measure(cases: int, duration: float, bare: int, engine: str) -> dict:
@@ -243,8 +236,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"    once the workers are up: 1 worker {w['steady_cases_per_s_1_worker']:.3f} cases/s, 2 workers "
               f"{w['steady_cases_per_s_2_workers']:.3f} (x{w['steady_speedup_2_workers']:.2f}, goal >= 1.9); "
               f"the campaign's integrator plan {w['campaign_plan_s']:.1f} s")
-    print(f"    a case's own loop {w['case_loop_s'] * 1e3:.0f} ms; beyond it per case {w['overhead_per_case_s'] * 1e3:.0f} ms "
-          f"(goal 20 ms); CPU per case {w['campaign_cpu_per_case_s']:.2f} s; a worker process at most "
+    if w["overhead_per_case_s"] is not None:
+        print(f"    a case's own loop {w['case_loop_s'] * 1e3:.0f} ms; beyond it per case "
+              f"{w['overhead_per_case_s'] * 1e3:.0f} ms (goal 20 ms)")
+    print(f"    CPU per case {w['campaign_cpu_per_case_s']:.2f} s; a worker process at most "
           f"{w['worker_process_rss_mb']:.0f} MB")
     print(f"  load average during the run: {', '.join(f'{x:.1f}' for x in r['load_average'])}")
     return 0

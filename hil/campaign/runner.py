@@ -234,6 +234,7 @@ def metrics(summary: dict) -> dict:
     out["cmd_age_max_us"] = age.get("max")
     out["missed_cycles"] = (summary.get("firmware_timing") or {}).get("missed_cycles")
     out["overruns"] = (summary.get("pacer") or {}).get("overruns")
+    out["loop_s"] = (summary.get("pacer") or {}).get("elapsed_s")      # the case's own cycles
     out["watchdog_trips"] = (summary.get("watchdog") or {}).get("trips")
     out["cycles"] = summary["cycles"]
     out["t_s"] = float(summary["t_s"])
