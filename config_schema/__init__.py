@@ -28,11 +28,11 @@ import threading
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Generic, TypeVar
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import Any, Generic, Iterable, NamedTuple, Sequence, TypeVar
 
-__all__ = ["MISSING", "NAME_RE", "ConfigError", "Document", "Problem", "Table", "bare_key", "fmt", "fmt_float",
-           "in_unit", "is_integer", "is_number", "load_toml", "parse_toml", "raise_problem", "suggest"]
+__all__ = ["MISSING", "NAME_RE", "ConfigError", "Document", "Problem", "Table", "TextMemo", "bare_key", "copy_toml",
+           "fmt", "fmt_float", "in_unit", "is_integer", "is_number", "load_toml", "parse_toml", "raise_problem",
+           "read_toml_text", "remember_written", "suggest"]
 
 
 class _Missing:
